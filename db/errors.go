@@ -1,0 +1,31 @@
+package db
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrNotFound is what a :one query's "no rows" becomes at the db boundary, so
+// callers above it never depend on pgx's sentinel.
+var ErrNotFound = errors.New("not found")
+
+// NotFound maps pgx.ErrNoRows to ErrNotFound and passes anything else through.
+func NotFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w", ErrNotFound)
+	}
+	return err
+}
+
+// IsUniqueViolation reports whether err is a unique-constraint violation
+// (SQLSTATE 23505) on the named constraint or index ("" = any).
+func IsUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		return false
+	}
+	return constraint == "" || pgErr.ConstraintName == constraint
+}

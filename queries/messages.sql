@@ -1,0 +1,293 @@
+-- Messages: send, claim, settle and move. Every statement here touches one
+-- queue's rows through the primary key (queue_id, sequence) or the
+-- (queue_id, message_id) unique index, and is bounded by its inputs.
+--
+-- Receipt handles carry (queue_id, sequence, lease_token). Settling matches
+--   queue_id = ANY(@queue_ids) AND sequence = ANY(@sequences) AND lease_token = ANY(@tokens)
+-- which is an index scan of exact primary-key probes for any plan, generic or
+-- custom (a join against unnest() can turn into a hash join over the whole
+-- table under a generic plan). Tokens are 244 random bits, unique per
+-- delivery, so matching any of the given tokens is as strict as matching the
+-- row's own.
+
+-- name: MessageSend :many
+-- Inserts a batch into a queue, resolving each message's policies against the
+-- queue's defaults once, at send time (-1 / 0 / dead_letter_queue_given=false
+-- mean "absent"). The expiration clock starts after the delay. Returns no rows
+-- when the queue does not exist; the caller creates it and retries.
+INSERT INTO skipq.messages (
+    queue_id, message_id, client_id, metadata, body, body_binary, tags,
+    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue)
+SELECT q.id, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags::jsonb,
+       t.now,
+       t.now + make_interval(secs => p.delay_seconds),
+       CASE WHEN p.delay_seconds > 0 THEN t.now + make_interval(secs => p.delay_seconds) END,
+       CASE WHEN p.expiration_seconds > 0
+            THEN t.now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
+       p.max_receive_count, p.dead_letter_queue
+FROM skipq.queues q
+CROSS JOIN (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t
+CROSS JOIN generate_subscripts(@message_ids::text[], 1) AS i
+CROSS JOIN LATERAL (SELECT
+    (@message_ids::text[])[i] AS message_id,
+    (@client_ids::text[])[i] AS client_id,
+    (@metadatas::text[])[i] AS metadata,
+    (@bodies::bytea[])[i] AS body,
+    (@body_binaries::boolean[])[i] AS body_binary,
+    (@tags::text[])[i] AS tags,
+    (@delay_seconds::integer[])[i] AS delay_seconds,
+    (@expiration_seconds::integer[])[i] AS expiration_seconds,
+    (@max_receive_counts::integer[])[i] AS max_receive_count,
+    (@dead_letter_queues::text[])[i] AS dead_letter_queue,
+    (@dead_letter_queue_given::boolean[])[i] AS dead_letter_queue_given
+) m
+CROSS JOIN LATERAL (SELECT
+    CASE WHEN m.delay_seconds < 0 THEN q.delay_seconds ELSE m.delay_seconds END AS delay_seconds,
+    CASE WHEN m.expiration_seconds < 0 THEN q.expiration_seconds ELSE m.expiration_seconds END AS expiration_seconds,
+    CASE WHEN m.max_receive_count > 0 THEN m.max_receive_count
+         WHEN q.max_receive_count > 0 THEN q.max_receive_count
+         ELSE @server_max_receive_count::integer END AS max_receive_count,
+    CASE WHEN m.dead_letter_queue_given THEN m.dead_letter_queue ELSE q.dead_letter_queue END AS dead_letter_queue
+) p
+WHERE q.tenant = @tenant AND q.name = @queue
+ORDER BY i
+RETURNING queue_id, message_id, sequence, sent_at, delayed_to, expires_at;
+
+-- name: MessageClaim :many
+-- Claims up to @max_messages available messages, oldest sequence first, for
+-- @visibility_seconds (NULL: the queue's default). The queue is resolved by
+-- name in an InitPlan, so a receive is one round trip.
+-- The inner SELECT walks the primary key from the queue's head and filters on
+-- visibility; SKIP LOCKED lets concurrent receivers pass each other's rows
+-- instead of queueing behind them. `sequence = ANY(ARRAY(...))` keeps the
+-- outer UPDATE a primary-key probe under generic plans too. Each claim
+-- mints a fresh lease token (two strong random UUIDs: 244 random bits), so
+-- older receipt handles go stale. final_lease_until is set only on the last
+-- allowed delivery, for the worker's dead-letter sweep.
+UPDATE skipq.messages m
+SET visible_at        = t.now + make_interval(secs => t.visibility_seconds),
+    receive_count     = m.receive_count + 1,
+    first_received_at = coalesce(m.first_received_at, t.now),
+    lease_token       = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()),
+    final_lease_until = CASE WHEN m.receive_count + 1 >= m.max_receive_count
+                             THEN t.now + make_interval(secs => t.visibility_seconds) END
+FROM (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now,
+             coalesce(sqlc.narg('visibility_seconds')::integer,
+                      (SELECT q.visibility_seconds FROM skipq.queues q
+                       WHERE q.tenant = @tenant AND q.name = @queue)) AS visibility_seconds) t
+WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+  AND m.sequence = ANY(ARRAY(
+      SELECT c.sequence FROM skipq.messages c
+      WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+        AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+        AND c.receive_count < c.max_receive_count
+        AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+      ORDER BY c.sequence
+      LIMIT @max_messages
+      FOR UPDATE SKIP LOCKED))
+RETURNING m.*;
+
+-- name: MessageClaimAndDelete :many
+-- autoAck receive: claims like MessageClaim and removes what it returns in
+-- the same statement. receive_count is reported as this delivery's count.
+DELETE FROM skipq.messages m
+WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+  AND m.sequence = ANY(ARRAY(
+      SELECT c.sequence FROM skipq.messages c
+      WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+        AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+        AND c.receive_count < c.max_receive_count
+        AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+      ORDER BY c.sequence
+      LIMIT @max_messages
+      FOR UPDATE SKIP LOCKED))
+RETURNING m.*;
+
+-- name: MessagePeek :many
+-- isPeek receive: the messages a claim would take, unchanged and unlocked.
+SELECT * FROM skipq.messages c
+WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+  AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+  AND c.receive_count < c.max_receive_count
+  AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+ORDER BY c.sequence
+LIMIT @max_messages;
+
+-- name: MessageAckByReceipt :many
+DELETE FROM skipq.messages m
+WHERE m.queue_id = ANY(@queue_ids::bigint[])
+  AND m.sequence = ANY(@sequences::bigint[])
+  AND m.lease_token = ANY(@tokens::bytea[])
+RETURNING m.queue_id, m.sequence;
+
+-- name: MessageNackByReceipt :many
+-- Makes messages available again now. A message on its last allowed delivery
+-- is left alone here: MessageDeadLetterByReceipt moves it in the same
+-- transaction.
+UPDATE skipq.messages m
+SET visible_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+    lease_token = NULL,
+    final_lease_until = NULL
+WHERE m.queue_id = ANY(@queue_ids::bigint[])
+  AND m.sequence = ANY(@sequences::bigint[])
+  AND m.lease_token = ANY(@tokens::bytea[])
+  AND m.receive_count < m.max_receive_count
+RETURNING m.queue_id, m.sequence;
+
+-- name: MessageSetVisibilityByReceipt :many
+-- The lease now ends @visibility_seconds from now (0 releases it at once);
+-- the handle stays valid. On the last allowed delivery the worker's
+-- dead-letter sweep follows the new lease end.
+UPDATE skipq.messages m
+SET visible_at = t.now + make_interval(secs => @visibility_seconds::integer),
+    final_lease_until = CASE WHEN m.receive_count >= m.max_receive_count
+                             THEN t.now + make_interval(secs => @visibility_seconds::integer) END
+FROM (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t
+WHERE m.queue_id = ANY(@queue_ids::bigint[])
+  AND m.sequence = ANY(@sequences::bigint[])
+  AND m.lease_token = ANY(@tokens::bytea[])
+RETURNING m.queue_id, m.sequence, m.visible_at;
+
+-- name: MessageFinalByReceipt :many
+-- Nack of a last allowed delivery: the messages to dead-letter, locked until
+-- MessageDeadLetter moves them in the same transaction, with the dead-letter
+-- queues to create first.
+SELECT m.queue_id, m.sequence, m.dead_letter_queue
+FROM skipq.messages m
+WHERE m.queue_id = ANY(@queue_ids::bigint[])
+  AND m.sequence = ANY(@sequences::bigint[])
+  AND m.lease_token = ANY(@tokens::bytea[])
+  AND m.receive_count >= m.max_receive_count
+FOR UPDATE;
+
+-- name: MessageDeadLetter :many
+-- Moves messages that used up their deliveries, atomically in one statement:
+-- each leaves its queue and enters its dead-letter queue (same tenant) with
+-- the same messageId, body, metadata, tags and clientId, reRoutedFrom = the
+-- source queue, deadLetteredAt set, a fresh delivery state and the
+-- dead-letter queue's defaults -- or is discarded when it has no dead-letter
+-- queue (dead_letter_queue_id NULL in the result). Sequences are globally
+-- unique, so `queue_id = ANY AND sequence = ANY` names exactly the given
+-- rows. A message whose dead-letter queue does not exist is left in place
+-- (never dropped): the caller creates the queues first (QueueCreateMissing).
+-- A messageId already taken in the destination gets a new server id.
+WITH moved AS (
+    DELETE FROM skipq.messages m
+    WHERE m.queue_id = ANY(@queue_ids::bigint[])
+      AND m.sequence = ANY(@sequences::bigint[])
+      AND m.receive_count >= m.max_receive_count
+      AND (m.dead_letter_queue = '' OR EXISTS (
+          SELECT 1 FROM skipq.queues e, skipq.queues s
+          WHERE s.id = m.queue_id AND e.tenant = s.tenant AND e.name = m.dead_letter_queue))
+    RETURNING m.*
+), target AS (
+    SELECT moved.*, sq.tenant, sq.name AS source_name, dq.id AS dq_id, dq.name AS dq_name,
+           dq.delay_seconds AS dq_delay_seconds, dq.expiration_seconds AS dq_expiration_seconds,
+           dq.max_receive_count AS dq_max_receive_count, dq.dead_letter_queue AS dq_dead_letter_queue,
+           row_number() OVER (PARTITION BY dq.id, moved.message_id ORDER BY moved.sequence) AS id_rank
+    FROM moved
+    JOIN skipq.queues sq ON sq.id = moved.queue_id
+    LEFT JOIN skipq.queues dq ON dq.tenant = sq.tenant AND dq.name = moved.dead_letter_queue
+), t AS (
+    SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now
+), inserted AS (
+    INSERT INTO skipq.messages (
+        queue_id, message_id, client_id, metadata, body, body_binary, tags,
+        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue,
+        re_routed_from, dead_lettered_at)
+    SELECT target.dq_id,
+           CASE WHEN target.id_rank > 1 OR EXISTS (
+                    SELECT 1 FROM skipq.messages x
+                    WHERE x.queue_id = target.dq_id AND x.message_id = target.message_id)
+                THEN skipq.uuid_v7()::text ELSE target.message_id END,
+           target.client_id, target.metadata, target.body, target.body_binary, target.tags,
+           target.sent_at,
+           t.now + make_interval(secs => target.dq_delay_seconds),
+           CASE WHEN target.dq_delay_seconds > 0 THEN t.now + make_interval(secs => target.dq_delay_seconds) END,
+           CASE WHEN target.dq_expiration_seconds > 0
+                THEN t.now + make_interval(secs => target.dq_delay_seconds + target.dq_expiration_seconds) END,
+           CASE WHEN target.dq_max_receive_count > 0 THEN target.dq_max_receive_count
+                ELSE @server_max_receive_count::integer END,
+           target.dq_dead_letter_queue,
+           target.source_name,
+           t.now
+    FROM target, t
+    WHERE target.dq_id IS NOT NULL
+    RETURNING queue_id
+)
+SELECT target.queue_id AS source_queue_id, target.tenant, target.dq_id AS dead_letter_queue_id,
+       target.dq_name AS dead_letter_queue_name,
+       (SELECT count(*) FROM inserted)::bigint AS inserted_count
+FROM target;
+
+-- name: MessageRequeueByReceipt :many
+-- Moves in-flight messages to @destination_queue_id as AVAILABLE now: same
+-- messageId (a new server id if it is taken there), body, metadata, tags and
+-- clientId, fresh delivery state, reRoutedFrom = the source queue, and the
+-- destination's expiration and receive policy.
+WITH moved AS (
+    DELETE FROM skipq.messages m
+    WHERE m.queue_id = ANY(@queue_ids::bigint[])
+      AND m.sequence = ANY(@sequences::bigint[])
+      AND m.lease_token = ANY(@tokens::bytea[])
+    RETURNING m.*
+), source AS (
+    SELECT moved.*, sq.name AS source_name,
+           row_number() OVER (PARTITION BY moved.message_id ORDER BY moved.sequence) AS id_rank
+    FROM moved JOIN skipq.queues sq ON sq.id = moved.queue_id
+), dq AS (
+    SELECT d.* FROM skipq.queues d WHERE d.id = @destination_queue_id::bigint
+), t AS (
+    SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now
+), inserted AS (
+    INSERT INTO skipq.messages (
+        queue_id, message_id, client_id, metadata, body, body_binary, tags,
+        sent_at, visible_at, expires_at, max_receive_count, dead_letter_queue, re_routed_from)
+    SELECT dq.id,
+           CASE WHEN source.id_rank > 1 OR EXISTS (
+                    SELECT 1 FROM skipq.messages x
+                    WHERE x.queue_id = dq.id AND x.message_id = source.message_id)
+                THEN skipq.uuid_v7()::text ELSE source.message_id END,
+           source.client_id, source.metadata, source.body, source.body_binary, source.tags,
+           source.sent_at, t.now,
+           CASE WHEN dq.expiration_seconds > 0 THEN t.now + make_interval(secs => dq.expiration_seconds) END,
+           CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count
+                ELSE @server_max_receive_count::integer END,
+           dq.dead_letter_queue,
+           source.source_name
+    FROM source, dq, t
+    RETURNING queue_id
+)
+SELECT moved.queue_id AS source_queue_id, moved.sequence AS source_sequence,
+       (SELECT count(*) FROM inserted)::bigint AS inserted_count
+FROM moved;
+
+-- name: MessageDeleteByQueue :execrows
+-- Purge and queue deletion: every message of the queue, in every state.
+DELETE FROM skipq.messages WHERE queue_id = @queue_id;
+
+-- name: MessageFinalLeaseExpired :many
+-- Worker: messages whose last allowed lease ran out, oldest first, locked for
+-- MessageDeadLetter in the same transaction. SKIP LOCKED lets several workers
+-- take disjoint batches; the partial index holds only last deliveries.
+SELECT m.queue_id, m.sequence, m.dead_letter_queue, q.tenant
+FROM skipq.messages m
+JOIN skipq.queues q ON q.id = m.queue_id
+WHERE m.final_lease_until <= coalesce(sqlc.narg('now')::timestamptz, now())
+ORDER BY m.final_lease_until
+LIMIT @max_messages
+FOR UPDATE OF m SKIP LOCKED;
+
+-- name: MessageDeleteExpired :many
+-- Worker: removes up to @max_messages expired messages that are not in a live
+-- lease (an in-flight message can still be settled). Returns the queues for
+-- the expired-messages metric.
+DELETE FROM skipq.messages m
+WHERE (m.queue_id, m.sequence) IN (
+    SELECT c.queue_id, c.sequence FROM skipq.messages c
+    WHERE c.expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+      AND NOT (c.lease_token IS NOT NULL AND c.visible_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+    ORDER BY c.expires_at
+    LIMIT @max_messages
+    FOR UPDATE SKIP LOCKED)
+RETURNING m.queue_id;

@@ -1,0 +1,77 @@
+-- name: QueueGetByName :one
+SELECT * FROM skipq.queues
+WHERE tenant = @tenant AND name = @name;
+
+-- name: QueueUpsert :one
+-- PUT: creates the queue with the given settings (table defaults for the
+-- rest), or updates only the given settings of an existing queue. `created`
+-- is true when the row was inserted (xmax is 0 only for a fresh insert).
+INSERT INTO skipq.queues AS q (
+    tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds,
+    expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds)
+VALUES (
+    @tenant, @name,
+    coalesce(sqlc.narg('visibility_seconds')::integer, 60),
+    coalesce(sqlc.narg('receive_wait_seconds')::integer, 1),
+    coalesce(sqlc.narg('delay_seconds')::integer, 0),
+    coalesce(sqlc.narg('expiration_seconds')::integer, 0),
+    coalesce(sqlc.narg('max_receive_count')::integer, 0),
+    coalesce(sqlc.narg('dead_letter_queue')::text, ''),
+    coalesce(sqlc.narg('dedup_window_seconds')::integer, 300))
+ON CONFLICT (tenant, name) DO UPDATE SET
+    visibility_seconds   = coalesce(sqlc.narg('visibility_seconds')::integer, q.visibility_seconds),
+    receive_wait_seconds = coalesce(sqlc.narg('receive_wait_seconds')::integer, q.receive_wait_seconds),
+    delay_seconds        = coalesce(sqlc.narg('delay_seconds')::integer, q.delay_seconds),
+    expiration_seconds   = coalesce(sqlc.narg('expiration_seconds')::integer, q.expiration_seconds),
+    max_receive_count    = coalesce(sqlc.narg('max_receive_count')::integer, q.max_receive_count),
+    dead_letter_queue    = coalesce(sqlc.narg('dead_letter_queue')::text, q.dead_letter_queue),
+    dedup_window_seconds = coalesce(sqlc.narg('dedup_window_seconds')::integer, q.dedup_window_seconds)
+RETURNING q.*, (q.xmax = 0)::boolean AS created;
+
+-- name: QueueCreateMissing :exec
+-- Auto-creation on send, requeue and dead-lettering: every name that does not
+-- exist yet gets a queue with default settings. Concurrent creators are fine:
+-- the loser's row is skipped by ON CONFLICT.
+INSERT INTO skipq.queues (tenant, name)
+SELECT @tenant, unnest(@names::text[])
+ON CONFLICT (tenant, name) DO NOTHING;
+
+-- name: QueueList :many
+-- Keyset pagination over the (tenant, name) unique index; `name >= prefix`
+-- lets the scan start at the prefix instead of the tenant's first queue.
+SELECT * FROM skipq.queues
+WHERE tenant = @tenant
+  AND name >= @prefix::text AND starts_with(name, @prefix::text)
+  AND name > @after::text
+ORDER BY name
+LIMIT @max_queues;
+
+-- name: QueueDelete :one
+DELETE FROM skipq.queues
+WHERE tenant = @tenant AND name = @name
+RETURNING id;
+
+-- name: QueueStats :one
+-- Counted at request time from the queue's own rows (one primary-key range
+-- scan). States are exclusive: an expired message is in none of them, and a
+-- message whose last allowed lease ran out counts as in flight until the
+-- worker dead-letters it.
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
+SELECT
+    count(*) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count)::bigint AS available,
+    count(*) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL)::bigint AS delayed,
+    count(*) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
+                        OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count))::bigint AS in_flight,
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (
+        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at
+FROM skipq.messages m, t
+WHERE m.queue_id = @queue_id
+  AND (m.expires_at IS NULL OR m.expires_at > t.now);
+
+-- name: QueueTenantsByID :many
+SELECT id, tenant, name FROM skipq.queues WHERE id = ANY(@ids::bigint[]);
+
+-- name: WakeNotify :exec
+-- One short transaction announcing that messages became available in some
+-- queues (payload "node queue count"), sent outside the data transactions.
+SELECT pg_notify(@channel::text, p)::text FROM unnest(@payloads::text[]) AS p;

@@ -1,0 +1,49 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// fromDB classifies a database error: an unreachable or restarting database
+// is KindUnavailable (503, retry), anything else is an internal error.
+func fromDB(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	if unavailable(err) {
+		return &Error{Kind: KindUnavailable, Message: "the database is unavailable", Err: err}
+	}
+	return &Error{Kind: KindInternal, Message: op + " failed", Err: err}
+}
+
+func unavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08": // connection exception
+			return true
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, starting
+			return true
+		}
+	}
+	return pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed)
+}

@@ -1,0 +1,240 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/db"
+)
+
+// RecheckInterval is how often the head waiter of each queue re-claims on
+// its own. It covers what no NOTIFY announces -- a delay that elapses, a lease
+// that expires -- and a listener that is down, at one query per queue per
+// node per interval however many receivers wait.
+const RecheckInterval = 900 * time.Millisecond
+
+// missingQueue is the hub key of receivers waiting on a queue that does not
+// exist yet; they are all woken on every recheck to look it up again.
+const missingQueue int64 = 0
+
+// Hub is a node's long-poll switchboard. Waiting receives hold no database
+// connection: they park here, keyed by queue id, and are woken in FIFO order
+// by local sends (at once), by other nodes' NOTIFYs (through the node's one
+// listener connection) and by the periodic recheck.
+//
+// Local changes are also published to other nodes. Notifications are
+// coalesced: the publisher sends one NOTIFY transaction per round for all
+// queues touched since the last round, outside the data transactions, so
+// senders never serialize on Postgres's NOTIFY commit lock.
+type Hub struct {
+	nodeID string
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	waiters map[int64][]*waiter
+	pending map[int64]int
+	closed  bool
+
+	kick    chan struct{}
+	closing chan struct{}
+}
+
+type waiter struct {
+	c chan struct{} // buffered(1): a wake-up is never lost, never blocks
+}
+
+func newHub(nodeID string, pool *pgxpool.Pool, log *slog.Logger) *Hub {
+	return &Hub{
+		nodeID:  nodeID,
+		pool:    pool,
+		log:     log,
+		waiters: map[int64][]*waiter{},
+		pending: map[int64]int{},
+		kick:    make(chan struct{}, 1),
+		closing: make(chan struct{}),
+	}
+}
+
+// register parks a new waiter on a queue. Register BEFORE the claim that may
+// come back empty, so a wake-up between that claim and the wait is kept.
+func (h *Hub) register(queueID int64) *waiter {
+	w := &waiter{c: make(chan struct{}, 1)}
+	h.mu.Lock()
+	h.waiters[queueID] = append(h.waiters[queueID], w)
+	h.mu.Unlock()
+	return w
+}
+
+func (h *Hub) unregister(queueID int64, w *waiter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	list := h.waiters[queueID]
+	for i, x := range list {
+		if x == w {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(h.waiters, queueID)
+	} else {
+		h.waiters[queueID] = list
+	}
+}
+
+// wake signals up to n of a queue's waiters (all when n <= 0), oldest first,
+// and takes them off the list: a woken waiter claims, then registers again
+// if it must keep waiting.
+func (h *Hub) wake(queueID int64, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.wakeLocked(queueID, n)
+}
+
+func (h *Hub) wakeLocked(queueID int64, n int) {
+	list := h.waiters[queueID]
+	if n <= 0 || n > len(list) {
+		n = len(list)
+	}
+	for _, w := range list[:n] {
+		select {
+		case w.c <- struct{}{}:
+		default:
+		}
+	}
+	if n == len(list) {
+		delete(h.waiters, queueID)
+	} else {
+		h.waiters[queueID] = append(list[:0:0], list[n:]...)
+	}
+}
+
+// WakeAll wakes every waiter: after the listener reconnects, notifications
+// may have been missed.
+func (h *Hub) WakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id := range h.waiters {
+		h.wakeLocked(id, 0)
+	}
+}
+
+// Waiters is the number of receives parked on this node.
+func (h *Hub) Waiters() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, list := range h.waiters {
+		n += len(list)
+	}
+	return n
+}
+
+// Publish announces that count messages became available in a queue: local
+// waiters wake now, other nodes on the next notify round.
+func (h *Hub) Publish(queueID int64, count int) {
+	if count <= 0 {
+		return
+	}
+	h.mu.Lock()
+	h.wakeLocked(queueID, count)
+	h.pending[queueID] += count
+	h.mu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// HandleNotification takes a payload from the listener ("node queue count")
+// and wakes that many local waiters, ignoring the node's own notifications
+// (its waiters were woken when it published).
+func (h *Hub) HandleNotification(payload string) {
+	node, rest, ok := strings.Cut(payload, " ")
+	if !ok || node == h.nodeID {
+		return
+	}
+	qs, cs, ok := strings.Cut(rest, " ")
+	queueID, err1 := strconv.ParseInt(qs, 10, 64)
+	count, err2 := strconv.Atoi(cs)
+	if !ok || err1 != nil || err2 != nil {
+		h.log.Warn("ignoring malformed wake notification", "payload", payload)
+		return
+	}
+	h.wake(queueID, count)
+}
+
+// Closing is closed when the node shuts down; waiting receives return early.
+func (h *Hub) Closing() <-chan struct{} { return h.closing }
+
+// Close ends every wait (receives return what they have: nothing).
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed {
+		h.closed = true
+		close(h.closing)
+	}
+}
+
+// Run publishes coalesced notifications and drives the periodic recheck
+// until ctx is done.
+func (h *Hub) Run(ctx context.Context) {
+	ticker := time.NewTicker(RecheckInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.kick:
+			h.notify(ctx)
+		case <-ticker.C:
+			h.recheck()
+		}
+	}
+}
+
+// recheck wakes the oldest waiter of each queue (all waiters of missing
+// queues): one claim per queue per interval.
+func (h *Hub) recheck() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id := range h.waiters {
+		n := 1
+		if id == missingQueue {
+			n = 0
+		}
+		h.wakeLocked(id, n)
+	}
+}
+
+// notify sends every pending notification in one short transaction.
+func (h *Hub) notify(ctx context.Context) {
+	h.mu.Lock()
+	if len(h.pending) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	payloads := make([]string, 0, len(h.pending))
+	for id, n := range h.pending {
+		payloads = append(payloads, fmt.Sprintf("%s %d %d", h.nodeID, id, n))
+	}
+	clear(h.pending)
+	h.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	// Other nodes fall back to their recheck if this fails, so a failure is
+	// logged, not retried.
+	if err := db.New(h.pool).WakeNotify(ctx, db.WakeNotifyParams{Channel: db.WakeChannel, Payloads: payloads}); err != nil {
+		h.log.Warn("publishing wake notifications failed", "error", err)
+	}
+}

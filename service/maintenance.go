@@ -1,0 +1,53 @@
+package service
+
+import (
+	"context"
+
+	"github.com/skipq/skipq/db"
+)
+
+// Maintenance statements for the worker. Each takes at most max rows with
+// SKIP LOCKED, so any number of nodes may run them at once: they split the
+// work instead of waiting on each other, and a batch holds few locks briefly.
+
+// DeadLetterExpiredLeases moves up to max messages whose last allowed lease
+// ran out to their dead-letter queues (or discards them). It returns how
+// many it handled.
+func (s *Service) DeadLetterExpiredLeases(ctx context.Context, max int) (int, error) {
+	var n int
+	received := map[int64]int{}
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		rows, err := q.MessageFinalLeaseExpired(ctx, db.MessageFinalLeaseExpiredParams{Now: s.now(), MaxMessages: int32(max)})
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		keys := make([]deadLetterKey, len(rows))
+		for i, r := range rows {
+			keys[i] = deadLetterKey{r.QueueID, r.Sequence, r.DeadLetterQueue}
+		}
+		n = len(rows)
+		received, err = s.deadLetter(ctx, q, keys)
+		return err
+	})
+	if err != nil {
+		return 0, fromDB("dead-letter expired leases", err)
+	}
+	for id, c := range received {
+		s.hub.Publish(id, c)
+	}
+	return n, nil
+}
+
+// RemoveExpired deletes up to max expired messages that are not in a live
+// lease.
+func (s *Service) RemoveExpired(ctx context.Context, max int) (int, error) {
+	rows, err := s.q.MessageDeleteExpired(ctx, db.MessageDeleteExpiredParams{Now: s.now(), MaxMessages: int32(max)})
+	return len(rows), fromDB("remove expired messages", err)
+}
+
+// DropOldDedupKeys deletes up to max idempotency keys whose window passed and
+// whose message left the queue.
+func (s *Service) DropOldDedupKeys(ctx context.Context, max int) (int, error) {
+	n, err := s.q.DedupKeyDeleteExpired(ctx, db.DedupKeyDeleteExpiredParams{Now: s.now(), MaxKeys: int32(max)})
+	return int(n), fromDB("drop old dedup keys", err)
+}

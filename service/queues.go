@@ -1,0 +1,206 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/skipq/skipq/db"
+)
+
+// Queue is a queue's settings and, when asked for, its stats.
+type Queue struct {
+	Name               string
+	CreatedAt          time.Time
+	VisibilitySeconds  int
+	ReceiveWaitSeconds int
+	DelaySeconds       int
+	ExpirationSeconds  int
+	MaxReceiveCount    int
+	DeadLetterQueue    string
+	DedupWindowSeconds int
+	Stats              *QueueStats
+}
+
+// QueueStats are counted at request time. States are exclusive.
+type QueueStats struct {
+	Available int64
+	Delayed   int64
+	InFlight  int64
+	// OldestAvailableAt is when the oldest available message became
+	// available (its delayedTo, else its sentAt); nil when none is.
+	OldestAvailableAt *time.Time
+}
+
+// QueueSettings is a PUT body: nil fields keep their current (or default)
+// values.
+type QueueSettings struct {
+	VisibilitySeconds  *int
+	ReceiveWaitSeconds *int
+	DelaySeconds       *int
+	ExpirationSeconds  *int
+	MaxReceiveCount    *int
+	DeadLetterQueue    *string
+	DedupWindowSeconds *int
+}
+
+func (s *Service) validateSettings(in QueueSettings) error {
+	var is issues
+	l := s.limits
+	is.between("visibilitySeconds", in.VisibilitySeconds, 0, l.MaxVisibilitySeconds)
+	is.between("receiveWaitSeconds", in.ReceiveWaitSeconds, 0, l.MaxWaitSeconds)
+	is.between("delaySeconds", in.DelaySeconds, 0, l.MaxDelaySeconds)
+	is.between("expirationSeconds", in.ExpirationSeconds, 0, l.MaxExpirationSeconds)
+	is.between("maxReceiveCount", in.MaxReceiveCount, 0, l.MaxReceiveCount)
+	is.between("dedupWindowSeconds", in.DedupWindowSeconds, 0, maxDedupWindow)
+	if in.DeadLetterQueue != nil && *in.DeadLetterQueue != "" {
+		if msg := ValidQueueName(*in.DeadLetterQueue); msg != "" {
+			is.add("deadLetterQueue", "%s", msg)
+		}
+	}
+	return is.err()
+}
+
+// PutQueue creates a queue (created = true) or updates the given settings.
+func (s *Service) PutQueue(ctx context.Context, tenant, name string, in QueueSettings) (q Queue, created bool, err error) {
+	if err := checkQueueName("queue", name); err != nil {
+		return Queue{}, false, err
+	}
+	if err := s.validateSettings(in); err != nil {
+		return Queue{}, false, err
+	}
+	row, err := s.q.QueueUpsert(ctx, db.QueueUpsertParams{
+		Tenant:             tenant,
+		Name:               name,
+		VisibilitySeconds:  int32Ptr(in.VisibilitySeconds),
+		ReceiveWaitSeconds: int32Ptr(in.ReceiveWaitSeconds),
+		DelaySeconds:       int32Ptr(in.DelaySeconds),
+		ExpirationSeconds:  int32Ptr(in.ExpirationSeconds),
+		MaxReceiveCount:    int32Ptr(in.MaxReceiveCount),
+		DeadLetterQueue:    in.DeadLetterQueue,
+		DedupWindowSeconds: int32Ptr(in.DedupWindowSeconds),
+	})
+	if err != nil {
+		return Queue{}, false, fromDB("put queue", err)
+	}
+	return queueFromRow(db.SkipqQueue{
+		ID: row.ID, Tenant: row.Tenant, Name: row.Name, VisibilitySeconds: row.VisibilitySeconds,
+		ReceiveWaitSeconds: row.ReceiveWaitSeconds, DelaySeconds: row.DelaySeconds,
+		ExpirationSeconds: row.ExpirationSeconds, MaxReceiveCount: row.MaxReceiveCount,
+		DeadLetterQueue: row.DeadLetterQueue, DedupWindowSeconds: row.DedupWindowSeconds,
+		CreatedAt: row.CreatedAt,
+	}), row.Created, nil
+}
+
+// GetQueue returns a queue with its stats.
+func (s *Service) GetQueue(ctx context.Context, tenant, name string) (Queue, error) {
+	if err := checkQueueName("queue", name); err != nil {
+		return Queue{}, err
+	}
+	row, err := s.queueByName(ctx, s.q, tenant, name)
+	if err != nil {
+		return Queue{}, err
+	}
+	st, err := s.q.QueueStats(ctx, db.QueueStatsParams{QueueID: row.ID, Now: s.now()})
+	if err != nil {
+		return Queue{}, fromDB("queue stats", err)
+	}
+	q := queueFromRow(row)
+	q.Stats = &QueueStats{Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight}
+	// min() over no rows is NULL, which sqlc can only type as any.
+	if t, ok := st.OldestAvailableAt.(time.Time); ok {
+		q.Stats.OldestAvailableAt = &t
+	}
+	return q, nil
+}
+
+// ListQueues lists a tenant's queues by name, after the cursor (the last
+// name of the previous page). nextCursor is "" on the last page.
+func (s *Service) ListQueues(ctx context.Context, tenant, prefix string, limit int, cursor string) (qs []Queue, nextCursor string, err error) {
+	if limit < 1 || limit > maxListLimit {
+		return nil, "", Invalid(Issue{Path: "limit", Message: "must be between 1 and 1000"})
+	}
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := s.q.QueueList(ctx, db.QueueListParams{
+		Tenant: tenant, Prefix: prefix, After: after, MaxQueues: int32(limit + 1),
+	})
+	if err != nil {
+		return nil, "", fromDB("list queues", err)
+	}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		nextCursor = encodeCursor(rows[limit-1].Name)
+	}
+	for _, r := range rows {
+		qs = append(qs, queueFromRow(r))
+	}
+	return qs, nextCursor, nil
+}
+
+// DeleteQueue removes a queue and its messages in one transaction.
+func (s *Service) DeleteQueue(ctx context.Context, tenant, name string) error {
+	if err := checkQueueName("queue", name); err != nil {
+		return err
+	}
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		id, err := q.QueueDelete(ctx, db.QueueDeleteParams{Tenant: tenant, Name: name})
+		if err != nil {
+			if errors.Is(db.NotFound(err), db.ErrNotFound) {
+				return notFound("queue %q does not exist", name)
+			}
+			return err
+		}
+		_, err = q.MessageDeleteByQueue(ctx, id)
+		return err
+	})
+	return fromDB("delete queue", err)
+}
+
+// PurgeQueue removes every message of a queue, in every state.
+func (s *Service) PurgeQueue(ctx context.Context, tenant, name string) (int64, error) {
+	if err := checkQueueName("queue", name); err != nil {
+		return 0, err
+	}
+	row, err := s.queueByName(ctx, s.q, tenant, name)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.q.MessageDeleteByQueue(ctx, row.ID)
+	return n, fromDB("purge queue", err)
+}
+
+func (s *Service) queueByName(ctx context.Context, q *db.Queries, tenant, name string) (db.SkipqQueue, error) {
+	row, err := q.QueueGetByName(ctx, db.QueueGetByNameParams{Tenant: tenant, Name: name})
+	if err != nil {
+		if errors.Is(db.NotFound(err), db.ErrNotFound) {
+			return row, notFound("queue %q does not exist", name)
+		}
+		return row, fromDB("get queue", err)
+	}
+	return row, nil
+}
+
+func queueFromRow(r db.SkipqQueue) Queue {
+	return Queue{
+		Name:               r.Name,
+		CreatedAt:          r.CreatedAt,
+		VisibilitySeconds:  int(r.VisibilitySeconds),
+		ReceiveWaitSeconds: int(r.ReceiveWaitSeconds),
+		DelaySeconds:       int(r.DelaySeconds),
+		ExpirationSeconds:  int(r.ExpirationSeconds),
+		MaxReceiveCount:    int(r.MaxReceiveCount),
+		DeadLetterQueue:    r.DeadLetterQueue,
+		DedupWindowSeconds: int(r.DedupWindowSeconds),
+	}
+}
+
+func int32Ptr(v *int) *int32 {
+	if v == nil {
+		return nil
+	}
+	x := int32(*v)
+	return &x
+}

@@ -1,0 +1,192 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/skipq/skipq/db"
+)
+
+// Message is a message as receivers and browsers see it.
+type Message struct {
+	MessageID       string
+	ReceiptHandle   string // "" for peeks and autoAck
+	Queue           string
+	Sequence        int64
+	ClientID        string
+	Metadata        string
+	Body            []byte
+	BodyBinary      bool
+	Tags            map[string]string
+	SentAt          time.Time
+	FirstReceivedAt *time.Time
+	ReceiveCount    int
+	VisibleUntil    *time.Time
+	DelayedTo       *time.Time
+	ExpiresAt       *time.Time
+	ReRoutedFrom    *string
+	DeadLetteredAt  *time.Time
+}
+
+// ReceiveOptions are a receive request's fields; nil means the default.
+type ReceiveOptions struct {
+	MaxMessages       *int
+	VisibilitySeconds *int
+	WaitSeconds       *int
+	IsPeek            bool
+	AutoAck           bool
+}
+
+func (s *Service) validateReceive(queue string, o ReceiveOptions) error {
+	var is issues
+	if msg := ValidQueueName(queue); msg != "" {
+		is.add("queue", "%s", msg)
+	}
+	is.between("maxMessages", o.MaxMessages, 1, s.limits.MaxReceiveMessages)
+	is.between("visibilitySeconds", o.VisibilitySeconds, 1, s.limits.MaxVisibilitySeconds)
+	is.between("waitSeconds", o.WaitSeconds, 0, s.limits.MaxWaitSeconds)
+	if o.IsPeek && o.AutoAck {
+		is.add("autoAck", "cannot be combined with isPeek")
+	}
+	return is.err()
+}
+
+// Receive claims up to MaxMessages available messages, waiting up to
+// WaitSeconds for the first one. A waiting receive holds no database
+// connection: it parks in the hub between claims. It returns early, with
+// nothing, when ctx ends or the node shuts down.
+func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOptions) ([]Message, error) {
+	if err := s.validateReceive(queue, o); err != nil {
+		return nil, err
+	}
+	max := 1
+	if o.MaxMessages != nil {
+		max = *o.MaxMessages
+	}
+	msgs, err := s.claim(ctx, tenant, queue, max, o)
+	if err != nil || len(msgs) > 0 {
+		return msgs, err
+	}
+
+	queueID, wait, err := s.waitTarget(ctx, tenant, queue, o.WaitSeconds)
+	if err != nil || wait <= 0 {
+		return nil, err
+	}
+	deadline := time.NewTimer(time.Duration(wait) * time.Second)
+	defer deadline.Stop()
+	for {
+		w := s.hub.register(queueID)
+		msgs, err := s.claim(ctx, tenant, queue, max, o)
+		if err != nil || len(msgs) > 0 {
+			s.hub.unregister(queueID, w)
+			if len(msgs) == max {
+				// There may be more: pass the wake-up on to the next waiter.
+				s.hub.wake(queueID, 1)
+			}
+			return msgs, err
+		}
+		select {
+		case <-w.c:
+		case <-deadline.C:
+			s.hub.unregister(queueID, w)
+			return nil, nil
+		case <-ctx.Done():
+			s.hub.unregister(queueID, w)
+			return nil, nil
+		case <-s.hub.Closing():
+			s.hub.unregister(queueID, w)
+			return nil, nil
+		}
+		if queueID == missingQueue {
+			if queueID, _, err = s.waitTarget(ctx, tenant, queue, &wait); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// waitTarget resolves what a receive waits on: the queue's id (missingQueue
+// when it does not exist yet) and the wait in seconds (the queue's default
+// when not given; 1 s for a missing queue, the default of a new one).
+func (s *Service) waitTarget(ctx context.Context, tenant, queue string, waitSeconds *int) (int64, int, error) {
+	row, err := s.queueByName(ctx, s.q, tenant, queue)
+	id, wait := row.ID, int(row.ReceiveWaitSeconds)
+	if KindOf(err) == KindNotFound {
+		id, wait, err = missingQueue, 1, nil
+	}
+	if waitSeconds != nil {
+		wait = *waitSeconds
+	}
+	return id, wait, err
+}
+
+// claim runs one claim (or peek, or claim-and-delete) and returns the
+// messages in sequence order.
+func (s *Service) claim(ctx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, error) {
+	var rows []db.SkipqMessage
+	var err error
+	switch {
+	case o.IsPeek:
+		rows, err = s.q.MessagePeek(ctx, db.MessagePeekParams{Tenant: tenant, Queue: queue, Now: s.now(), MaxMessages: int32(max)})
+	case o.AutoAck:
+		rows, err = s.q.MessageClaimAndDelete(ctx, db.MessageClaimAndDeleteParams{Tenant: tenant, Queue: queue, Now: s.now(), MaxMessages: int32(max)})
+		for i := range rows {
+			rows[i].ReceiveCount++
+			if rows[i].FirstReceivedAt == nil {
+				rows[i].FirstReceivedAt = new(s.nowOr(time.Now()))
+			}
+		}
+	default:
+		rows, err = s.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
+			MaxMessages: int32(max), VisibilitySeconds: int32Ptr(o.VisibilitySeconds)})
+	}
+	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return nil, nil // the client left; nothing was claimed
+		}
+		return nil, fromDB("receive", err)
+	}
+	slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	msgs := make([]Message, len(rows))
+	for i, r := range rows {
+		msgs[i] = messageFromRow(queue, r)
+		if !o.IsPeek && !o.AutoAck {
+			msgs[i].ReceiptHandle = encodeReceipt(r.QueueID, r.Sequence, r.LeaseToken)
+			msgs[i].VisibleUntil = new(r.VisibleAt)
+		}
+	}
+	return msgs, nil
+}
+
+func (s *Service) nowOr(t time.Time) time.Time {
+	if n := s.now(); n != nil {
+		return *n
+	}
+	return t
+}
+
+func messageFromRow(queue string, r db.SkipqMessage) Message {
+	tags := map[string]string{}
+	_ = json.Unmarshal(r.Tags, &tags) // written by us from a map[string]string
+	return Message{
+		MessageID:       r.MessageID,
+		Queue:           queue,
+		Sequence:        r.Sequence,
+		ClientID:        r.ClientID,
+		Metadata:        r.Metadata,
+		Body:            r.Body,
+		BodyBinary:      r.BodyBinary,
+		Tags:            tags,
+		SentAt:          r.SentAt,
+		FirstReceivedAt: r.FirstReceivedAt,
+		ReceiveCount:    int(r.ReceiveCount),
+		DelayedTo:       r.DelayedTo,
+		ExpiresAt:       r.ExpiresAt,
+		ReRoutedFrom:    r.ReRoutedFrom,
+		DeadLetteredAt:  r.DeadLetteredAt,
+	}
+}

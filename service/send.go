@@ -1,0 +1,405 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/skipq/skipq/db"
+)
+
+// MessageInput is one message to send. Nil policy fields take the queue's
+// defaults.
+type MessageInput struct {
+	Body              string
+	BodyEncoding      string // "text" (default) or "base64"
+	Metadata          string
+	Tags              map[string]string
+	ClientID          string
+	MessageID         string // "" = a server UUIDv7
+	DelaySeconds      *int
+	ExpirationSeconds *int
+	MaxReceiveCount   *int    // 0 = the queue's default
+	DeadLetterQueue   *string // "" = discard
+}
+
+// SendResult is the outcome of one sent message.
+type SendResult struct {
+	MessageID string
+	Sequence  int64
+	SentAt    time.Time
+	DelayedTo *time.Time
+	ExpiresAt *time.Time
+	Duplicate bool
+}
+
+// prepared is a validated message ready for the insert.
+type prepared struct {
+	MessageInput
+	body        []byte
+	binary      bool
+	tagsJSON    string
+	clientGiven bool
+	hash        []byte
+}
+
+// Send sends one message (the single-message route).
+func (s *Service) Send(ctx context.Context, tenant, queue string, in MessageInput) (SendResult, error) {
+	res, err := s.send(ctx, tenant, queue, []MessageInput{in}, func(int) string { return "" })
+	if err != nil {
+		return SendResult{}, err
+	}
+	return res[0], nil
+}
+
+// SendBatch sends up to MaxBatchMessages messages in one transaction: all or
+// nothing. Results are in input order.
+func (s *Service) SendBatch(ctx context.Context, tenant, queue string, in []MessageInput) ([]SendResult, error) {
+	switch {
+	case len(in) == 0:
+		return nil, Invalid(Issue{Path: "messages", Message: "must hold at least one message"})
+	case len(in) > MaxBatchMessages:
+		return nil, Invalid(Issue{Path: "messages", Message: fmt.Sprintf("must hold at most %d messages", MaxBatchMessages)})
+	}
+	return s.send(ctx, tenant, queue, in, func(i int) string { return fmt.Sprintf("messages[%d]", i) })
+}
+
+func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageInput, pathOf func(int) string) ([]SendResult, error) {
+	if err := checkQueueName("queue", queue); err != nil {
+		return nil, err
+	}
+	msgs, err := s.prepare(in, pathOf)
+	if err != nil {
+		return nil, err
+	}
+	// first[i] is the index of the first message in the batch with message
+	// i's client-given id; a later copy is a duplicate of it (same content)
+	// or a conflict.
+	first := make([]int, len(msgs))
+	seen := map[string]int{}
+	var keyed []int
+	for i, m := range msgs {
+		first[i] = i
+		if !m.clientGiven {
+			continue
+		}
+		if j, ok := seen[m.MessageID]; ok {
+			if string(msgs[j].hash) != string(m.hash) {
+				return nil, conflict(pathOf(i), m.MessageID)
+			}
+			first[i] = j
+			continue
+		}
+		seen[m.MessageID] = i
+		keyed = append(keyed, i)
+	}
+
+	var results []SendResult
+	var queueID int64
+	var fresh int
+	if len(keyed) == 0 {
+		results, queueID, err = s.sendUnkeyed(ctx, tenant, queue, msgs)
+	} else {
+		results, queueID, err = s.sendKeyed(ctx, tenant, queue, msgs, first, pathOf)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i := range results {
+		if first[i] != i {
+			results[i] = results[first[i]]
+			results[i].Duplicate = true
+		}
+		if !results[i].Duplicate && results[i].DelayedTo == nil {
+			fresh++
+		}
+	}
+	s.hub.Publish(queueID, fresh)
+	return results, nil
+}
+
+// sendUnkeyed is the common path: one autocommit INSERT, plus a queue
+// creation and a retry the first time a queue is used.
+func (s *Service) sendUnkeyed(ctx context.Context, tenant, queue string, msgs []prepared) ([]SendResult, int64, error) {
+	params := s.insertParams(tenant, queue, msgs)
+	rows, err := s.q.MessageSend(ctx, params)
+	if err == nil && len(rows) == 0 {
+		if err = s.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: tenant, Names: []string{queue}}); err == nil {
+			rows, err = s.q.MessageSend(ctx, params)
+		}
+	}
+	if err != nil {
+		return nil, 0, fromDB("send", err)
+	}
+	if len(rows) != len(msgs) {
+		return nil, 0, fromDB("send", fmt.Errorf("inserted %d of %d messages", len(rows), len(msgs)))
+	}
+	results := make([]SendResult, len(msgs))
+	byID := sendRowsByID(rows)
+	for i, m := range msgs {
+		results[i] = byID[m.MessageID]
+	}
+	return results, rows[0].QueueID, nil
+}
+
+// sendKeyed handles client-given ids in one transaction: live keys answer as
+// duplicates (or conflict), the rest are inserted and their keys recorded.
+// Two senders of the same new id race on the messages' unique index; the
+// loser retries and then finds the winner's key.
+func (s *Service) sendKeyed(ctx context.Context, tenant, queue string, msgs []prepared, first []int, pathOf func(int) string) ([]SendResult, int64, error) {
+	var results []SendResult
+	var queueID int64
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = s.inTx(ctx, func(q *db.Queries) error {
+			results = make([]SendResult, len(msgs))
+			if err := q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: tenant, Names: []string{queue}}); err != nil {
+				return err
+			}
+			row, err := s.queueByName(ctx, q, tenant, queue)
+			if err != nil {
+				return err
+			}
+			queueID = row.ID
+			var ids []string
+			for i, m := range msgs {
+				if m.clientGiven && first[i] == i {
+					ids = append(ids, m.MessageID)
+				}
+			}
+			keys, err := q.DedupKeyFindLive(ctx, db.DedupKeyFindLiveParams{QueueID: queueID, MessageIds: ids, Now: s.now()})
+			if err != nil {
+				return err
+			}
+			live := map[string]db.SkipqDedupKey{}
+			for _, k := range keys {
+				live[k.MessageID] = k
+			}
+			var toInsert []prepared
+			var insertAt []int
+			for i, m := range msgs {
+				if first[i] != i {
+					continue
+				}
+				if k, ok := live[m.MessageID]; ok && m.clientGiven {
+					if string(k.ContentHash) != string(m.hash) {
+						return conflict(pathOf(i), m.MessageID)
+					}
+					results[i] = SendResult{MessageID: k.MessageID, Sequence: k.Sequence, SentAt: k.SentAt,
+						DelayedTo: k.DelayedTo, ExpiresAt: k.ExpiresAt, Duplicate: true}
+					continue
+				}
+				toInsert = append(toInsert, m)
+				insertAt = append(insertAt, i)
+			}
+			if len(toInsert) == 0 {
+				return nil
+			}
+			rows, err := q.MessageSend(ctx, s.insertParams(tenant, queue, toInsert))
+			if err != nil {
+				return err
+			}
+			byID := sendRowsByID(rows)
+			var keyIDs []string
+			var hashes [][]byte
+			for j, m := range toInsert {
+				results[insertAt[j]] = byID[m.MessageID]
+				if m.clientGiven {
+					keyIDs = append(keyIDs, m.MessageID)
+					hashes = append(hashes, m.hash)
+				}
+			}
+			return q.DedupKeyInsert(ctx, db.DedupKeyInsertParams{QueueID: queueID, MessageIds: keyIDs, ContentHashes: hashes})
+		})
+		if !db.IsUniqueViolation(err, "messages_queue_message_id_key") {
+			break
+		}
+	}
+	if db.IsUniqueViolation(err, "messages_queue_message_id_key") {
+		// The id is held by a message moved into this queue (requeue or
+		// dead-letter), which has no idempotency key of its own.
+		return nil, 0, &Error{Kind: KindIdempotencyConflict, Message: "a message with this messageId is already in the queue", Err: err}
+	}
+	if err != nil {
+		return nil, 0, fromDB("send", err)
+	}
+	return results, queueID, nil
+}
+
+// sendRowsByID indexes inserted rows by messageId (unique within an insert):
+// RETURNING order is not something to rely on.
+func sendRowsByID(rows []db.MessageSendRow) map[string]SendResult {
+	out := make(map[string]SendResult, len(rows))
+	for _, r := range rows {
+		out[r.MessageID] = SendResult{MessageID: r.MessageID, Sequence: r.Sequence, SentAt: r.SentAt, DelayedTo: r.DelayedTo, ExpiresAt: r.ExpiresAt}
+	}
+	return out
+}
+
+func conflict(path, id string) *Error {
+	return &Error{Kind: KindIdempotencyConflict,
+		Message: fmt.Sprintf("messageId %q was already sent with different content", id),
+		Issues:  []Issue{{Path: join(path, "messageId"), Message: "already used with different content"}}}
+}
+
+func (s *Service) insertParams(tenant, queue string, msgs []prepared) db.MessageSendParams {
+	p := db.MessageSendParams{
+		Now: s.now(), Tenant: tenant, Queue: queue,
+		ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount),
+	}
+	for _, m := range msgs {
+		p.MessageIds = append(p.MessageIds, m.MessageID)
+		p.ClientIds = append(p.ClientIds, m.ClientID)
+		p.Metadatas = append(p.Metadatas, m.Metadata)
+		p.Bodies = append(p.Bodies, m.body)
+		p.BodyBinaries = append(p.BodyBinaries, m.binary)
+		p.Tags = append(p.Tags, m.tagsJSON)
+		p.DelaySeconds = append(p.DelaySeconds, intOr(m.DelaySeconds, -1))
+		p.ExpirationSeconds = append(p.ExpirationSeconds, intOr(m.ExpirationSeconds, -1))
+		p.MaxReceiveCounts = append(p.MaxReceiveCounts, intOr(m.MaxReceiveCount, 0))
+		p.DeadLetterQueues = append(p.DeadLetterQueues, strOr(m.DeadLetterQueue, ""))
+		p.DeadLetterQueueGiven = append(p.DeadLetterQueueGiven, m.DeadLetterQueue != nil)
+	}
+	return p
+}
+
+// prepare validates every message and decodes its body. Oversized messages
+// are reported as KindTooLarge (413), everything else as KindInvalid.
+func (s *Service) prepare(in []MessageInput, pathOf func(int) string) ([]prepared, error) {
+	var is issues
+	var tooLarge issues
+	out := make([]prepared, len(in))
+	for i, m := range in {
+		p := pathOf(i)
+		out[i] = prepared{MessageInput: m}
+		o := &out[i]
+		switch m.BodyEncoding {
+		case "", "text":
+			o.body = []byte(m.Body)
+		case "base64":
+			b, err := base64.StdEncoding.DecodeString(m.Body)
+			if err != nil {
+				is.add(join(p, "body"), "is not valid base64 (RFC 4648, standard alphabet, with padding)")
+			}
+			o.body, o.binary = b, true
+		default:
+			is.add(join(p, "bodyEncoding"), `must be "text" or "base64"`)
+		}
+		if len(o.body) == 0 && m.Metadata == "" {
+			is.add(join(p, "body"), "body or metadata must be non-empty")
+		}
+		if len(o.body)+len(m.Metadata) > s.limits.MaxMessageBytes {
+			tooLarge.add(join(p, "body"), "body and metadata together exceed %d bytes", s.limits.MaxMessageBytes)
+		}
+		if m.MessageID != "" {
+			if !messageIDPattern.MatchString(m.MessageID) {
+				is.add(join(p, "messageId"), "must match ^[A-Za-z0-9._:-]{1,128}$")
+			}
+			o.clientGiven = true
+		} else {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, &Error{Kind: KindInternal, Message: "minting a message id failed", Err: err}
+			}
+			o.MessageID = id.String()
+		}
+		if len(m.ClientID) > 256 {
+			is.add(join(p, "clientId"), "must be at most 256 bytes")
+		}
+		s.checkTags(&is, join(p, "tags"), m.Tags)
+		l := s.limits
+		is.between(join(p, "delaySeconds"), m.DelaySeconds, 0, l.MaxDelaySeconds)
+		is.between(join(p, "expirationSeconds"), m.ExpirationSeconds, 0, l.MaxExpirationSeconds)
+		is.between(join(p, "maxReceiveCount"), m.MaxReceiveCount, 0, l.MaxReceiveCount)
+		if m.DeadLetterQueue != nil && *m.DeadLetterQueue != "" {
+			if msg := ValidQueueName(*m.DeadLetterQueue); msg != "" {
+				is.add(join(p, "deadLetterQueue"), "%s", msg)
+			}
+		}
+		tags, _ := json.Marshal(nonNilTags(m.Tags))
+		o.tagsJSON = string(tags)
+		o.hash = contentHash(o)
+	}
+	if err := is.err(); err != nil {
+		return nil, err
+	}
+	if len(tooLarge) > 0 {
+		e := Invalid(tooLarge...)
+		e.Kind = KindTooLarge
+		return nil, e
+	}
+	return out, nil
+}
+
+func (s *Service) checkTags(is *issues, path string, tags map[string]string) {
+	if len(tags) > maxTags {
+		is.add(path, "must hold at most %d tags", maxTags)
+	}
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // deterministic issue order
+	for _, k := range keys {
+		switch {
+		case !tagKeyPattern.MatchString(k):
+			is.add(path+"."+k, "tag keys must match ^[A-Za-z0-9_.-]{1,64}$")
+		case strings.HasPrefix(k, "skipq."):
+			is.add(path+"."+k, `tag keys must not start with "skipq."`)
+		case len(tags[k]) > maxTagValueBytes:
+			is.add(path+"."+k, "tag values must be at most %d bytes", maxTagValueBytes)
+		}
+	}
+}
+
+// contentHash identifies a message's content for idempotency: body (and
+// whether it is binary), metadata, clientId and tags, each length-prefixed.
+// Policy fields are not content.
+func contentHash(m *prepared) []byte {
+	h := sha256.New()
+	field := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field(m.body)
+	if m.binary {
+		field([]byte{1})
+	} else {
+		field([]byte{0})
+	}
+	field([]byte(m.Metadata))
+	field([]byte(m.ClientID))
+	field([]byte(m.tagsJSON)) // json.Marshal sorts map keys
+	return h.Sum(nil)
+}
+
+func nonNilTags(t map[string]string) map[string]string {
+	if t == nil {
+		return map[string]string{}
+	}
+	return t
+}
+
+func intOr(v *int, def int) int32 {
+	if v == nil {
+		return int32(def)
+	}
+	return int32(*v)
+}
+
+func strOr(v *string, def string) string {
+	if v == nil {
+		return def
+	}
+	return *v
+}

@@ -1,0 +1,75 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/db"
+)
+
+// Service is one node's view of skipq: stateless apart from the long-poll
+// waiters it is holding.
+type Service struct {
+	pool   *pgxpool.Pool
+	q      *db.Queries
+	limits Limits
+	log    *slog.Logger
+	hub    *Hub
+	// now, when set, replaces the database clock in every time-based rule
+	// (tests move time instead of sleeping).
+	now func() *time.Time
+}
+
+// Options configure a Service.
+type Options struct {
+	Limits Limits
+	Log    *slog.Logger
+	// Clock overrides the database's now() (tests only).
+	Clock func() time.Time
+}
+
+// New builds a Service on a pool. Call Run to start its notifier, and feed it
+// notifications with HandleNotification.
+func New(pool *pgxpool.Pool, opts Options) *Service {
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Service{
+		pool:   pool,
+		q:      db.New(pool),
+		limits: opts.Limits,
+		log:    log,
+		now:    func() *time.Time { return nil },
+	}
+	if opts.Clock != nil {
+		s.now = func() *time.Time { t := opts.Clock(); return &t }
+	}
+	s.hub = newHub(newNodeID(), pool, log)
+	return s
+}
+
+// Limits returns the limits the service enforces.
+func (s *Service) Limits() Limits { return s.limits }
+
+// Hub returns the node's long-poll hub (listener wiring, shutdown, metrics).
+func (s *Service) Hub() *Hub { return s.hub }
+
+// inTx runs fn in one transaction.
+func (s *Service) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return fn(s.q.WithTx(tx))
+	})
+}
+
+func newNodeID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

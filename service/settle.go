@@ -1,0 +1,180 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/skipq/skipq/db"
+)
+
+// Each settle operation is one short transaction whose statements find rows
+// by primary key and check the lease token in the statement that changes
+// them: a stale or forged handle changes nothing.
+
+// Ack removes the messages.
+func (s *Service) Ack(ctx context.Context, handles []string) (SettleResult, error) {
+	rs := parseReceipts(handles)
+	if len(rs.tokens) == 0 {
+		return rs.result(nil), nil
+	}
+	rows, err := s.q.MessageAckByReceipt(ctx, db.MessageAckByReceiptParams{
+		QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens})
+	if err != nil {
+		return SettleResult{}, fromDB("ack", err)
+	}
+	changed := map[rowKey]bool{}
+	for _, r := range rows {
+		changed[rowKey{r.QueueID, r.Sequence}] = true
+	}
+	return rs.result(changed), nil
+}
+
+// Nack makes the messages available again now; a message on its last allowed
+// delivery is dead-lettered (or discarded) in the same transaction instead.
+func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, error) {
+	rs := parseReceipts(handles)
+	if len(rs.tokens) == 0 {
+		return rs.result(nil), nil
+	}
+	changed := map[rowKey]bool{}
+	available := map[int64]int{}
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		clear(changed)
+		clear(available)
+		nacked, err := q.MessageNackByReceipt(ctx, db.MessageNackByReceiptParams{
+			Now: s.now(), QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens})
+		if err != nil {
+			return err
+		}
+		for _, r := range nacked {
+			changed[rowKey{r.QueueID, r.Sequence}] = true
+			available[r.QueueID]++
+		}
+		if len(nacked) == len(rs.tokens) {
+			return nil
+		}
+		final, err := q.MessageFinalByReceipt(ctx, db.MessageFinalByReceiptParams{
+			QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens})
+		if err != nil || len(final) == 0 {
+			return err
+		}
+		keys := make([]deadLetterKey, len(final))
+		for i, f := range final {
+			keys[i] = deadLetterKey{f.QueueID, f.Sequence, f.DeadLetterQueue}
+			changed[rowKey{f.QueueID, f.Sequence}] = true
+		}
+		moved, err := s.deadLetter(ctx, q, keys)
+		for id, n := range moved {
+			available[id] += n
+		}
+		return err
+	})
+	if err != nil {
+		return SettleResult{}, fromDB("nack", err)
+	}
+	for id, n := range available {
+		s.hub.Publish(id, n)
+	}
+	return rs.result(changed), nil
+}
+
+// VisibilityResult adds the new lease end of each settled handle.
+type VisibilityResult struct {
+	SettleResult
+	VisibleUntil map[string]time.Time // by receipt handle
+}
+
+// SetVisibility makes each lease end seconds from now (0 releases it now).
+// The handles stay valid.
+func (s *Service) SetVisibility(ctx context.Context, handles []string, seconds int) (VisibilityResult, error) {
+	if seconds < 0 || seconds > s.limits.MaxVisibilitySeconds {
+		return VisibilityResult{}, Invalid(Issue{Path: "visibilitySeconds", Message: betweenMsg(0, s.limits.MaxVisibilitySeconds)})
+	}
+	rs := parseReceipts(handles)
+	res := VisibilityResult{VisibleUntil: map[string]time.Time{}}
+	if len(rs.tokens) == 0 {
+		res.SettleResult = rs.result(nil)
+		return res, nil
+	}
+	rows, err := s.q.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{
+		Now: s.now(), VisibilitySeconds: int32(seconds),
+		QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens})
+	if err != nil {
+		return VisibilityResult{}, fromDB("change visibility", err)
+	}
+	changed := map[rowKey]bool{}
+	until := map[rowKey]time.Time{}
+	released := map[int64]int{}
+	for _, r := range rows {
+		k := rowKey{r.QueueID, r.Sequence}
+		changed[k], until[k] = true, r.VisibleAt
+		if seconds == 0 {
+			released[r.QueueID]++
+		}
+	}
+	for i, h := range rs.handles {
+		if t, ok := until[rowKey{rs.parsed[i].queueID, rs.parsed[i].sequence}]; ok && rs.valid[i] {
+			res.VisibleUntil[h] = t
+		}
+	}
+	for id, n := range released {
+		s.hub.Publish(id, n)
+	}
+	res.SettleResult = rs.result(changed)
+	return res, nil
+}
+
+// Requeue moves in-flight messages to queue (created if missing) in their
+// own tenant, as available messages with a fresh delivery state.
+func (s *Service) Requeue(ctx context.Context, handles []string, queue string) (SettleResult, error) {
+	if err := checkQueueName("queue", queue); err != nil {
+		return SettleResult{}, err
+	}
+	rs := parseReceipts(handles)
+	if len(rs.tokens) == 0 {
+		return rs.result(nil), nil
+	}
+	changed := map[rowKey]bool{}
+	available := map[int64]int{}
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		clear(changed)
+		clear(available)
+		// The destination lives in each message's own tenant; receipts carry
+		// no credentials, so the tenant comes from the source queue.
+		sources, err := q.QueueTenantsByID(ctx, rs.queueIDs)
+		if err != nil {
+			return err
+		}
+		byTenant := map[string][]int64{}
+		for _, src := range sources {
+			byTenant[src.Tenant] = append(byTenant[src.Tenant], src.ID)
+		}
+		for tenant, sourceIDs := range byTenant {
+			if err := q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: tenant, Names: []string{queue}}); err != nil {
+				return err
+			}
+			dest, err := s.queueByName(ctx, q, tenant, queue)
+			if err != nil {
+				return err
+			}
+			moved, err := q.MessageRequeueByReceipt(ctx, db.MessageRequeueByReceiptParams{
+				Now: s.now(), QueueIds: sourceIDs, Sequences: rs.sequences, Tokens: rs.tokens,
+				DestinationQueueID: dest.ID, ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount)})
+			if err != nil {
+				return err
+			}
+			for _, m := range moved {
+				changed[rowKey{m.SourceQueueID, m.SourceSequence}] = true
+			}
+			available[dest.ID] += len(moved)
+		}
+		return nil
+	})
+	if err != nil {
+		return SettleResult{}, fromDB("requeue", err)
+	}
+	for id, n := range available {
+		s.hub.Publish(id, n)
+	}
+	return rs.result(changed), nil
+}

@@ -1,0 +1,75 @@
+package service
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+var (
+	messageIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	tagKeyPattern    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+)
+
+// ValidQueueName checks SPEC §3's queue name rule and returns what is wrong,
+// or "" when the name is valid.
+func ValidQueueName(name string) string {
+	switch {
+	case name == "":
+		return "must not be empty"
+	case len(name) > maxQueueNameBytes:
+		return fmt.Sprintf("must be at most %d bytes", maxQueueNameBytes)
+	case !utf8.ValidString(name):
+		return "must be valid UTF-8"
+	case strings.HasSuffix(name, "."):
+		return `must not end with "."`
+	}
+	for _, r := range name {
+		switch {
+		case unicode.IsSpace(r) || unicode.IsControl(r):
+			return "must not contain whitespace or control characters"
+		case r == '*' || r == '>' || r == '/':
+			return `must not contain "*", ">" or "/"`
+		}
+	}
+	return ""
+}
+
+func checkQueueName(path, name string) *Error {
+	if msg := ValidQueueName(name); msg != "" {
+		return Invalid(Issue{Path: path, Message: msg})
+	}
+	return nil
+}
+
+// issues collects validation problems of one request.
+type issues []Issue
+
+func (is *issues) add(path, format string, args ...any) {
+	*is = append(*is, Issue{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// between checks an optional integer against [lo, hi].
+func (is *issues) between(path string, v *int, lo, hi int) {
+	if v != nil && (*v < lo || *v > hi) {
+		is.add(path, "%s", betweenMsg(lo, hi))
+	}
+}
+
+func (is issues) err() error {
+	if len(is) == 0 {
+		return nil
+	}
+	return Invalid(is...)
+}
+
+func join(prefix, field string) string {
+	if prefix == "" {
+		return field
+	}
+	return prefix + "." + field
+}
+
+func betweenMsg(lo, hi int) string { return fmt.Sprintf("must be between %d and %d", lo, hi) }

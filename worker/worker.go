@@ -1,0 +1,78 @@
+// Package worker runs skipq's periodic jobs in every node: dead-lettering
+// last deliveries whose lease ran out, removing expired messages and
+// dropping old idempotency keys. Every job is a bounded SKIP LOCKED batch,
+// so many nodes may run the worker at once without double work.
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/skipq/skipq/service"
+)
+
+// BatchSize bounds every statement the worker runs.
+const BatchSize = 1000
+
+// job is one periodic duty. A job that fills its batch runs again at once.
+type job struct {
+	name  string
+	every time.Duration
+	run   func(ctx context.Context, max int) (int, error)
+}
+
+// Worker runs the jobs until its context ends.
+type Worker struct {
+	jobs []job
+	log  *slog.Logger
+}
+
+// New builds the worker for a service. The intervals keep SPEC §3's promises
+// (dead-lettered within 2 s of a lease expiry, expired messages removed
+// within 5 s) at about two statements per second on an idle database.
+func New(svc *service.Service, log *slog.Logger) *Worker {
+	return &Worker{log: log, jobs: []job{
+		{"dead-letter expired leases", 500 * time.Millisecond, svc.DeadLetterExpiredLeases},
+		{"remove expired messages", 2 * time.Second, svc.RemoveExpired},
+		{"drop old dedup keys", 30 * time.Second, svc.DropOldDedupKeys},
+	}}
+}
+
+// Run starts every job and returns when ctx ends, between batches.
+func (w *Worker) Run(ctx context.Context) {
+	done := make(chan struct{})
+	for _, j := range w.jobs {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			w.loop(ctx, j)
+		}()
+	}
+	for range w.jobs {
+		<-done
+	}
+}
+
+func (w *Worker) loop(ctx context.Context, j job) {
+	ticker := time.NewTicker(j.every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		for ctx.Err() == nil {
+			n, err := j.run(ctx, BatchSize)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.log.Warn("worker job failed", "job", j.name, "error", err)
+				}
+				break
+			}
+			if n < BatchSize {
+				break
+			}
+		}
+	}
+}
