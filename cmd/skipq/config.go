@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/skipq/skipq/service"
+)
+
+// Config is a node's whole configuration: loaded from the environment,
+// overridden by flags of the same meaning, validated once at start and
+// logged (secrets masked).
+type Config struct {
+	DatabaseURL         string
+	ListenerDatabaseURL string
+	ListenAddr          string
+	Auth                string // "required" or "off"
+	Migrate             bool
+	Role                string // "all", "api" or "worker"
+	DBMaxConns          int
+	MaxRequestBytes     int64
+	Limits              service.Limits
+}
+
+func defaultConfig() Config {
+	return Config{
+		ListenAddr:      ":8080",
+		Auth:            "required",
+		Migrate:         true,
+		Role:            "all",
+		DBMaxConns:      16,
+		MaxRequestBytes: 16 << 20,
+		Limits:          service.DefaultLimits(),
+	}
+}
+
+// envVar binds one setting to its environment variable and flag.
+type envVar struct {
+	env, flag, usage string
+	set              func(string) error
+	get              func() string
+}
+
+func (c *Config) vars() []envVar {
+	str := func(p *string) (func(string) error, func() string) {
+		return func(v string) error { *p = v; return nil }, func() string { return *p }
+	}
+	num := func(p *int) (func(string) error, func() string) {
+		return func(v string) error {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return fmt.Errorf("%q is not an integer", v)
+				}
+				*p = n
+				return nil
+			}, func() string {
+				return strconv.Itoa(*p)
+			}
+	}
+	var vs []envVar
+	add := func(env, flagName, usage string, set func(string) error, get func() string) {
+		vs = append(vs, envVar{env, flagName, usage, set, get})
+	}
+	s, g := str(&c.DatabaseURL)
+	add("SKIPQ_DATABASE_URL", "database-url", "Postgres URL (also DATABASE_URL)", s, g)
+	s, g = str(&c.ListenerDatabaseURL)
+	add("SKIPQ_LISTENER_DATABASE_URL", "listener-database-url", "direct (non-pooled) URL for LISTEN; default the database URL", s, g)
+	s, g = str(&c.ListenAddr)
+	add("SKIPQ_LISTEN_ADDR", "listen-addr", "HTTP address", s, g)
+	s, g = str(&c.Auth)
+	add("SKIPQ_AUTH", "auth", "API-key auth: required or off", s, g)
+	add("SKIPQ_MIGRATE", "migrate", "apply pending migrations at start (true/false)",
+		func(v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%q is not a boolean", v)
+			}
+			c.Migrate = b
+			return nil
+		}, func() string { return strconv.FormatBool(c.Migrate) })
+	s, g = str(&c.Role)
+	add("SKIPQ_ROLE", "role", "what this node runs: all, api or worker", s, g)
+	n, gn := num(&c.DBMaxConns)
+	add("SKIPQ_DB_MAX_CONNS", "db-max-conns", "largest database pool", n, gn)
+	add("SKIPQ_MAX_REQUEST_BYTES", "max-request-bytes", "largest HTTP request body",
+		func(v string) error {
+			b, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%q is not an integer", v)
+			}
+			c.MaxRequestBytes = b
+			return nil
+		}, func() string { return strconv.FormatInt(c.MaxRequestBytes, 10) })
+	l := &c.Limits
+	for _, lim := range []struct {
+		env, flag string
+		p         *int
+	}{
+		{"SKIPQ_MAX_RECEIVE_MESSAGES", "max-receive-messages", &l.MaxReceiveMessages},
+		{"SKIPQ_MAX_WAIT_SECONDS", "max-wait-seconds", &l.MaxWaitSeconds},
+		{"SKIPQ_MAX_VISIBILITY_SECONDS", "max-visibility-seconds", &l.MaxVisibilitySeconds},
+		{"SKIPQ_MAX_DELAY_SECONDS", "max-delay-seconds", &l.MaxDelaySeconds},
+		{"SKIPQ_MAX_EXPIRATION_SECONDS", "max-expiration-seconds", &l.MaxExpirationSeconds},
+		{"SKIPQ_MAX_RECEIVE_COUNT", "max-receive-count", &l.MaxReceiveCount},
+		{"SKIPQ_MAX_MESSAGE_BYTES", "max-message-bytes", &l.MaxMessageBytes},
+	} {
+		n, g := num(lim.p)
+		add(lim.env, lim.flag, "limit (SPEC §2)", n, g)
+	}
+	return vs
+}
+
+// load reads the environment, then parses args as flags over it.
+func (c *Config) load(fs *flag.FlagSet, args []string) error {
+	if v := os.Getenv("DATABASE_URL"); v != "" {
+		c.DatabaseURL = v
+	}
+	vars := c.vars()
+	for _, v := range vars {
+		if raw, ok := os.LookupEnv(v.env); ok && raw != "" {
+			if err := v.set(raw); err != nil {
+				return fmt.Errorf("%s: %w", v.env, err)
+			}
+		}
+	}
+	for _, v := range vars {
+		fs.Func(v.flag, v.usage+" ($"+v.env+")", v.set)
+	}
+	return fs.Parse(args)
+}
+
+// validate checks the configuration once, at start.
+func (c *Config) validate() error {
+	var errs []error
+	if c.DatabaseURL == "" {
+		errs = append(errs, errors.New("SKIPQ_DATABASE_URL (or DATABASE_URL) is required"))
+	}
+	if c.Auth != "required" && c.Auth != "off" {
+		errs = append(errs, fmt.Errorf("SKIPQ_AUTH must be required or off, not %q", c.Auth))
+	}
+	if c.Role != "all" && c.Role != "api" && c.Role != "worker" {
+		errs = append(errs, fmt.Errorf("SKIPQ_ROLE must be all, api or worker, not %q", c.Role))
+	}
+	if c.DBMaxConns < 2 {
+		errs = append(errs, errors.New("SKIPQ_DB_MAX_CONNS must be at least 2"))
+	}
+	if c.MaxRequestBytes < 1024 {
+		errs = append(errs, errors.New("SKIPQ_MAX_REQUEST_BYTES must be at least 1024"))
+	}
+	l := c.Limits
+	for name, v := range map[string]int{
+		"SKIPQ_MAX_RECEIVE_MESSAGES": l.MaxReceiveMessages, "SKIPQ_MAX_WAIT_SECONDS": l.MaxWaitSeconds,
+		"SKIPQ_MAX_VISIBILITY_SECONDS": l.MaxVisibilitySeconds, "SKIPQ_MAX_DELAY_SECONDS": l.MaxDelaySeconds,
+		"SKIPQ_MAX_EXPIRATION_SECONDS": l.MaxExpirationSeconds, "SKIPQ_MAX_RECEIVE_COUNT": l.MaxReceiveCount,
+		"SKIPQ_MAX_MESSAGE_BYTES": l.MaxMessageBytes,
+	} {
+		if v < 1 {
+			errs = append(errs, fmt.Errorf("%s must be at least 1", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) listenerURL() string {
+	if c.ListenerDatabaseURL != "" {
+		return c.ListenerDatabaseURL
+	}
+	return c.DatabaseURL
+}
+
+// LogValue is the startup log line's view: passwords masked.
+func (c Config) LogValue() slog.Value {
+	var attrs []slog.Attr
+	for _, v := range c.vars() {
+		val := v.get()
+		if strings.Contains(v.env, "DATABASE_URL") {
+			val = maskURL(val)
+		}
+		attrs = append(attrs, slog.String(v.env, val))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+func maskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/skipq/skipq/devpg"
+)
+
+// devDatabase is the database `skipq dev` serves from in its private cluster.
+const devDatabase = "skipq"
+
+// cmdDev runs a node on a private PostgreSQL cluster under ./.skipq/dev
+// (created on first use, reused after), with auth off, on 127.0.0.1:8080.
+// Ctrl-C stops the node, then the cluster.
+func cmdDev(ctx context.Context, args []string, log *slog.Logger) error {
+	cfg := defaultConfig()
+	cfg.ListenAddr = "127.0.0.1:8080"
+	cfg.Auth = "off"
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	dir := fs.String("dir", ".skipq/dev", "the private cluster's directory")
+	if err := cfg.load(fs, args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if _, err := devpg.EnsureBinaries(ctx, os.Stderr); err != nil {
+		return err
+	}
+	cluster, err := devpg.Start(ctx, devpg.Options{Dir: *dir})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := cluster.Stop(); err != nil {
+			log.Error("stopping the private PostgreSQL failed", "error", err)
+		}
+	}()
+	if err := cluster.CreateDatabase(ctx, devDatabase); err != nil {
+		return err
+	}
+	cfg.DatabaseURL = cluster.URL(devDatabase)
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	return serve(ctx, cfg, log, func(addr string) {
+		fmt.Fprintf(os.Stderr, "\nskipq dev is running (Ctrl-C stops it and its PostgreSQL)\n  API:      http://%s\n  database: %s\n\n", addr, cfg.DatabaseURL)
+	})
+}

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/skipq/skipq/migrations"
+)
+
+func cmdMigrate(ctx context.Context, args []string) error {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	if err := cfg.load(fs, args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if cfg.DatabaseURL == "" {
+		return fmt.Errorf("SKIPQ_DATABASE_URL (or DATABASE_URL) is required")
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: skipq migrate up|down|status", errUsage)
+	}
+	switch fs.Arg(0) {
+	case "up":
+		return migrations.Up(ctx, cfg.DatabaseURL)
+	case "down":
+		return migrations.Down(ctx, cfg.DatabaseURL)
+	case "status":
+		return migrations.Status(ctx, cfg.DatabaseURL, os.Stdout)
+	}
+	return fmt.Errorf("%w: unknown migrate command %q", errUsage, fs.Arg(0))
+}

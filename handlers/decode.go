@@ -1,0 +1,115 @@
+package handlers
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	json "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/gin-gonic/gin"
+
+	"github.com/skipq/skipq/service"
+)
+
+// decode reads the request body into v strictly: unknown fields, duplicate
+// fields and wrong types are invalid_request issues at the field's path
+// ("messages[2].delaySeconds"). An empty body means {}. It writes the error
+// response itself and reports whether decoding succeeded.
+func decode(c *gin.Context, v any) bool {
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			abortWith(c, http.StatusRequestEntityTooLarge, "payload_too_large",
+				"the request body exceeds "+strconv.FormatInt(tooLarge.Limit, 10)+" bytes", nil)
+			return false
+		}
+		abortWith(c, http.StatusBadRequest, "invalid_request", "the request body could not be read", nil)
+		return false
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		body = []byte("{}")
+	} else if !isJSON(c.GetHeader("Content-Type")) {
+		abortWith(c, http.StatusUnsupportedMediaType, "unsupported_media_type",
+			"a request body must be sent with Content-Type: application/json", nil)
+		return false
+	}
+	if err := json.Unmarshal(body, v, json.RejectUnknownMembers(true)); err != nil {
+		fail(c, service.Invalid(decodeIssue(err)))
+		return false
+	}
+	return true
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// decodeIssue turns a JSON error into one issue with a path.
+func decodeIssue(err error) service.Issue {
+	var sem *json.SemanticError
+	if errors.As(err, &sem) {
+		path := pointerPath(sem.JSONPointer)
+		switch {
+		case errors.Is(sem.Err, json.ErrUnknownName):
+			return service.Issue{Path: path, Message: "unknown field"}
+		case sem.GoType != nil:
+			return service.Issue{Path: path, Message: "must be " + describe(sem.GoType.String())}
+		}
+		return service.Issue{Path: path, Message: "invalid value"}
+	}
+	var syn *jsontext.SyntacticError
+	if errors.As(err, &syn) {
+		return service.Issue{Path: pointerPath(syn.JSONPointer), Message: "malformed JSON: " + syntaxMessage(syn)}
+	}
+	return service.Issue{Path: "", Message: "malformed JSON"}
+}
+
+func syntaxMessage(e *jsontext.SyntacticError) string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return "syntax error"
+}
+
+// describe names the JSON type a Go type expects.
+func describe(goType string) string {
+	switch {
+	case strings.Contains(goType, "int"):
+		return "an integer"
+	case strings.Contains(goType, "bool"):
+		return "a boolean"
+	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "*map["):
+		return "an object of strings"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.Contains(goType, "string"):
+		return "a string"
+	}
+	return "an object"
+}
+
+// pointerPath turns a JSON Pointer ("/messages/2/body") into an issue path
+// ("messages[2].body"). Numeric tokens are array indexes in skipq's
+// requests, except inside tags, whose keys are shown as written.
+func pointerPath(p jsontext.Pointer) string {
+	var b strings.Builder
+	prev := ""
+	for tok := range p.Tokens() {
+		if _, err := strconv.Atoi(tok); err == nil && prev != "tags" {
+			b.WriteString("[" + tok + "]")
+		} else {
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(tok)
+		}
+		prev = tok
+	}
+	return b.String()
+}

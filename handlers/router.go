@@ -1,0 +1,76 @@
+// Package handlers is skipq's HTTP layer (gin): it decodes and validates
+// requests, calls the service and encodes responses. Queue semantics live in
+// service; this package only speaks HTTP.
+package handlers
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/service"
+)
+
+// Config is what the HTTP layer needs from the node's configuration.
+type Config struct {
+	AuthOff         bool
+	MaxRequestBytes int64
+	Log             *slog.Logger
+	// Ready reports whether the node can serve (database answers, schema
+	// current); /readyz answers 503 with the reason otherwise.
+	Ready func(*gin.Context) error
+}
+
+type api struct {
+	svc *service.Service
+}
+
+// New returns the HTTP handler of a node.
+func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true // c.Request.Context() ends when the client leaves
+	r.Use(withRequestID, logRequests(cfg.Log), recoverPanics)
+	r.NoRoute(func(c *gin.Context) {
+		abortWith(c, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path), nil)
+	})
+	r.NoMethod(func(c *gin.Context) {
+		abortWith(c, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", c.Request.Method, c.Request.URL.Path), nil)
+	})
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", func(c *gin.Context) {
+		if err := cfg.Ready(c); err != nil {
+			c.Header("Retry-After", "1")
+			abortWith(c, http.StatusServiceUnavailable, "unavailable", err.Error(), nil)
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	})
+
+	h := &api{svc: svc}
+	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes))
+	// Receipts need no credentials: the handle is the capability.
+	receipts := v1.Group("/receipts")
+	receipts.POST("/ack", h.ack)
+	receipts.POST("/nack", h.nack)
+	receipts.POST("/visibility", h.visibility)
+	receipts.POST("/requeue", h.requeue)
+
+	authed := v1.Group("", authenticate(cfg.AuthOff))
+	read, write, admin := require(RoleRead), require(RoleWrite), require(RoleAdmin)
+	authed.GET("/queues", read, h.listQueues)
+	authed.PUT("/queues/:queue", admin, h.putQueue)
+	authed.GET("/queues/:queue", read, h.getQueue)
+	authed.DELETE("/queues/:queue", admin, h.deleteQueue)
+	authed.POST("/queues/:queue/purge", write, h.purgeQueue)
+	authed.POST("/queues/:queue/messages", write, h.send)
+	authed.POST("/queues/:queue/messages/batch", write, h.sendBatch)
+	// A peek needs only read; the handler checks write for anything else.
+	authed.POST("/queues/:queue/messages/receive", read, h.receive)
+	return r
+}
