@@ -52,6 +52,8 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
 	})
 
+	r.GET("/metrics", gin.WrapH(metricsHandler(svc)))
+
 	h := &api{svc: svc}
 	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes))
 	// Receipts need no credentials: the handle is the capability.

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/skipq/skipq/devpg"
+	"github.com/skipq/skipq/node"
 )
 
 // devDatabase is the database `skipq dev` serves from in its private cluster.
@@ -17,12 +18,12 @@ const devDatabase = "skipq"
 // (created on first use, reused after), with auth off, on 127.0.0.1:8080.
 // Ctrl-C stops the node, then the cluster.
 func cmdDev(ctx context.Context, args []string, log *slog.Logger) error {
-	cfg := defaultConfig()
+	cfg := node.DefaultConfig()
 	cfg.ListenAddr = "127.0.0.1:8080"
 	cfg.Auth = "off"
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	dir := fs.String("dir", ".skipq/dev", "the private cluster's directory")
-	if err := cfg.load(fs, args); err != nil {
+	if err := cfg.Load(fs, args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if _, err := devpg.EnsureBinaries(ctx, os.Stderr); err != nil {
@@ -40,11 +41,22 @@ func cmdDev(ctx context.Context, args []string, log *slog.Logger) error {
 	if err := cluster.CreateDatabase(ctx, devDatabase); err != nil {
 		return err
 	}
+	// If PostgreSQL dies under us, stop serving rather than answer 503s forever.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-cluster.Done():
+			log.Error("the private PostgreSQL exited; stopping")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	cfg.DatabaseURL = cluster.URL(devDatabase)
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return serve(ctx, cfg, log, func(addr string) {
+	return node.Run(ctx, cfg, log, func(addr string) {
 		fmt.Fprintf(os.Stderr, "\nskipq dev is running (Ctrl-C stops it and its PostgreSQL)\n  API:      http://%s\n  database: %s\n\n", addr, cfg.DatabaseURL)
 	})
 }

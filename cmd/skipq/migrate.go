@@ -7,12 +7,13 @@ import (
 	"os"
 
 	"github.com/skipq/skipq/migrations"
+	"github.com/skipq/skipq/node"
 )
 
 func cmdMigrate(ctx context.Context, args []string) error {
-	cfg := defaultConfig()
+	cfg := node.DefaultConfig()
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	if err := cfg.load(fs, args); err != nil {
+	if err := cfg.Load(fs, args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if cfg.DatabaseURL == "" {

@@ -2,132 +2,21 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"sync"
-	"time"
 
-	"github.com/gin-gonic/gin"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/skipq/skipq/db"
-	"github.com/skipq/skipq/handlers"
-	"github.com/skipq/skipq/migrations"
-	"github.com/skipq/skipq/service"
-	"github.com/skipq/skipq/worker"
+	"github.com/skipq/skipq/node"
 )
 
 func cmdServe(ctx context.Context, args []string, log *slog.Logger) error {
-	cfg := defaultConfig()
+	cfg := node.DefaultConfig()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	if err := cfg.load(fs, args); err != nil {
+	if err := cfg.Load(fs, args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return serve(ctx, cfg, log, nil)
-}
-
-// serve runs a node until ctx ends, then drains it. ready, if not nil, is
-// called with the bound address once the node accepts requests.
-func serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
-	log.Info("starting skipq", "config", cfg)
-	if cfg.Migrate {
-		if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
-			return err
-		}
-	}
-	pool, err := db.NewPool(ctx, cfg.DatabaseURL, db.PoolOptions{
-		MaxConns: int32(cfg.DBMaxConns), ConnectTimeout: 2 * time.Second})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-
-	svc := service.New(pool, service.Options{Limits: cfg.Limits, Log: log})
-	hub := svc.Hub()
-	bg, stopBackground := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { stopBackground(); wg.Wait() }()
-
-	if cfg.Role != "worker" {
-		listener := &db.Listener{URL: cfg.listenerURL(), Log: log,
-			OnNotify: hub.HandleNotification, OnConnect: hub.WakeAll}
-		wg.Go(func() { listener.Run(bg) })
-		wg.Go(func() { hub.Run(bg) })
-	}
-	if cfg.Role != "api" {
-		// Workers publish wake-ups for the messages they move, so the hub
-		// runs on worker-only nodes too.
-		if cfg.Role == "worker" {
-			wg.Go(func() { hub.Run(bg) })
-		}
-		wg.Go(func() { worker.New(svc, log).Run(bg) })
-	}
-	if cfg.Role == "worker" {
-		<-ctx.Done()
-		return nil
-	}
-
-	latest, err := migrations.Latest()
-	if err != nil {
-		return err
-	}
-	handler := handlers.New(svc, pool, handlers.Config{
-		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log,
-		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
-	})
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return err
-	}
-	log.Info("listening", "addr", ln.Addr().String())
-	if ready != nil {
-		ready(ln.Addr().String())
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-
-	select {
-	case err := <-serveErr:
-		return err
-	case <-ctx.Done():
-	}
-	// Drain: stop accepting, end waiting long-polls (they answer empty),
-	// let in-flight requests finish, then stop the worker and the pool.
-	log.Info("shutting down")
-	hub.Close()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-// checkReady: the database answers within a second and its schema is the
-// one this binary carries.
-func checkReady(ctx context.Context, pool *pgxpool.Pool, latest int64) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	v, err := db.SchemaVersion(ctx, pool)
-	if err != nil {
-		return errors.New("the database is unavailable")
-	}
-	if v != latest {
-		return fmt.Errorf("the database schema is at version %d, this binary needs %d", v, latest)
-	}
-	return nil
+	return node.Run(ctx, cfg, log, nil)
 }

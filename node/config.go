@@ -1,4 +1,6 @@
-package main
+// Package node wires one skipq node: configuration, the database pool, the
+// service, the LISTEN connection, the worker and the HTTP server.
+package node
 
 import (
 	"errors"
@@ -28,7 +30,8 @@ type Config struct {
 	Limits              service.Limits
 }
 
-func defaultConfig() Config {
+// DefaultConfig is SPEC §2's defaults.
+func DefaultConfig() Config {
 	return Config{
 		ListenAddr:      ":8080",
 		Auth:            "required",
@@ -116,8 +119,8 @@ func (c *Config) vars() []envVar {
 	return vs
 }
 
-// load reads the environment, then parses args as flags over it.
-func (c *Config) load(fs *flag.FlagSet, args []string) error {
+// Load reads the environment, then parses args as flags over it.
+func (c *Config) Load(fs *flag.FlagSet, args []string) error {
 	if v := os.Getenv("DATABASE_URL"); v != "" {
 		c.DatabaseURL = v
 	}
@@ -135,8 +138,8 @@ func (c *Config) load(fs *flag.FlagSet, args []string) error {
 	return fs.Parse(args)
 }
 
-// validate checks the configuration once, at start.
-func (c *Config) validate() error {
+// Validate checks the configuration once, at start.
+func (c *Config) Validate() error {
 	var errs []error
 	if c.DatabaseURL == "" {
 		errs = append(errs, errors.New("SKIPQ_DATABASE_URL (or DATABASE_URL) is required"))

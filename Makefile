@@ -1,0 +1,57 @@
+# skipq: `make run` brings the service up on a machine with only Go and this
+# repository; `make test` runs the whole suite against a real PostgreSQL.
+
+SHELL := /bin/bash
+
+# The test cluster that testdb starts (devpg.EnsureDaemon) and `test` stops.
+TEST_CLUSTER := .skipq/test
+
+.PHONY: postgres-bin build run test generate clean
+
+# postgres-bin: the PostgreSQL server binaries (Debian's postgresql package)
+# and the unprivileged "postgres" user that runs private clusters for root.
+postgres-bin:
+	@if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
+		sudo=; \
+		if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null; then sudo=sudo; fi; \
+		echo "Installing PostgreSQL server binaries (apt-get install postgresql)"; \
+		$$sudo apt-get update && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; \
+	fi
+	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then \
+		useradd --system --user-group --home-dir /var/lib/postgresql --no-create-home --shell /bin/bash postgres; \
+	fi
+
+# build: the skipq binary.
+build:
+	go build -o bin/skipq ./cmd/skipq
+
+# run: the service against SKIPQ_DATABASE_URL/DATABASE_URL when set, else
+# `skipq dev` with a private cluster under .skipq/dev.
+run: postgres-bin build
+	@if [ -n "$${SKIPQ_DATABASE_URL:-}$${DATABASE_URL:-}" ]; then \
+		exec ./bin/skipq serve; \
+	else \
+		exec ./bin/skipq dev; \
+	fi
+
+# test: vet, check that sqlc's generated code is current, run every test,
+# then stop the shared test cluster, whether the tests passed or not, keeping
+# their exit status.
+test: postgres-bin
+	go vet ./...
+	@if [ -f sqlc.yaml ]; then echo "go tool sqlc diff"; go tool sqlc diff; fi
+	@status=0; \
+	go test -count=1 -timeout 20m ./... || status=$$?; \
+	go run ./devpg/stopcluster $(TEST_CLUSTER) || true; \
+	exit $$status
+
+# generate: regenerate db/ from queries/ with sqlc.
+generate:
+	go tool sqlc generate
+
+# clean: stop the test cluster and remove built binaries. The development
+# cluster's data (.skipq/dev) stays.
+clean:
+	go run ./devpg/stopcluster $(TEST_CLUSTER)
+	rm -rf bin/

@@ -1,0 +1,174 @@
+package apitest
+
+import (
+	"net/http"
+	"testing"
+)
+
+func TestAckNackAndStaleReceipts(t *testing.T) {
+	n := newNode(t)
+	n.send(t, "s", map[string]any{"body": "x"})
+	first := n.receive(t, "s", nil)[0]
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/nack", map[string]any{"receiptHandle": first["receiptHandle"]})
+	// Nacked: available again at once, as the second delivery.
+	second := n.receive(t, "s", nil)
+	if len(second) != 1 || num(second[0]["receiveCount"]) != 2 || second[0]["firstReceivedAt"] != first["firstReceivedAt"] {
+		t.Fatalf("after nack: %v", second)
+	}
+	// The first delivery's handle is stale now.
+	for _, route := range []string{"ack", "nack", "requeue"} {
+		body := map[string]any{"receiptHandle": first["receiptHandle"]}
+		if route == "requeue" {
+			body["queue"] = "elsewhere"
+		}
+		wantError(t, n.do(t, "POST", "/v1/receipts/"+route, body), http.StatusNotFound, "receipt_stale")
+	}
+	wantError(t, n.do(t, "POST", "/v1/receipts/visibility", map[string]any{"receiptHandle": first["receiptHandle"], "visibilitySeconds": 5}), http.StatusNotFound, "receipt_stale")
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": second[0]["receiptHandle"]})
+	wantError(t, n.do(t, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": second[0]["receiptHandle"]}), http.StatusNotFound, "receipt_stale")
+	if got := n.receive(t, "s", map[string]any{"isPeek": true}); len(got) != 0 {
+		t.Fatalf("acked message still there: %v", got)
+	}
+}
+
+func TestForgedAndMalformedReceipts(t *testing.T) {
+	n := newNode(t)
+	n.send(t, "f", map[string]any{"body": "x"})
+	m := n.receive(t, "f", nil)[0]
+	h := m["receiptHandle"].(string)
+	// Same message key, different token.
+	forged := h[:len(h)-4] + "AAAA"
+	if forged == h {
+		forged = h[:len(h)-4] + "BBBB"
+	}
+	for _, bad := range []string{forged, "garbage", "////", h + "A"} {
+		wantError(t, n.do(t, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": bad}), http.StatusNotFound, "receipt_stale")
+	}
+	for _, body := range []any{
+		map[string]any{},
+		map[string]any{"receiptHandle": h, "receiptHandles": []string{h}},
+		map[string]any{"receiptHandles": []string{}},
+		map[string]any{"receiptHandle": ""},
+		`{"receiptHandle": 5}`,
+		`not json`,
+	} {
+		wantError(t, n.do(t, "POST", "/v1/receipts/ack", body), http.StatusBadRequest, "invalid_request")
+	}
+	wantError(t, n.do(t, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": h, "queue": "x"}), http.StatusBadRequest, "invalid_request", "queue")
+	wantError(t, n.do(t, "POST", "/v1/receipts/visibility", map[string]any{"receiptHandle": h}), http.StatusBadRequest, "invalid_request", "visibilitySeconds")
+	wantError(t, n.do(t, "POST", "/v1/receipts/visibility", map[string]any{"receiptHandle": h, "visibilitySeconds": 43201}), http.StatusBadRequest, "invalid_request", "visibilitySeconds")
+	wantError(t, n.do(t, "POST", "/v1/receipts/requeue", map[string]any{"receiptHandle": h}), http.StatusBadRequest, "invalid_request", "queue")
+	wantError(t, n.do(t, "POST", "/v1/receipts/requeue", map[string]any{"receiptHandle": h, "queue": "bad."}), http.StatusBadRequest, "invalid_request", "queue")
+	// None of that settled it.
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": h})
+}
+
+func TestSettleListForm(t *testing.T) {
+	n := newNode(t)
+	for range 3 {
+		n.send(t, "l", map[string]any{"body": "x"})
+	}
+	msgs := n.receive(t, "l", map[string]any{"maxMessages": 3})
+	handles := []any{msgs[0]["receiptHandle"], msgs[1]["receiptHandle"], "forged"}
+	body := n.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandles": handles})
+	failed := objects(t, body["failed"])
+	if num(body["succeeded"]) != 2 || len(failed) != 1 || failed[0]["receiptHandle"] != "forged" || failed[0]["code"] != "receipt_stale" || failed[0]["message"] == "" {
+		t.Fatalf("list ack: %v", body)
+	}
+	body = n.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandles": handles[:2]})
+	if num(body["succeeded"]) != 0 || len(objects(t, body["failed"])) != 2 {
+		t.Fatalf("second list ack: %v", body)
+	}
+	body = n.must(t, http.StatusOK, "POST", "/v1/receipts/visibility", map[string]any{"receiptHandles": []any{msgs[2]["receiptHandle"]}, "visibilitySeconds": 100})
+	if num(body["succeeded"]) != 1 {
+		t.Fatalf("list visibility: %v", body)
+	}
+}
+
+func TestVisibilityExtendAndRelease(t *testing.T) {
+	n := newNode(t)
+	n.send(t, "v", map[string]any{"body": "x"})
+	m := n.receive(t, "v", map[string]any{"visibilitySeconds": 5})[0]
+	h := m["receiptHandle"]
+	body := n.must(t, http.StatusOK, "POST", "/v1/receipts/visibility", map[string]any{"receiptHandle": h, "visibilitySeconds": 600})
+	if body["visibleUntil"] == nil || body["visibleUntil"].(string) <= m["visibleUntil"].(string) {
+		t.Fatalf("extended lease ends %v, before it ended %v", body["visibleUntil"], m["visibleUntil"])
+	}
+	if got := n.receive(t, "v", nil); len(got) != 0 {
+		t.Fatalf("an extended lease was delivered again: %v", got)
+	}
+	// Release: visible at once, handle still valid until the next delivery.
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/visibility", map[string]any{"receiptHandle": h, "visibilitySeconds": 0})
+	again := n.receive(t, "v", nil)
+	if len(again) != 1 || num(again[0]["receiveCount"]) != 2 {
+		t.Fatalf("released message: %v", again)
+	}
+	wantError(t, n.do(t, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": h}), http.StatusNotFound, "receipt_stale")
+}
+
+func TestRequeue(t *testing.T) {
+	n := newNode(t)
+	n.send(t, "src", map[string]any{"body": "x", "messageId": "m1", "tags": map[string]any{"a": "1"}, "clientId": "c"})
+	m := n.receive(t, "src", nil)[0]
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/requeue", map[string]any{"receiptHandle": m["receiptHandle"], "queue": "dst"})
+	if got := n.receive(t, "src", map[string]any{"isPeek": true}); len(got) != 0 {
+		t.Fatalf("requeued message still in source: %v", got)
+	}
+	got := n.receive(t, "dst", nil)
+	if len(got) != 1 {
+		t.Fatalf("destination holds %v", got)
+	}
+	d := got[0]
+	if d["messageId"] != "m1" || d["reRoutedFrom"] != "src" || num(d["receiveCount"]) != 1 || d["body"] != "x" ||
+		d["clientId"] != "c" || d["tags"].(map[string]any)["a"] != "1" || d["firstReceivedAt"] == m["firstReceivedAt"] {
+		t.Fatalf("requeued message: %v", d)
+	}
+	wantError(t, n.do(t, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": m["receiptHandle"]}), http.StatusNotFound, "receipt_stale")
+	// Back into a queue where the id is taken: it gets a new server id.
+	n.send(t, "src", map[string]any{"body": "y", "messageId": "m1x"})
+	n.send(t, "dst2", map[string]any{"body": "z", "messageId": "m1"})
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/requeue", map[string]any{"receiptHandle": d["receiptHandle"], "queue": "dst2"})
+	moved := n.receive(t, "dst2", map[string]any{"maxMessages": 10})
+	if len(moved) != 2 || moved[1]["messageId"] == "m1" || moved[1]["reRoutedFrom"] != "dst" {
+		t.Fatalf("collision: %v", moved)
+	}
+}
+
+func TestDeadLetterAfterNacks(t *testing.T) {
+	n := newNode(t)
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/work", map[string]any{"maxReceiveCount": 3, "deadLetterQueue": "work.dlq"})
+	sent := n.send(t, "work", map[string]any{"body": "poison", "messageId": "p1", "tags": map[string]any{"t": "v"}})
+	for i := 1; i <= 3; i++ {
+		got := n.receive(t, "work", nil)
+		if len(got) != 1 || num(got[0]["receiveCount"]) != int64(i) {
+			t.Fatalf("delivery %d: %v", i, got)
+		}
+		n.must(t, http.StatusOK, "POST", "/v1/receipts/nack", map[string]any{"receiptHandle": got[0]["receiptHandle"]})
+	}
+	if got := n.receive(t, "work", nil); len(got) != 0 {
+		t.Fatalf("a fourth delivery: %v", got)
+	}
+	dl := n.receive(t, "work.dlq", nil)
+	if len(dl) != 1 {
+		t.Fatalf("dead-letter queue holds %v", dl)
+	}
+	d := dl[0]
+	if d["messageId"] != "p1" || d["reRoutedFrom"] != "work" || d["deadLetteredAt"] == nil || num(d["receiveCount"]) != 1 ||
+		d["body"] != "poison" || d["sentAt"] != sent["sentAt"] {
+		t.Fatalf("dead-lettered message: %v", d)
+	}
+}
+
+func TestDiscardWithoutDeadLetterQueue(t *testing.T) {
+	n := newNode(t)
+	n.send(t, "once", map[string]any{"body": "x", "maxReceiveCount": 1})
+	m := n.receive(t, "once", nil)[0]
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/nack", map[string]any{"receiptHandle": m["receiptHandle"]})
+	if got := n.receive(t, "once", map[string]any{"isPeek": true}); len(got) != 0 {
+		t.Fatalf("discarded message still there: %v", got)
+	}
+	st := n.must(t, http.StatusOK, "GET", "/v1/queues/once", nil)["stats"].(map[string]any)
+	if num(st["total"]) != 0 {
+		t.Fatalf("stats: %v", st)
+	}
+}

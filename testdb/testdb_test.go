@@ -1,0 +1,61 @@
+package testdb_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skipq/skipq/testdb"
+)
+
+func TestNewGivesDistinctMigratedDatabases(t *testing.T) {
+	ctx := context.Background()
+	a, b := testdb.New(t), testdb.New(t)
+	if a == b {
+		t.Fatalf("both tests got %s", a)
+	}
+	names := map[string]bool{}
+	for _, url := range []string{a, b} {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var name string
+		var hasQueues bool
+		err = conn.QueryRow(ctx, "SELECT current_database(), to_regclass('skipq.queues') IS NOT NULL").Scan(&name, &hasQueues)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasQueues {
+			t.Errorf("%s has no table skipq.queues", name)
+		}
+		names[name] = true
+	}
+	if len(names) != 2 {
+		t.Errorf("databases are not distinct: %v", names)
+	}
+
+	// A test's writes stay in its own database.
+	connA, err := pgx.Connect(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer connA.Close(ctx)
+	if _, err := connA.Exec(ctx, "CREATE TABLE only_in_a (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	connB, err := pgx.Connect(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer connB.Close(ctx)
+	var seen bool
+	if err := connB.QueryRow(ctx, "SELECT to_regclass('only_in_a') IS NOT NULL").Scan(&seen); err != nil {
+		t.Fatal(err)
+	}
+	if seen {
+		t.Error("a table made in one test database shows in the other")
+	}
+}
