@@ -361,8 +361,10 @@ func (s *Service) checkTags(is *issues, path string, tags map[string]string) {
 }
 
 // contentHash identifies a message's content for idempotency: body (and
-// whether it is binary), metadata, clientId and tags, each length-prefixed.
-// Policy fields are not content.
+// whether it is binary), metadata, clientId, then each tag key and value in
+// byte order of the keys, each length-prefixed. Policy fields are not
+// content. skipq.content_hash (migrations/00002_sql_api.sql) computes the
+// same bytes, so SQL and HTTP sends of one message are duplicates.
 func contentHash(m *prepared) []byte {
 	h := sha256.New()
 	field := func(b []byte) {
@@ -379,7 +381,15 @@ func contentHash(m *prepared) []byte {
 	}
 	field([]byte(m.Metadata))
 	field([]byte(m.ClientID))
-	field([]byte(m.tagsJSON)) // json.Marshal sorts map keys
+	keys := make([]string, 0, len(m.Tags))
+	for k := range m.Tags {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		field([]byte(k))
+		field([]byte(m.Tags[k]))
+	}
 	return h.Sum(nil)
 }
 
