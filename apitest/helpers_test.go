@@ -110,7 +110,7 @@ func (n *testNode) do(t *testing.T, method, path string, body any, headers ...st
 		t.Fatal(err)
 	}
 	out := response{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
-	if len(raw) > 0 {
+	if len(raw) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(raw, &out.Body); err != nil {
 			t.Fatalf("%s %s: response is not a JSON object: %q", method, path, raw)
 		}

@@ -49,6 +49,87 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 	return items, nil
 }
 
+const messageBrowse = `-- name: MessageBrowse :many
+WITH t AS (SELECT coalesce($5::timestamptz, now()) AS now)
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until, s.state::text AS state
+FROM skipq.messages m, t
+CROSS JOIN LATERAL (SELECT CASE
+    WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
+    WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
+    ELSE 'in_flight' END AS state) s
+WHERE m.queue_id = $1
+  AND m.sequence > $2::bigint
+  AND (m.expires_at IS NULL OR m.expires_at > t.now)
+  AND ($3::text = '' OR s.state = $3::text)
+ORDER BY m.sequence
+LIMIT $4
+`
+
+type MessageBrowseParams struct {
+	QueueID       int64
+	AfterSequence int64
+	State         string
+	MaxMessages   int32
+	Now           *time.Time
+}
+
+type MessageBrowseRow struct {
+	SkipqMessage SkipqMessage
+	State        string
+}
+
+// Operator browse: a queue's messages by sequence after the cursor, with
+// their state, optionally only one state (@state ” = all). Keyset
+// pagination on the primary key: no offset scans. Expired messages not yet
+// removed are not shown.
+func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([]MessageBrowseRow, error) {
+	rows, err := q.db.Query(ctx, messageBrowse,
+		arg.QueueID,
+		arg.AfterSequence,
+		arg.State,
+		arg.MaxMessages,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageBrowseRow
+	for rows.Next() {
+		var i MessageBrowseRow
+		if err := rows.Scan(
+			&i.SkipqMessage.QueueID,
+			&i.SkipqMessage.Sequence,
+			&i.SkipqMessage.MessageID,
+			&i.SkipqMessage.ClientID,
+			&i.SkipqMessage.Metadata,
+			&i.SkipqMessage.Body,
+			&i.SkipqMessage.BodyBinary,
+			&i.SkipqMessage.Tags,
+			&i.SkipqMessage.SentAt,
+			&i.SkipqMessage.VisibleAt,
+			&i.SkipqMessage.DelayedTo,
+			&i.SkipqMessage.ExpiresAt,
+			&i.SkipqMessage.ReceiveCount,
+			&i.SkipqMessage.FirstReceivedAt,
+			&i.SkipqMessage.MaxReceiveCount,
+			&i.SkipqMessage.DeadLetterQueue,
+			&i.SkipqMessage.ReRoutedFrom,
+			&i.SkipqMessage.DeadLetteredAt,
+			&i.SkipqMessage.LeaseToken,
+			&i.SkipqMessage.FinalLeaseUntil,
+			&i.State,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageClaim = `-- name: MessageClaim :many
 UPDATE skipq.messages m
 SET visible_at        = t.now + make_interval(secs => t.visibility_seconds),
@@ -316,6 +397,166 @@ func (q *Queries) MessageDeadLetter(ctx context.Context, arg MessageDeadLetterPa
 	return items, nil
 }
 
+const messageDeadLetteredCount = `-- name: MessageDeadLetteredCount :one
+SELECT count(*) FROM skipq.messages
+WHERE queue_id = $1 AND dead_lettered_at IS NOT NULL
+`
+
+func (q *Queries) MessageDeadLetteredCount(ctx context.Context, queueID int64) (int64, error) {
+	row := q.db.QueryRow(ctx, messageDeadLetteredCount, queueID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const messageDeadLetteredList = `-- name: MessageDeadLetteredList :many
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until, q.name::text AS queue_name
+FROM skipq.messages m
+JOIN skipq.queues q ON q.id = m.queue_id
+WHERE m.dead_lettered_at IS NOT NULL
+  AND q.tenant = $1
+  AND ($2::text = '' OR m.re_routed_from = $2::text)
+  AND ($3::timestamptz IS NULL
+       OR (m.dead_lettered_at, m.sequence) < ($3::timestamptz, $4::bigint))
+ORDER BY m.dead_lettered_at DESC, m.sequence DESC
+LIMIT $5
+`
+
+type MessageDeadLetteredListParams struct {
+	Tenant              string
+	SourceQueue         string
+	AfterDeadLetteredAt *time.Time
+	AfterSequence       int64
+	MaxMessages         int32
+}
+
+type MessageDeadLetteredListRow struct {
+	SkipqMessage SkipqMessage
+	QueueName    string
+}
+
+// GET /v1/dlq: a tenant's dead-lettered messages, newest deadLetteredAt
+// first, after the cursor (dead_lettered_at, sequence), optionally only
+// those that came from @source_queue. Walks messages_dead_lettered_idx.
+func (q *Queries) MessageDeadLetteredList(ctx context.Context, arg MessageDeadLetteredListParams) ([]MessageDeadLetteredListRow, error) {
+	rows, err := q.db.Query(ctx, messageDeadLetteredList,
+		arg.Tenant,
+		arg.SourceQueue,
+		arg.AfterDeadLetteredAt,
+		arg.AfterSequence,
+		arg.MaxMessages,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageDeadLetteredListRow
+	for rows.Next() {
+		var i MessageDeadLetteredListRow
+		if err := rows.Scan(
+			&i.SkipqMessage.QueueID,
+			&i.SkipqMessage.Sequence,
+			&i.SkipqMessage.MessageID,
+			&i.SkipqMessage.ClientID,
+			&i.SkipqMessage.Metadata,
+			&i.SkipqMessage.Body,
+			&i.SkipqMessage.BodyBinary,
+			&i.SkipqMessage.Tags,
+			&i.SkipqMessage.SentAt,
+			&i.SkipqMessage.VisibleAt,
+			&i.SkipqMessage.DelayedTo,
+			&i.SkipqMessage.ExpiresAt,
+			&i.SkipqMessage.ReceiveCount,
+			&i.SkipqMessage.FirstReceivedAt,
+			&i.SkipqMessage.MaxReceiveCount,
+			&i.SkipqMessage.DeadLetterQueue,
+			&i.SkipqMessage.ReRoutedFrom,
+			&i.SkipqMessage.DeadLetteredAt,
+			&i.SkipqMessage.LeaseToken,
+			&i.SkipqMessage.FinalLeaseUntil,
+			&i.QueueName,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageDeadLetteredPick = `-- name: MessageDeadLetteredPick :many
+SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
+FROM skipq.messages m
+WHERE m.queue_id = $1
+  AND m.dead_lettered_at IS NOT NULL
+ORDER BY m.sequence
+LIMIT $2
+FOR UPDATE SKIP LOCKED
+`
+
+type MessageDeadLetteredPickParams struct {
+	QueueID     int64
+	MaxMessages int32
+}
+
+type MessageDeadLetteredPickRow struct {
+	Sequence       int64
+	MessageID      string
+	ReRoutedFrom   *string
+	DeadLetteredAt *time.Time
+}
+
+// Redrive: up to @max_messages dead-lettered messages of a queue (or the one
+// named @message_id), locked for MessageRedrive in the same transaction.
+// Bulk redrives SKIP LOCKED so two nodes take disjoint batches; a single
+// redrive waits instead, so a racing second redrive of the same message
+// finds it gone.
+func (q *Queries) MessageDeadLetteredPick(ctx context.Context, arg MessageDeadLetteredPickParams) ([]MessageDeadLetteredPickRow, error) {
+	rows, err := q.db.Query(ctx, messageDeadLetteredPick, arg.QueueID, arg.MaxMessages)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageDeadLetteredPickRow
+	for rows.Next() {
+		var i MessageDeadLetteredPickRow
+		if err := rows.Scan(
+			&i.Sequence,
+			&i.MessageID,
+			&i.ReRoutedFrom,
+			&i.DeadLetteredAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageDeleteByID = `-- name: MessageDeleteByID :execrows
+DELETE FROM skipq.messages
+WHERE queue_id = $1 AND message_id = $2
+`
+
+type MessageDeleteByIDParams struct {
+	QueueID   int64
+	MessageID string
+}
+
+// Operator delete of one message; its receipt handles go stale with it.
+func (q *Queries) MessageDeleteByID(ctx context.Context, arg MessageDeleteByIDParams) (int64, error) {
+	result, err := q.db.Exec(ctx, messageDeleteByID, arg.QueueID, arg.MessageID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const messageDeleteByQueue = `-- name: MessageDeleteByQueue :execrows
 DELETE FROM skipq.messages WHERE queue_id = $1
 `
@@ -464,6 +705,89 @@ func (q *Queries) MessageFinalLeaseExpired(ctx context.Context, arg MessageFinal
 	return items, nil
 }
 
+const messageGetByID = `-- name: MessageGetByID :one
+WITH t AS (SELECT coalesce($3::timestamptz, now()) AS now)
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until, (CASE
+    WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
+    WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
+    ELSE 'in_flight' END)::text AS state
+FROM skipq.messages m, t
+WHERE m.queue_id = $1 AND m.message_id = $2
+  AND (m.expires_at IS NULL OR m.expires_at > t.now)
+`
+
+type MessageGetByIDParams struct {
+	QueueID   int64
+	MessageID string
+	Now       *time.Time
+}
+
+type MessageGetByIDRow struct {
+	SkipqMessage SkipqMessage
+	State        string
+}
+
+func (q *Queries) MessageGetByID(ctx context.Context, arg MessageGetByIDParams) (MessageGetByIDRow, error) {
+	row := q.db.QueryRow(ctx, messageGetByID, arg.QueueID, arg.MessageID, arg.Now)
+	var i MessageGetByIDRow
+	err := row.Scan(
+		&i.SkipqMessage.QueueID,
+		&i.SkipqMessage.Sequence,
+		&i.SkipqMessage.MessageID,
+		&i.SkipqMessage.ClientID,
+		&i.SkipqMessage.Metadata,
+		&i.SkipqMessage.Body,
+		&i.SkipqMessage.BodyBinary,
+		&i.SkipqMessage.Tags,
+		&i.SkipqMessage.SentAt,
+		&i.SkipqMessage.VisibleAt,
+		&i.SkipqMessage.DelayedTo,
+		&i.SkipqMessage.ExpiresAt,
+		&i.SkipqMessage.ReceiveCount,
+		&i.SkipqMessage.FirstReceivedAt,
+		&i.SkipqMessage.MaxReceiveCount,
+		&i.SkipqMessage.DeadLetterQueue,
+		&i.SkipqMessage.ReRoutedFrom,
+		&i.SkipqMessage.DeadLetteredAt,
+		&i.SkipqMessage.LeaseToken,
+		&i.SkipqMessage.FinalLeaseUntil,
+		&i.State,
+	)
+	return i, err
+}
+
+const messageLockByID = `-- name: MessageLockByID :one
+SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
+FROM skipq.messages m
+WHERE m.queue_id = $1 AND m.message_id = $2
+FOR UPDATE
+`
+
+type MessageLockByIDParams struct {
+	QueueID   int64
+	MessageID string
+}
+
+type MessageLockByIDRow struct {
+	Sequence       int64
+	MessageID      string
+	ReRoutedFrom   *string
+	DeadLetteredAt *time.Time
+}
+
+// Single redrive: the message, locked (waiting for a racing redrive).
+func (q *Queries) MessageLockByID(ctx context.Context, arg MessageLockByIDParams) (MessageLockByIDRow, error) {
+	row := q.db.QueryRow(ctx, messageLockByID, arg.QueueID, arg.MessageID)
+	var i MessageLockByIDRow
+	err := row.Scan(
+		&i.Sequence,
+		&i.MessageID,
+		&i.ReRoutedFrom,
+		&i.DeadLetteredAt,
+	)
+	return i, err
+}
+
 const messageNackByReceipt = `-- name: MessageNackByReceipt :many
 UPDATE skipq.messages m
 SET visible_at = coalesce($1::timestamptz, now()),
@@ -569,6 +893,94 @@ func (q *Queries) MessagePeek(ctx context.Context, arg MessagePeekParams) ([]Ski
 			&i.DeadLetteredAt,
 			&i.LeaseToken,
 			&i.FinalLeaseUntil,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageRedrive = `-- name: MessageRedrive :many
+WITH src AS (
+    SELECT q.id, q.tenant, q.name FROM skipq.queues q WHERE q.id = $3
+), moved AS (
+    DELETE FROM skipq.messages m
+    WHERE m.queue_id = $3
+      AND m.sequence = ANY($4::bigint[])
+      AND m.dead_lettered_at IS NOT NULL
+      AND EXISTS (SELECT 1 FROM skipq.queues d, src
+                  WHERE d.tenant = src.tenant
+                    AND d.name = CASE WHEN $2::text = '' THEN m.re_routed_from ELSE $2::text END)
+    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until
+), t AS (
+    SELECT coalesce($5::timestamptz, now()) AS now
+)
+INSERT INTO skipq.messages (
+    queue_id, message_id, client_id, metadata, body, body_binary, tags,
+    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from)
+SELECT dq.id, skipq.uuid_v7()::text,
+       moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
+       t.now,
+       t.now + make_interval(secs => dq.delay_seconds),
+       CASE WHEN dq.delay_seconds > 0 THEN t.now + make_interval(secs => dq.delay_seconds) END,
+       CASE WHEN dq.expiration_seconds > 0
+            THEN t.now + make_interval(secs => dq.delay_seconds + dq.expiration_seconds) END,
+       CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count ELSE $1::integer END,
+       dq.dead_letter_queue,
+       src.name
+FROM moved, src, t, skipq.queues dq
+WHERE dq.tenant = src.tenant
+  AND dq.name = CASE WHEN $2::text = '' THEN moved.re_routed_from ELSE $2::text END
+RETURNING queue_id, message_id, sequence, (SELECT dq2.name FROM skipq.queues dq2 WHERE dq2.id = queue_id)::text AS queue_name, delayed_to
+`
+
+type MessageRedriveParams struct {
+	ServerMaxReceiveCount int32
+	ToQueue               string
+	QueueID               int64
+	Sequences             []int64
+	Now                   *time.Time
+}
+
+type MessageRedriveRow struct {
+	QueueID   int64
+	MessageID string
+	Sequence  int64
+	QueueName string
+	DelayedTo *time.Time
+}
+
+// Moves dead-lettered messages (locked by the caller) out of their queue as
+// new messages, in one statement: a new server messageId, receiveCount 0,
+// the destination's defaults, reRoutedFrom = the queue they left,
+// deadLetteredAt cleared. The destination is @to_queue, or each message's
+// reRoutedFrom when @to_queue is ”; destinations must exist (same tenant).
+// A message whose destination does not exist is left in place.
+func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) ([]MessageRedriveRow, error) {
+	rows, err := q.db.Query(ctx, messageRedrive,
+		arg.ServerMaxReceiveCount,
+		arg.ToQueue,
+		arg.QueueID,
+		arg.Sequences,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageRedriveRow
+	for rows.Next() {
+		var i MessageRedriveRow
+		if err := rows.Scan(
+			&i.QueueID,
+			&i.MessageID,
+			&i.Sequence,
+			&i.QueueName,
+			&i.DelayedTo,
 		); err != nil {
 			return nil, err
 		}

@@ -8,6 +8,16 @@ import (
 	"time"
 )
 
+type SkipqApiKey struct {
+	ID         int64
+	Tenant     string
+	Role       string
+	Name       string
+	SecretHash []byte
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
+}
+
 type SkipqDedupKey struct {
 	QueueID     int64
 	MessageID   string

@@ -1,30 +1,32 @@
 package handlers
 
 import (
+	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/skipq/skipq/service"
 )
 
-// Role is what a caller may do (SPEC §5): read < write < admin.
-type Role int
-
-const (
-	RoleRead Role = iota + 1
-	RoleWrite
-	RoleAdmin
-)
-
-// Identity is who a request acts as.
+// Identity is who a request acts as: a tenant and a role rank
+// (service.RoleRank: read 1 < write 2 < admin 3).
 type Identity struct {
 	Tenant string
-	Role   Role
+	Role   int
 }
+
+var (
+	roleRead  = service.RoleRank("read")
+	roleWrite = service.RoleRank("write")
+	roleAdmin = service.RoleRank("admin")
+)
 
 const identityKey = "skipq.identity"
 
-// DefaultIdentity is every caller's identity when auth is off.
-var DefaultIdentity = Identity{Tenant: "default", Role: RoleAdmin}
+// defaultIdentity is every caller's identity when auth is off.
+var defaultIdentity = Identity{Tenant: "default", Role: roleAdmin}
 
 func identityOf(c *gin.Context) (Identity, bool) {
 	v, ok := c.Get(identityKey)
@@ -35,28 +37,42 @@ func identityOf(c *gin.Context) (Identity, bool) {
 	return id, ok
 }
 
-// tenant is the caller's tenant; routes that need one run behind authorize.
+// tenant is the caller's tenant; routes that need one run behind authenticate.
 func tenant(c *gin.Context) string {
 	id, _ := identityOf(c)
 	return id.Tenant
 }
 
-// authenticate resolves the caller's identity. With auth off every caller is
-// DefaultIdentity; with auth required no API keys exist yet, so every
-// protected route answers 401.
-func authenticate(authOff bool) gin.HandlerFunc {
+// authenticate resolves the caller's identity from `Authorization: Bearer
+// <key>`; with auth off every caller is the default tenant's admin.
+func authenticate(svc *service.Service, authOff bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if authOff {
-			c.Set(identityKey, DefaultIdentity)
+			c.Set(identityKey, defaultIdentity)
 			c.Next()
 			return
 		}
-		abortWith(c, http.StatusUnauthorized, "unauthenticated", "a valid API key is required (Authorization: Bearer <key>)", nil)
+		secret, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+		if !ok || secret == "" {
+			abortWith(c, http.StatusUnauthorized, "unauthenticated", "an API key is required: Authorization: Bearer <key>", nil)
+			return
+		}
+		key, err := svc.Authenticate(c.Request.Context(), strings.TrimSpace(secret))
+		if errors.Is(err, service.ErrUnauthenticated) {
+			abortWith(c, http.StatusUnauthorized, "unauthenticated", "the API key is unknown or revoked", nil)
+			return
+		}
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		c.Set(identityKey, Identity{Tenant: key.Tenant, Role: service.RoleRank(key.Role)})
+		c.Next()
 	}
 }
 
 // require lets the request through when the caller's role is at least min.
-func require(min Role) gin.HandlerFunc {
+func require(min int) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id, ok := identityOf(c)
 		if !ok || id.Role < min {

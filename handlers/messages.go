@@ -119,7 +119,7 @@ func (h *api) receive(c *gin.Context) {
 	if !decode(c, &req) {
 		return
 	}
-	if id, _ := identityOf(c); !req.IsPeek && id.Role < RoleWrite {
+	if id, _ := identityOf(c); !req.IsPeek && id.Role < roleWrite {
 		abortWith(c, http.StatusForbidden, "access_denied", "receiving needs a write key; a read key may only peek", nil)
 		return
 	}

@@ -63,8 +63,8 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 	receipts.POST("/visibility", h.visibility)
 	receipts.POST("/requeue", h.requeue)
 
-	authed := v1.Group("", authenticate(cfg.AuthOff))
-	read, write, admin := require(RoleRead), require(RoleWrite), require(RoleAdmin)
+	authed := v1.Group("", authenticate(svc, cfg.AuthOff))
+	read, write, admin := require(roleRead), require(roleWrite), require(roleAdmin)
 	authed.GET("/queues", read, h.listQueues)
 	authed.PUT("/queues/:queue", admin, h.putQueue)
 	authed.GET("/queues/:queue", read, h.getQueue)
@@ -74,5 +74,11 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 	authed.POST("/queues/:queue/messages/batch", write, h.sendBatch)
 	// A peek needs only read; the handler checks write for anything else.
 	authed.POST("/queues/:queue/messages/receive", read, h.receive)
+	authed.GET("/queues/:queue/messages", read, h.browse)
+	authed.GET("/queues/:queue/messages/:messageId", read, h.getMessage)
+	authed.DELETE("/queues/:queue/messages/:messageId", write, h.deleteMessage)
+	authed.POST("/queues/:queue/messages/:messageId/redrive", write, h.redrive)
+	authed.POST("/queues/:queue/redrive", write, h.redriveQueue)
+	authed.GET("/dlq", read, h.listDeadLettered)
 	return r
 }

@@ -121,6 +121,15 @@ func (c *Config) vars() []envVar {
 
 // Load reads the environment, then parses args as flags over it.
 func (c *Config) Load(fs *flag.FlagSet, args []string) error {
+	if err := c.Bind(fs); err != nil {
+		return err
+	}
+	return fs.Parse(args)
+}
+
+// Bind reads the environment into c and defines the flags that override
+// it, for commands that parse fs themselves.
+func (c *Config) Bind(fs *flag.FlagSet) error {
 	if v := os.Getenv("DATABASE_URL"); v != "" {
 		c.DatabaseURL = v
 	}
@@ -135,7 +144,7 @@ func (c *Config) Load(fs *flag.FlagSet, args []string) error {
 	for _, v := range vars {
 		fs.Func(v.flag, v.usage+" ($"+v.env+")", v.set)
 	}
-	return fs.Parse(args)
+	return nil
 }
 
 // Validate checks the configuration once, at start.

@@ -291,3 +291,116 @@ WHERE (m.queue_id, m.sequence) IN (
     LIMIT @max_messages
     FOR UPDATE SKIP LOCKED)
 RETURNING m.queue_id;
+
+-- name: MessageBrowse :many
+-- Operator browse: a queue's messages by sequence after the cursor, with
+-- their state, optionally only one state (@state '' = all). Keyset
+-- pagination on the primary key: no offset scans. Expired messages not yet
+-- removed are not shown.
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
+SELECT sqlc.embed(m), s.state::text AS state
+FROM skipq.messages m, t
+CROSS JOIN LATERAL (SELECT CASE
+    WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
+    WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
+    ELSE 'in_flight' END AS state) s
+WHERE m.queue_id = @queue_id
+  AND m.sequence > @after_sequence::bigint
+  AND (m.expires_at IS NULL OR m.expires_at > t.now)
+  AND (@state::text = '' OR s.state = @state::text)
+ORDER BY m.sequence
+LIMIT @max_messages;
+
+-- name: MessageGetByID :one
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
+SELECT sqlc.embed(m), (CASE
+    WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
+    WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
+    ELSE 'in_flight' END)::text AS state
+FROM skipq.messages m, t
+WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+  AND (m.expires_at IS NULL OR m.expires_at > t.now);
+
+-- name: MessageDeleteByID :execrows
+-- Operator delete of one message; its receipt handles go stale with it.
+DELETE FROM skipq.messages
+WHERE queue_id = @queue_id AND message_id = @message_id;
+
+-- name: MessageDeadLetteredList :many
+-- GET /v1/dlq: a tenant's dead-lettered messages, newest deadLetteredAt
+-- first, after the cursor (dead_lettered_at, sequence), optionally only
+-- those that came from @source_queue. Walks messages_dead_lettered_idx.
+SELECT sqlc.embed(m), q.name::text AS queue_name
+FROM skipq.messages m
+JOIN skipq.queues q ON q.id = m.queue_id
+WHERE m.dead_lettered_at IS NOT NULL
+  AND q.tenant = @tenant
+  AND (@source_queue::text = '' OR m.re_routed_from = @source_queue::text)
+  AND (sqlc.narg('after_dead_lettered_at')::timestamptz IS NULL
+       OR (m.dead_lettered_at, m.sequence) < (sqlc.narg('after_dead_lettered_at')::timestamptz, @after_sequence::bigint))
+ORDER BY m.dead_lettered_at DESC, m.sequence DESC
+LIMIT @max_messages;
+
+-- name: MessageDeadLetteredPick :many
+-- Redrive: up to @max_messages dead-lettered messages of a queue (or the one
+-- named @message_id), locked for MessageRedrive in the same transaction.
+-- Bulk redrives SKIP LOCKED so two nodes take disjoint batches; a single
+-- redrive waits instead, so a racing second redrive of the same message
+-- finds it gone.
+SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
+FROM skipq.messages m
+WHERE m.queue_id = @queue_id
+  AND m.dead_lettered_at IS NOT NULL
+ORDER BY m.sequence
+LIMIT @max_messages
+FOR UPDATE SKIP LOCKED;
+
+-- name: MessageLockByID :one
+-- Single redrive: the message, locked (waiting for a racing redrive).
+SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
+FROM skipq.messages m
+WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+FOR UPDATE;
+
+-- name: MessageDeadLetteredCount :one
+SELECT count(*) FROM skipq.messages
+WHERE queue_id = @queue_id AND dead_lettered_at IS NOT NULL;
+
+-- name: MessageRedrive :many
+-- Moves dead-lettered messages (locked by the caller) out of their queue as
+-- new messages, in one statement: a new server messageId, receiveCount 0,
+-- the destination's defaults, reRoutedFrom = the queue they left,
+-- deadLetteredAt cleared. The destination is @to_queue, or each message's
+-- reRoutedFrom when @to_queue is ''; destinations must exist (same tenant).
+-- A message whose destination does not exist is left in place.
+WITH src AS (
+    SELECT q.id, q.tenant, q.name FROM skipq.queues q WHERE q.id = @queue_id
+), moved AS (
+    DELETE FROM skipq.messages m
+    WHERE m.queue_id = @queue_id
+      AND m.sequence = ANY(@sequences::bigint[])
+      AND m.dead_lettered_at IS NOT NULL
+      AND EXISTS (SELECT 1 FROM skipq.queues d, src
+                  WHERE d.tenant = src.tenant
+                    AND d.name = CASE WHEN @to_queue::text = '' THEN m.re_routed_from ELSE @to_queue::text END)
+    RETURNING m.*
+), t AS (
+    SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now
+)
+INSERT INTO skipq.messages (
+    queue_id, message_id, client_id, metadata, body, body_binary, tags,
+    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from)
+SELECT dq.id, skipq.uuid_v7()::text,
+       moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
+       t.now,
+       t.now + make_interval(secs => dq.delay_seconds),
+       CASE WHEN dq.delay_seconds > 0 THEN t.now + make_interval(secs => dq.delay_seconds) END,
+       CASE WHEN dq.expiration_seconds > 0
+            THEN t.now + make_interval(secs => dq.delay_seconds + dq.expiration_seconds) END,
+       CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count ELSE @server_max_receive_count::integer END,
+       dq.dead_letter_queue,
+       src.name
+FROM moved, src, t, skipq.queues dq
+WHERE dq.tenant = src.tenant
+  AND dq.name = CASE WHEN @to_queue::text = '' THEN moved.re_routed_from ELSE @to_queue::text END
+RETURNING queue_id, message_id, sequence, (SELECT dq2.name FROM skipq.queues dq2 WHERE dq2.id = queue_id)::text AS queue_name, delayed_to;

@@ -21,6 +21,7 @@ type Service struct {
 	limits Limits
 	log    *slog.Logger
 	hub    *Hub
+	keys   keyCache
 	// now, when set, replaces the database clock in every time-based rule
 	// (tests move time instead of sleeping).
 	now func() *time.Time

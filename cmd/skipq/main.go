@@ -19,6 +19,8 @@ Usage:
   skipq serve   [flags]          run a node (config from SKIPQ_* environment variables)
   skipq dev     [flags]          run a node on a private PostgreSQL under ./.skipq/ (auth off)
   skipq migrate up|down|status   manage the schema (needs SKIPQ_DATABASE_URL)
+  skipq keys create --tenant T --role read|write|admin --name N
+  skipq keys list | revoke ID    manage API keys (needs SKIPQ_DATABASE_URL)
 
 Run 'skipq COMMAND -h' for a command's flags.
 `
@@ -44,6 +46,8 @@ func main() {
 		err = cmdDev(ctx, args, log)
 	case "migrate":
 		err = cmdMigrate(ctx, args)
+	case "keys":
+		err = cmdKeys(ctx, args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return
