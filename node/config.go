@@ -119,6 +119,15 @@ func (c *Config) vars() []envVar {
 	return vs
 }
 
+// DatabaseURLFromEnv is the database URL the environment gives, for commands
+// that need nothing else: SKIPQ_DATABASE_URL, else DATABASE_URL.
+func DatabaseURLFromEnv() string {
+	if v := os.Getenv("SKIPQ_DATABASE_URL"); v != "" {
+		return v
+	}
+	return os.Getenv("DATABASE_URL")
+}
+
 // Load reads the environment, then parses args as flags over it.
 func (c *Config) Load(fs *flag.FlagSet, args []string) error {
 	if err := c.Bind(fs); err != nil {
@@ -130,9 +139,7 @@ func (c *Config) Load(fs *flag.FlagSet, args []string) error {
 // Bind reads the environment into c and defines the flags that override
 // it, for commands that parse fs themselves.
 func (c *Config) Bind(fs *flag.FlagSet) error {
-	if v := os.Getenv("DATABASE_URL"); v != "" {
-		c.DatabaseURL = v
-	}
+	c.DatabaseURL = DatabaseURLFromEnv()
 	vars := c.vars()
 	for _, v := range vars {
 		if raw, ok := os.LookupEnv(v.env); ok && raw != "" {

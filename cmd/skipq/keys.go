@@ -19,15 +19,12 @@ const keysUsage = "skipq keys create --tenant T --role read|write|admin --name N
 // cmdKeys manages API keys directly in the database (it needs only the
 // database URL): create prints the new secret, and only the secret.
 func cmdKeys(ctx context.Context, args []string) error {
-	cfg := node.DefaultConfig()
 	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
+	databaseURL := fs.String("database-url", node.DatabaseURLFromEnv(), "Postgres URL ($SKIPQ_DATABASE_URL or $DATABASE_URL)")
 	tenant := fs.String("tenant", "", "the key's tenant (create)")
 	role := fs.String("role", "", "read, write or admin (create)")
 	name := fs.String("name", "", "a name for the key (create)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := cfg.Bind(fs); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -35,15 +32,15 @@ func cmdKeys(ctx context.Context, args []string) error {
 	if len(pos) == 0 {
 		return fmt.Errorf("%w: %s", errUsage, keysUsage)
 	}
-	if cfg.DatabaseURL == "" {
+	if *databaseURL == "" {
 		return fmt.Errorf("SKIPQ_DATABASE_URL (or DATABASE_URL) is required")
 	}
-	pool, err := db.NewPool(ctx, cfg.DatabaseURL, db.PoolOptions{MaxConns: 2, ConnectTimeout: 5 * time.Second})
+	pool, err := db.NewPool(ctx, *databaseURL, db.PoolOptions{MaxConns: 2, ConnectTimeout: 5 * time.Second})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	svc := service.New(pool, service.Options{Limits: cfg.Limits})
+	svc := service.New(pool, service.Options{Limits: service.DefaultLimits()})
 
 	switch verb := pos[0]; {
 	case verb == "create" && len(pos) == 1:
