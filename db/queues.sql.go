@@ -10,6 +10,67 @@ import (
 	"time"
 )
 
+const queueCounts = `-- name: QueueCounts :many
+WITH t AS (SELECT coalesce($2::timestamptz, now()) AS now)
+SELECT q.tenant, q.name,
+    count(m.sequence) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count)::bigint AS available,
+    count(m.sequence) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL)::bigint AS delayed,
+    count(m.sequence) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
+                                 OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count))::bigint AS in_flight,
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (
+        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at
+FROM skipq.queues q
+CROSS JOIN t
+LEFT JOIN skipq.messages m ON m.queue_id = q.id AND (m.expires_at IS NULL OR m.expires_at > t.now)
+GROUP BY q.id, q.tenant, q.name
+ORDER BY count(m.sequence) DESC
+LIMIT $1
+`
+
+type QueueCountsParams struct {
+	MaxQueues int32
+	Now       *time.Time
+}
+
+type QueueCountsRow struct {
+	Tenant            string
+	Name              string
+	Available         int64
+	Delayed           int64
+	InFlight          int64
+	OldestAvailableAt interface{}
+}
+
+// Worker: every queue's counts for the metrics gauges, largest first (at
+// most @max_queues). One pass over the messages table: its cost grows with
+// the total backlog, so the worker runs it every few seconds, not per tick.
+func (q *Queries) QueueCounts(ctx context.Context, arg QueueCountsParams) ([]QueueCountsRow, error) {
+	rows, err := q.db.Query(ctx, queueCounts, arg.MaxQueues, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []QueueCountsRow
+	for rows.Next() {
+		var i QueueCountsRow
+		if err := rows.Scan(
+			&i.Tenant,
+			&i.Name,
+			&i.Available,
+			&i.Delayed,
+			&i.InFlight,
+			&i.OldestAvailableAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queueCreateMissing = `-- name: QueueCreateMissing :exec
 INSERT INTO skipq.queues (tenant, name)
 SELECT $1, unnest($2::text[])

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/skipq/skipq/metrics"
 )
 
 const requestIDKey = "skipq.requestID"
@@ -33,11 +35,12 @@ func withRequestID(c *gin.Context) {
 	c.Next()
 }
 
-// logRequests writes one JSON line per request.
-func logRequests(log *slog.Logger) gin.HandlerFunc {
+// logRequests writes one JSON line per request and times it.
+func logRequests(log *slog.Logger, m *metrics.Metrics) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
+		m.ObserveRequest(c.Request.Method, c.FullPath(), c.Writer.Status(), time.Since(start))
 		attrs := []any{
 			"method", c.Request.Method,
 			"route", c.FullPath(),

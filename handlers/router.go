@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/skipq/skipq/metrics"
 	"github.com/skipq/skipq/service"
 )
 
@@ -22,6 +23,8 @@ type Config struct {
 	// Ready reports whether the node can serve (database answers, schema
 	// current); /readyz answers 503 with the reason otherwise.
 	Ready func(*gin.Context) error
+	// Metrics are served at /metrics and time every request.
+	Metrics *metrics.Metrics
 }
 
 type api struct {
@@ -34,7 +37,7 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true // c.Request.Context() ends when the client leaves
-	r.Use(withRequestID, logRequests(cfg.Log), recoverPanics)
+	r.Use(withRequestID, logRequests(cfg.Log, cfg.Metrics), recoverPanics)
 	r.NoRoute(func(c *gin.Context) {
 		abortWith(c, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path), nil)
 	})
@@ -52,7 +55,7 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
 	})
 
-	r.GET("/metrics", gin.WrapH(metricsHandler(svc)))
+	r.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
 
 	h := &api{svc: svc}
 	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes))

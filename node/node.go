@@ -15,6 +15,7 @@ import (
 
 	"github.com/skipq/skipq/db"
 	"github.com/skipq/skipq/handlers"
+	"github.com/skipq/skipq/metrics"
 	"github.com/skipq/skipq/migrations"
 	"github.com/skipq/skipq/service"
 	"github.com/skipq/skipq/worker"
@@ -36,7 +37,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	defer pool.Close()
 
-	svc := service.New(pool, service.Options{Limits: cfg.Limits, Log: log})
+	var svc *service.Service
+	m := metrics.New(pool, func() int { return svc.Hub().Waiters() })
+	svc = service.New(pool, service.Options{Limits: cfg.Limits, Log: log, Observer: m})
 	hub := svc.Hub()
 	bg, stopBackground := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -66,7 +69,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	handler := handlers.New(svc, pool, handlers.Config{
-		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log,
+		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log, Metrics: m,
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
 	})
 	srv := &http.Server{

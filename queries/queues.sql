@@ -75,3 +75,22 @@ SELECT id, tenant, name FROM skipq.queues WHERE id = ANY(@ids::bigint[]);
 -- One short transaction announcing that messages became available in some
 -- queues (payload "node queue count"), sent outside the data transactions.
 SELECT pg_notify(@channel::text, p)::text FROM unnest(@payloads::text[]) AS p;
+
+-- name: QueueCounts :many
+-- Worker: every queue's counts for the metrics gauges, largest first (at
+-- most @max_queues). One pass over the messages table: its cost grows with
+-- the total backlog, so the worker runs it every few seconds, not per tick.
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
+SELECT q.tenant, q.name,
+    count(m.sequence) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count)::bigint AS available,
+    count(m.sequence) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL)::bigint AS delayed,
+    count(m.sequence) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
+                                 OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count))::bigint AS in_flight,
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (
+        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at
+FROM skipq.queues q
+CROSS JOIN t
+LEFT JOIN skipq.messages m ON m.queue_id = q.id AND (m.expires_at IS NULL OR m.expires_at > t.now)
+GROUP BY q.id, q.tenant, q.name
+ORDER BY count(m.sequence) DESC
+LIMIT @max_queues;

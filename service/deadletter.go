@@ -16,9 +16,9 @@ type deadLetterKey struct {
 
 // deadLetter moves the given (locked) messages to their dead-letter queues,
 // creating missing ones, or discards those without one. It runs inside the
-// caller's transaction (a nack's, or a worker batch's) and returns how many
-// messages each dead-letter queue received.
-func (s *Service) deadLetter(ctx context.Context, q *db.Queries, keys []deadLetterKey) (map[int64]int, error) {
+// caller's transaction (a nack's, or a worker batch's) and returns one row
+// per message moved or discarded.
+func (s *Service) deadLetter(ctx context.Context, q *db.Queries, keys []deadLetterKey) ([]db.MessageDeadLetterRow, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -30,19 +30,38 @@ func (s *Service) deadLetter(ctx context.Context, q *db.Queries, keys []deadLett
 	if err := s.createDeadLetterQueues(ctx, q, keys); err != nil {
 		return nil, err
 	}
-	rows, err := q.MessageDeadLetter(ctx, db.MessageDeadLetterParams{
+	return q.MessageDeadLetter(ctx, db.MessageDeadLetterParams{
 		Now: s.now(), QueueIds: queueIDs, Sequences: sequences,
 		ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount)})
-	if err != nil {
-		return nil, err
-	}
+}
+
+// deadLetterArrivals counts the messages each dead-letter queue received.
+func deadLetterArrivals(moves []db.MessageDeadLetterRow) map[int64]int {
 	received := map[int64]int{}
-	for _, r := range rows {
+	for _, r := range moves {
 		if r.DeadLetterQueueID != nil {
 			received[*r.DeadLetterQueueID]++
 		}
 	}
-	return received, nil
+	return received
+}
+
+// observeMoves reports dead-lettered and discarded messages by source queue
+// (the move returns the source's tenant; its name comes from the cache).
+func (s *Service) observeMoves(moves []db.MessageDeadLetterRow) {
+	moved, discarded := map[int64]int{}, map[int64]int{}
+	for _, r := range moves {
+		if r.DeadLetterQueueID != nil {
+			moved[r.SourceQueueID]++
+		} else {
+			discarded[r.SourceQueueID]++
+		}
+	}
+	ctx := context.Background()
+	s.observeByID(ctx, moved, s.obs.MessagesDeadLettered)
+	s.observeByID(ctx, discarded, func(tenant, queue string, n int) {
+		s.obs.MessagesDiscarded(tenant, queue, DiscardMaxReceives, n)
+	})
 }
 
 // createDeadLetterQueues creates the missing dead-letter queues, tenant by

@@ -151,6 +151,13 @@ func (s *Service) claim(ctx context.Context, tenant, queue string, max int, o Re
 		return nil, fromDB("receive", err)
 	}
 	slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	if len(rows) > 0 && !o.IsPeek {
+		s.names.remember(rows[0].QueueID, tenant, queue)
+		s.obs.MessagesReceived(tenant, queue, len(rows))
+		if o.AutoAck {
+			s.obs.MessagesAcked(tenant, queue, len(rows))
+		}
+	}
 	msgs := make([]Message, len(rows))
 	for i, r := range rows {
 		msgs[i] = messageFromRow(queue, r)

@@ -113,16 +113,22 @@ func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageIn
 	if err != nil {
 		return nil, err
 	}
+	sent := 0
 	for i := range results {
 		if first[i] != i {
 			results[i] = results[first[i]]
 			results[i].Duplicate = true
 		}
-		if !results[i].Duplicate && results[i].DelayedTo == nil {
-			fresh++
+		if !results[i].Duplicate {
+			sent++
+			if results[i].DelayedTo == nil {
+				fresh++
+			}
 		}
 	}
 	s.hub.Publish(queueID, fresh)
+	s.names.remember(queueID, tenant, queue)
+	s.obs.MessagesSent(tenant, queue, sent)
 	return results, nil
 }
 

@@ -22,6 +22,8 @@ type Service struct {
 	log    *slog.Logger
 	hub    *Hub
 	keys   keyCache
+	names  queueNames
+	obs    Observer
 	// now, when set, replaces the database clock in every time-based rule
 	// (tests move time instead of sleeping).
 	now func() *time.Time
@@ -33,6 +35,8 @@ type Options struct {
 	Log    *slog.Logger
 	// Clock overrides the database's now() (tests only).
 	Clock func() time.Time
+	// Observer is told what happened to messages (nil: nobody).
+	Observer Observer
 }
 
 // New builds a Service on a pool. Call Run to start its notifier, and feed it
@@ -48,6 +52,10 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 		limits: opts.Limits,
 		log:    log,
 		now:    func() *time.Time { return nil },
+		obs:    opts.Observer,
+	}
+	if s.obs == nil {
+		s.obs = nopObserver{}
 	}
 	if opts.Clock != nil {
 		s.now = func() *time.Time { t := opts.Clock(); return &t }

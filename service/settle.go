@@ -23,9 +23,12 @@ func (s *Service) Ack(ctx context.Context, handles []string) (SettleResult, erro
 		return SettleResult{}, fromDB("ack", err)
 	}
 	changed := map[rowKey]bool{}
+	acked := map[int64]int{}
 	for _, r := range rows {
 		changed[rowKey{r.QueueID, r.Sequence}] = true
+		acked[r.QueueID]++
 	}
+	s.observeByID(ctx, acked, s.obs.MessagesAcked)
 	return rs.result(changed), nil
 }
 
@@ -38,9 +41,12 @@ func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, err
 	}
 	changed := map[rowKey]bool{}
 	available := map[int64]int{}
+	nackedBy := map[int64]int{}
+	var moves []db.MessageDeadLetterRow
 	err := s.inTx(ctx, func(q *db.Queries) error {
 		clear(changed)
 		clear(available)
+		clear(nackedBy)
 		nacked, err := q.MessageNackByReceipt(ctx, db.MessageNackByReceiptParams{
 			Now: s.now(), QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens})
 		if err != nil {
@@ -49,6 +55,7 @@ func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, err
 		for _, r := range nacked {
 			changed[rowKey{r.QueueID, r.Sequence}] = true
 			available[r.QueueID]++
+			nackedBy[r.QueueID]++
 		}
 		if len(nacked) == len(rs.tokens) {
 			return nil
@@ -63,8 +70,8 @@ func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, err
 			keys[i] = deadLetterKey{f.QueueID, f.Sequence, f.DeadLetterQueue}
 			changed[rowKey{f.QueueID, f.Sequence}] = true
 		}
-		moved, err := s.deadLetter(ctx, q, keys)
-		for id, n := range moved {
+		moves, err = s.deadLetter(ctx, q, keys)
+		for id, n := range deadLetterArrivals(moves) {
 			available[id] += n
 		}
 		return err
@@ -75,6 +82,8 @@ func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, err
 	for id, n := range available {
 		s.hub.Publish(id, n)
 	}
+	s.observeByID(ctx, nackedBy, s.obs.MessagesNacked)
+	s.observeMoves(moves)
 	return rs.result(changed), nil
 }
 

@@ -36,6 +36,7 @@ func New(svc *service.Service, log *slog.Logger) *Worker {
 		{"dead-letter expired leases", 500 * time.Millisecond, svc.DeadLetterExpiredLeases},
 		{"remove expired messages", 2 * time.Second, svc.RemoveExpired},
 		{"drop old dedup keys", 30 * time.Second, svc.DropOldDedupKeys},
+		{"refresh queue gauges", 5 * time.Second, svc.RefreshQueueCounts},
 	}}
 }
 

@@ -1,0 +1,150 @@
+// Package metrics holds a node's Prometheus metrics. It implements
+// service.Observer, so the service reports what happened to messages without
+// knowing about Prometheus, and serves /metrics from the node's own registry
+// (several nodes can live in one process, as in the tests).
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/skipq/skipq/service"
+)
+
+// MaxQueueLabels bounds the distinct (tenant, queue) label pairs a node
+// exports; further queues are counted under tenant="_other", queue="_other".
+const MaxQueueLabels = 1000
+
+// Metrics is one node's set of collectors.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	sent, received, acked, nacked, deadLettered, expired *prometheus.CounterVec
+	discarded                                            *prometheus.CounterVec
+	queueMessages, oldestAge                             *prometheus.GaugeVec
+	requestDuration                                      *prometheus.HistogramVec
+
+	mu     sync.Mutex
+	labels map[[2]string]bool
+}
+
+// New builds the metrics of a node. waiters reports the parked long-polls;
+// pool, when not nil, is exported as skipq_db_pool_*.
+func New(pool *pgxpool.Pool, waiters func() int) *Metrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append([]string{"tenant", "queue"}, labels...))
+	}
+	m := &Metrics{
+		reg:          prometheus.NewRegistry(),
+		sent:         counter("skipq_messages_sent_total", "Messages sent (duplicates excluded)."),
+		received:     counter("skipq_messages_received_total", "Deliveries (claims and autoAck receives; peeks excluded)."),
+		acked:        counter("skipq_messages_acked_total", "Messages acknowledged (autoAck included)."),
+		nacked:       counter("skipq_messages_nacked_total", "Messages made available again by a nack."),
+		deadLettered: counter("skipq_messages_dead_lettered_total", "Messages moved to a dead-letter queue, by source queue."),
+		discarded:    counter("skipq_messages_discarded_total", "Messages dropped, by source queue and reason.", "reason"),
+		expired:      counter("skipq_messages_expired_total", "Expired messages removed by the worker."),
+		queueMessages: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "skipq_queue_messages", Help: "Messages in a queue by state, refreshed by the worker."},
+			[]string{"tenant", "queue", "state"}),
+		oldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "skipq_queue_oldest_available_age_seconds", Help: "Age of the oldest available message (0 when none), refreshed by the worker."},
+			[]string{"tenant", "queue"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "skipq_http_request_duration_seconds", Help: "HTTP request duration by route template and status.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}},
+			[]string{"method", "route", "status"}),
+		labels: map[[2]string]bool{},
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.sent, m.received, m.acked, m.nacked, m.deadLettered, m.discarded, m.expired,
+		m.queueMessages, m.oldestAge, m.requestDuration,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "skipq_longpoll_waiters", Help: "Receives parked on this node waiting for messages.",
+		}, func() float64 { return float64(waiters()) }),
+	)
+	if pool != nil {
+		m.reg.MustRegister(poolCollector{pool})
+	}
+	return m
+}
+
+// Handler serves the registry.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// label returns the label values for a queue, folding queues beyond
+// MaxQueueLabels into "_other".
+func (m *Metrics) label(tenant, queue string) (string, string) {
+	k := [2]string{tenant, queue}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.labels[k] {
+		return tenant, queue
+	}
+	if len(m.labels) >= MaxQueueLabels {
+		return "_other", "_other"
+	}
+	m.labels[k] = true
+	return tenant, queue
+}
+
+func (m *Metrics) add(c *prometheus.CounterVec, tenant, queue string, n int, extra ...string) {
+	if n <= 0 {
+		return
+	}
+	t, q := m.label(tenant, queue)
+	c.WithLabelValues(append([]string{t, q}, extra...)...).Add(float64(n))
+}
+
+var _ service.Observer = (*Metrics)(nil)
+
+func (m *Metrics) MessagesSent(tenant, queue string, n int)     { m.add(m.sent, tenant, queue, n) }
+func (m *Metrics) MessagesReceived(tenant, queue string, n int) { m.add(m.received, tenant, queue, n) }
+func (m *Metrics) MessagesAcked(tenant, queue string, n int)    { m.add(m.acked, tenant, queue, n) }
+func (m *Metrics) MessagesNacked(tenant, queue string, n int)   { m.add(m.nacked, tenant, queue, n) }
+func (m *Metrics) MessagesDeadLettered(tenant, queue string, n int) {
+	m.add(m.deadLettered, tenant, queue, n)
+}
+func (m *Metrics) MessagesDiscarded(tenant, queue, reason string, n int) {
+	m.add(m.discarded, tenant, queue, n, reason)
+}
+func (m *Metrics) MessagesExpired(tenant, queue string, n int) { m.add(m.expired, tenant, queue, n) }
+
+// QueueCounts replaces the per-queue gauges with a fresh reading.
+func (m *Metrics) QueueCounts(counts []service.QueueCount, now time.Time) {
+	m.queueMessages.Reset()
+	m.oldestAge.Reset()
+	for _, g := range counts {
+		t, q := m.label(g.Tenant, g.Queue)
+		m.queueMessages.WithLabelValues(t, q, "available").Add(float64(g.Available))
+		m.queueMessages.WithLabelValues(t, q, "delayed").Add(float64(g.Delayed))
+		m.queueMessages.WithLabelValues(t, q, "in_flight").Add(float64(g.InFlight))
+		age := 0.0
+		if g.OldestAvailableAt != nil {
+			age = max(0, now.Sub(*g.OldestAvailableAt).Seconds())
+		}
+		gauge := m.oldestAge.WithLabelValues(t, q)
+		if t == "_other" { // folded queues: the oldest of them
+			age = max(age, readGauge(gauge))
+		}
+		gauge.Set(age)
+	}
+}
+
+// ObserveRequest records one HTTP request.
+func (m *Metrics) ObserveRequest(method, route string, status int, d time.Duration) {
+	if route == "" {
+		route = "unmatched"
+	}
+	m.requestDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+}

@@ -1,0 +1,106 @@
+package service
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Observer is told what happened to messages, per queue (the node's metrics
+// implement it). Calls are made after the change committed.
+type Observer interface {
+	MessagesSent(tenant, queue string, n int)
+	MessagesReceived(tenant, queue string, n int)
+	MessagesAcked(tenant, queue string, n int)
+	MessagesNacked(tenant, queue string, n int)
+	MessagesDeadLettered(tenant, queue string, n int)
+	MessagesDiscarded(tenant, queue, reason string, n int)
+	MessagesExpired(tenant, queue string, n int)
+	// QueueCounts replaces the per-queue gauges with a fresh reading.
+	QueueCounts(counts []QueueCount, now time.Time)
+}
+
+// QueueCount is one queue's current message counts.
+type QueueCount struct {
+	Tenant, Queue                string
+	Available, Delayed, InFlight int64
+	OldestAvailableAt            *time.Time
+}
+
+// DiscardMaxReceives is the discard reason of a message that used up its
+// deliveries with no dead-letter queue.
+const DiscardMaxReceives = "max_receive_count"
+
+type nopObserver struct{}
+
+func (nopObserver) MessagesSent(string, string, int)              {}
+func (nopObserver) MessagesReceived(string, string, int)          {}
+func (nopObserver) MessagesAcked(string, string, int)             {}
+func (nopObserver) MessagesNacked(string, string, int)            {}
+func (nopObserver) MessagesDeadLettered(string, string, int)      {}
+func (nopObserver) MessagesDiscarded(string, string, string, int) {}
+func (nopObserver) MessagesExpired(string, string, int)           {}
+func (nopObserver) QueueCounts([]QueueCount, time.Time)           {}
+
+// queueName is a queue's tenant and name.
+type queueName struct{ tenant, name string }
+
+// queueNames remembers the names of queue ids this node has seen, so
+// per-queue metrics of statements that return only ids (settling, worker
+// sweeps) cost no query on the hot path. Ids are never reused and a queue
+// id's name never changes, so entries never go stale; the map is cleared
+// when it grows past its bound.
+type queueNames struct {
+	mu    sync.Mutex
+	names map[int64]queueName
+}
+
+const queueNamesMax = 100000
+
+func (c *queueNames) remember(id int64, tenant, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.names == nil || len(c.names) >= queueNamesMax {
+		c.names = map[int64]queueName{}
+	}
+	c.names[id] = queueName{tenant, name}
+}
+
+// namesOf resolves queue ids, asking the database only for unknown ones.
+// A lookup failure leaves those ids out (metrics are best effort).
+func (s *Service) namesOf(ctx context.Context, ids map[int64]int) map[int64]queueName {
+	out := make(map[int64]queueName, len(ids))
+	var missing []int64
+	s.names.mu.Lock()
+	for id := range ids {
+		if n, ok := s.names.names[id]; ok {
+			out[id] = n
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	s.names.mu.Unlock()
+	if len(missing) == 0 {
+		return out
+	}
+	rows, err := s.q.QueueTenantsByID(context.WithoutCancel(ctx), missing)
+	if err != nil {
+		s.log.Warn("resolving queue names for metrics failed", "error", err)
+		return out
+	}
+	for _, r := range rows {
+		s.names.remember(r.ID, r.Tenant, r.Name)
+		out[r.ID] = queueName{r.Tenant, r.Name}
+	}
+	return out
+}
+
+// observeByID reports per-queue counts keyed by queue id.
+func (s *Service) observeByID(ctx context.Context, counts map[int64]int, report func(tenant, queue string, n int)) {
+	if len(counts) == 0 {
+		return
+	}
+	for id, name := range s.namesOf(ctx, counts) {
+		report(name.tenant, name.name, counts[id])
+	}
+}
