@@ -15,6 +15,7 @@ import (
 type Identity struct {
 	Tenant string
 	Role   int
+	KeyID  int64 // 0 when auth is off
 }
 
 var (
@@ -66,7 +67,7 @@ func authenticate(svc *service.Service, authOff bool) gin.HandlerFunc {
 			fail(c, err)
 			return
 		}
-		c.Set(identityKey, Identity{Tenant: key.Tenant, Role: service.RoleRank(key.Role)})
+		c.Set(identityKey, Identity{Tenant: key.Tenant, Role: service.RoleRank(key.Role), KeyID: key.ID})
 		c.Next()
 	}
 }

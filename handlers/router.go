@@ -25,6 +25,10 @@ type Config struct {
 	Ready func(*gin.Context) error
 	// Metrics are served at /metrics and time every request.
 	Metrics *metrics.Metrics
+	// RateLimit is each caller's sustained requests per second (0: no
+	// limit), with bursts of RateBurst.
+	RateLimit float64
+	RateBurst int
 }
 
 type api struct {
@@ -59,14 +63,18 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 
 	h := &api{svc: svc}
 	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes))
+	var perCaller gin.HandlersChain
+	if cfg.RateLimit > 0 {
+		perCaller = gin.HandlersChain{limitRate(newRateLimiter(cfg.RateLimit, cfg.RateBurst), byKeyOrIP)}
+	}
 	// Receipts need no credentials: the handle is the capability.
-	receipts := v1.Group("/receipts")
+	receipts := v1.Group("/receipts", perCaller...)
 	receipts.POST("/ack", h.ack)
 	receipts.POST("/nack", h.nack)
 	receipts.POST("/visibility", h.visibility)
 	receipts.POST("/requeue", h.requeue)
 
-	authed := v1.Group("", authenticate(svc, cfg.AuthOff))
+	authed := v1.Group("", append(gin.HandlersChain{authenticate(svc, cfg.AuthOff)}, perCaller...)...)
 	read, write, admin := require(roleRead), require(roleWrite), require(roleAdmin)
 	authed.GET("/queues", read, h.listQueues)
 	authed.PUT("/queues/:queue", admin, h.putQueue)

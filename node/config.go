@@ -27,6 +27,8 @@ type Config struct {
 	Role                string // "all", "api" or "worker"
 	DBMaxConns          int
 	MaxRequestBytes     int64
+	RateLimit           float64 // requests/s per API key (per IP with auth off); 0 = off
+	RateBurst           int     // 0 = max(1, RateLimit)
 	Limits              service.Limits
 }
 
@@ -100,6 +102,17 @@ func (c *Config) vars() []envVar {
 			c.MaxRequestBytes = b
 			return nil
 		}, func() string { return strconv.FormatInt(c.MaxRequestBytes, 10) })
+	add("SKIPQ_RATE_LIMIT", "rate-limit", "requests per second per API key (per client IP with auth off); 0 = no limit",
+		func(v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("%q is not a number", v)
+			}
+			c.RateLimit = f
+			return nil
+		}, func() string { return strconv.FormatFloat(c.RateLimit, 'g', -1, 64) })
+	n, gn = num(&c.RateBurst)
+	add("SKIPQ_RATE_BURST", "rate-burst", "requests a caller may burst above the rate; 0 = the rate, at least 1", n, gn)
 	l := &c.Limits
 	for _, lim := range []struct {
 		env, flag string
@@ -169,6 +182,9 @@ func (c *Config) Validate() error {
 	if c.DBMaxConns < 2 {
 		errs = append(errs, errors.New("SKIPQ_DB_MAX_CONNS must be at least 2"))
 	}
+	if c.RateLimit < 0 || c.RateBurst < 0 {
+		errs = append(errs, errors.New("SKIPQ_RATE_LIMIT and SKIPQ_RATE_BURST must not be negative"))
+	}
 	if c.MaxRequestBytes < 1024 {
 		errs = append(errs, errors.New("SKIPQ_MAX_REQUEST_BYTES must be at least 1024"))
 	}
@@ -184,6 +200,14 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// rateBurst is the effective burst.
+func (c Config) rateBurst() int {
+	if c.RateBurst > 0 {
+		return c.RateBurst
+	}
+	return max(1, int(c.RateLimit))
 }
 
 func (c Config) listenerURL() string {

@@ -1,0 +1,83 @@
+package handlers
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"golang.org/x/time/rate"
+)
+
+// rateLimiter is a token bucket per caller: per API key when auth is on,
+// per client IP otherwise (and on the credential-free receipt routes).
+type rateLimiter struct {
+	limit rate.Limit
+	burst int
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+	swept   time.Time
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+// idleBucket is how long an unused bucket is kept (it is full again by
+// then, so dropping it changes nothing).
+const idleBucket = 10 * time.Minute
+
+func newRateLimiter(perSecond float64, burst int) *rateLimiter {
+	return &rateLimiter{limit: rate.Limit(perSecond), burst: burst, buckets: map[string]*bucket{}, swept: time.Now()}
+}
+
+// allow takes a token for caller, or says how long until one is there.
+func (l *rateLimiter) allow(caller string, now time.Time) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.swept) > idleBucket {
+		for k, b := range l.buckets {
+			if now.Sub(b.seen) > idleBucket {
+				delete(l.buckets, k)
+			}
+		}
+		l.swept = now
+	}
+	b, ok := l.buckets[caller]
+	if !ok {
+		b = &bucket{lim: rate.NewLimiter(l.limit, l.burst)}
+		l.buckets[caller] = b
+	}
+	b.seen = now
+	r := b.lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// limitRate answers 429 too_many_requests with Retry-After (whole seconds,
+// at least 1) when the caller's bucket is empty. callerKey names the caller.
+func limitRate(l *rateLimiter, callerKey func(*gin.Context) string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if ok, wait := l.allow(callerKey(c), time.Now()); !ok {
+			c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+			abortWith(c, http.StatusTooManyRequests, "too_many_requests", "rate limit exceeded; retry after the Retry-After delay", nil)
+			return
+		}
+		c.Next()
+	}
+}
+
+// byKeyOrIP: the authenticated key when there is one, else the client IP.
+func byKeyOrIP(c *gin.Context) string {
+	if id, ok := identityOf(c); ok && id.KeyID != 0 {
+		return "key:" + strconv.FormatInt(id.KeyID, 10)
+	}
+	return "ip:" + c.ClientIP()
+}
