@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,7 +26,8 @@ func fromDB(op string, err error) error {
 }
 
 func unavailable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
+	// A connection that breaks mid-exchange surfaces as EOF.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return true
 	}
 	var connectErr *pgconn.ConnectError

@@ -124,9 +124,15 @@ func (s *Service) waitTarget(ctx context.Context, tenant, queue string, waitSeco
 	return id, wait, err
 }
 
+// claimTimeout bounds one claim of a long-poll, whose request has no
+// overall deadline shorter than its wait.
+const claimTimeout = 10 * time.Second
+
 // claim runs one claim (or peek, or claim-and-delete) and returns the
 // messages in sequence order.
-func (s *Service) claim(ctx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, error) {
+func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, error) {
+	ctx, cancel := context.WithTimeout(reqCtx, claimTimeout)
+	defer cancel()
 	var rows []db.SkipqMessage
 	var err error
 	switch {
@@ -145,7 +151,7 @@ func (s *Service) claim(ctx context.Context, tenant, queue string, max int, o Re
 			MaxMessages: int32(max), VisibilitySeconds: int32Ptr(o.VisibilitySeconds)})
 	}
 	if err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) {
+		if errors.Is(reqCtx.Err(), context.Canceled) {
 			return nil, nil // the client left; nothing was claimed
 		}
 		return nil, fromDB("receive", err)

@@ -1,0 +1,77 @@
+package apitest
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/skipq/skipq/testdb"
+)
+
+// clientTimeout bounds every request of the outage test: a node that hangs
+// instead of answering 503 fails it.
+const clientTimeout = 5 * time.Second
+
+func TestDatabaseOutage(t *testing.T) {
+	proxy, url := newDBProxy(t, testdb.New(t))
+	n := startNode(t, url)
+	n.send(t, "o", map[string]any{"body": "before"})
+
+	waiting := make(chan response, 1)
+	go func() { // a long-poll parked when the database goes away ends cleanly
+		waiting <- n.do(t, "POST", "/v1/queues/idle/messages/receive", map[string]any{"waitSeconds": 3})
+	}()
+	waitForWaiters(t, n)
+	proxy.cut()
+
+	for _, call := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", "/v1/queues/o/messages", map[string]any{"body": "during"}},
+		{"POST", "/v1/queues/o/messages/receive", map[string]any{"waitSeconds": 0}},
+		{"GET", "/v1/queues/o", nil},
+		{"GET", "/readyz", nil},
+	} {
+		r := timed(t, n, call.method, call.path, call.body)
+		wantError(t, r, http.StatusServiceUnavailable, "unavailable")
+		if r.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s %s: 503 without Retry-After", call.method, call.path)
+		}
+	}
+	if r := n.do(t, "GET", "/healthz", nil); r.Status != http.StatusOK {
+		t.Fatalf("healthz during the outage: %d", r.Status)
+	}
+	select {
+	case r := <-waiting:
+		if r.Status != http.StatusOK && r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("the parked long-poll ended with %d %s", r.Status, r.Raw)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked long-poll did not end")
+	}
+
+	proxy.restore()
+	eventually(t, 20*time.Second, "the node to recover", func() bool {
+		return timed(t, n, "GET", "/readyz", nil).Status == http.StatusOK
+	})
+	n.send(t, "o", map[string]any{"body": "after"})
+	msgs := n.receive(t, "o", map[string]any{"maxMessages": 10})
+	if len(msgs) != 2 || msgs[0]["body"] != "before" || msgs[1]["body"] != "after" {
+		t.Fatalf("after recovery: %v", msgs)
+	}
+}
+
+// timed is do with clientTimeout on the whole exchange.
+func timed(t *testing.T, n *testNode, method, path string, body any) response {
+	t.Helper()
+	done := make(chan response, 1)
+	go func() { done <- n.do(t, method, path, body) }()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(clientTimeout):
+		t.Fatalf("%s %s did not answer within %s", method, path, clientTimeout)
+	}
+	return response{}
+}
