@@ -46,6 +46,18 @@ var (
 // template database, dropped (WITH (FORCE)) in t.Cleanup.
 func New(t testing.TB) string {
 	t.Helper()
+	return create(t, func() string { return template })
+}
+
+// NewEmpty returns the URL of a fresh database with no schema at all (a copy
+// of template0), for tests of migration itself; dropped in t.Cleanup.
+func NewEmpty(t testing.TB) string {
+	t.Helper()
+	return create(t, func() string { return "template0" })
+}
+
+func create(t testing.TB, templateOf func() string) string {
+	t.Helper()
 	setupOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -54,6 +66,7 @@ func New(t testing.TB) string {
 	if setupErr != nil {
 		t.Fatalf("testdb: %v", setupErr)
 	}
+	template := templateOf()
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

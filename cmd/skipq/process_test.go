@@ -1,0 +1,265 @@
+package main
+
+// Black-box tests of the skipq binary: real processes, real signals.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skipq/skipq/migrations"
+	"github.com/skipq/skipq/testdb"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "skipq-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "skipq")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		panic("building skipq: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// process is a running `skipq serve`.
+type process struct {
+	cmd       *exec.Cmd
+	addr      string
+	listening chan string
+	done      chan error
+}
+
+// serve starts `skipq serve` on a random loopback port and waits for its
+// "listening" log line.
+func serve(t *testing.T, dbURL string, env ...string) *process {
+	t.Helper()
+	p := startServe(t, dbURL, env...)
+	p.waitListening(t)
+	return p
+}
+
+// startServe starts `skipq serve` without waiting for it.
+func startServe(t *testing.T, dbURL string, env ...string) *process {
+	t.Helper()
+	cmd := exec.Command(binary, "serve")
+	cmd.Env = append(os.Environ(), "SKIPQ_DATABASE_URL="+dbURL, "SKIPQ_LISTEN_ADDR=127.0.0.1:0", "SKIPQ_AUTH=off")
+	cmd.Env = append(cmd.Env, env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, listening: make(chan string, 1), done: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+				p.listening <- line.Addr
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+func (p *process) waitListening(t *testing.T) {
+	t.Helper()
+	select {
+	case p.addr = <-p.listening:
+	case err := <-p.done:
+		t.Fatalf("skipq serve exited: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("skipq serve did not start listening in 30 s")
+	}
+}
+
+func (p *process) get(path string) (int, error) {
+	resp, err := http.Get("http://" + p.addr + path)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func TestConcurrentStartMigratesOnce(t *testing.T) {
+	db := testdb.NewEmpty(t)
+	var nodes []*process
+	for range 3 { // started together, before any has migrated
+		nodes = append(nodes, startServe(t, db))
+	}
+	for _, p := range nodes {
+		p.waitListening(t)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if status, _ := p.get("/readyz"); status == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a node never became ready")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	latest, err := migrations.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions, rows int64
+	err = conn.QueryRow(context.Background(),
+		"SELECT count(DISTINCT version_id), count(*) FROM skipq_goose_version WHERE version_id > 0").Scan(&versions, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if versions != latest || rows != latest {
+		t.Fatalf("%d migrations recorded in %d rows; want each of %d exactly once", versions, rows, latest)
+	}
+}
+
+func TestSIGTERMDrains(t *testing.T) {
+	p := serve(t, testdb.New(t))
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	parked := make(chan result, 1)
+	go func() {
+		resp, err := http.Post("http://"+p.addr+"/v1/queues/q/messages/receive", "application/json",
+			strings.NewReader(`{"waitSeconds": 60}`))
+		if err != nil {
+			parked <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		parked <- result{status: resp.StatusCode, body: string(b)}
+	}()
+	// Wait until the receive is parked on the node.
+	deadline := time.Now().Add(10 * time.Second)
+	for !waiting(t, p) {
+		if time.Now().After(deadline) {
+			t.Fatal("the receive never parked")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-parked:
+		if r.err != nil || r.status != http.StatusOK || !strings.Contains(r.body, `"messages":[]`) {
+			t.Fatalf("the parked receive ended with %d %q %v; want 200 and no messages", r.status, r.body, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGTERM did not end the parked receive")
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("skipq serve exited with %v after SIGTERM", err)
+		}
+		p.done <- nil // for the cleanup
+	case <-time.After(30 * time.Second):
+		t.Fatal("skipq serve did not exit after SIGTERM")
+	}
+	if _, err := p.get("/healthz"); err == nil {
+		t.Fatal("the stopped node still answers")
+	}
+}
+
+var waitersLine = regexp.MustCompile(`(?m)^skipq_longpoll_waiters (\d+)`)
+
+func waiting(t *testing.T, p *process) bool {
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := waitersLine.FindSubmatch(b)
+	return m != nil && string(m[1]) != "0"
+}
+
+func TestExitCodes(t *testing.T) {
+	db := testdb.New(t)
+	for _, c := range []struct {
+		args []string
+		env  []string
+		code int
+	}{
+		{nil, nil, 2},
+		{[]string{"nope"}, nil, 2},
+		{[]string{"migrate"}, []string{"SKIPQ_DATABASE_URL=" + db}, 2},
+		{[]string{"migrate", "sideways"}, []string{"SKIPQ_DATABASE_URL=" + db}, 2},
+		{[]string{"migrate", "status"}, []string{"SKIPQ_DATABASE_URL="}, 1},
+		{[]string{"migrate", "status"}, []string{"SKIPQ_DATABASE_URL=" + db}, 0},
+		{[]string{"keys", "create", "--tenant", "t"}, []string{"SKIPQ_DATABASE_URL=" + db}, 2},
+		{[]string{"serve", "--no-such-flag"}, nil, 2},
+		{[]string{"serve"}, []string{"SKIPQ_DATABASE_URL=" + db, "SKIPQ_AUTH=maybe"}, 1},
+	} {
+		cmd := exec.Command(binary, c.args...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL=", "SKIPQ_DATABASE_URL=")
+		cmd.Env = append(cmd.Env, c.env...)
+		err := cmd.Run()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != c.code {
+			t.Errorf("skipq %v: exit %d, want %d", c.args, code, c.code)
+		}
+	}
+}
+
+func TestKeysCreatePrintsOnlyTheSecret(t *testing.T) {
+	db := testdb.New(t)
+	// Flags may come before or after the verb.
+	cmd := exec.Command(binary, "keys", "--tenant", "acme", "create", "--role", "write", "--name", "ci")
+	cmd.Env = append(os.Environ(), "SKIPQ_DATABASE_URL="+db)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^skq_[A-Z2-7]{52}\n$`).Match(stdout.Bytes()) {
+		t.Fatalf("keys create printed %q; want the secret alone", stdout.String())
+	}
+}
