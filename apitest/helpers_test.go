@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,11 @@ func startNode(t *testing.T, dbURL string, configure ...func(*node.Config)) *tes
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	var logTo io.Writer = io.Discard
+	if os.Getenv("SKIPQ_TEST_LOG") != "" { // node logs on stderr, for debugging
+		logTo = os.Stderr
+	}
+	log := slog.New(slog.NewJSONHandler(logTo, nil))
 	go func() { done <- node.Run(ctx, cfg, log, func(a string) { addr <- a }) }()
 	select {
 	case a := <-addr:
@@ -78,17 +83,18 @@ type response struct {
 func (n *testNode) do(t *testing.T, method, path string, body any, headers ...string) response {
 	t.Helper()
 	var r io.Reader
+	var sent []byte // the request body, for validateExchange
 	contentType := ""
 	switch b := body.(type) {
 	case nil:
 	case string:
-		r, contentType = strings.NewReader(b), "application/json"
+		r, contentType, sent = strings.NewReader(b), "application/json", []byte(b)
 	default:
 		raw, err := json.Marshal(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, contentType = bytes.NewReader(raw), "application/json"
+		r, contentType, sent = bytes.NewReader(raw), "application/json", raw
 	}
 	req, err := http.NewRequest(method, n.URL+path, r)
 	if err != nil {
@@ -109,6 +115,7 @@ func (n *testNode) do(t *testing.T, method, path string, body any, headers ...st
 	if err != nil {
 		t.Fatal(err)
 	}
+	validateExchange(t, req, sent, resp, raw)
 	out := response{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
 	if len(raw) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(raw, &out.Body); err != nil {

@@ -116,3 +116,17 @@ func TestQueueDeleteAndPurge(t *testing.T) {
 		t.Fatalf("deleted queue's messages survived: %v", msgs)
 	}
 }
+
+func TestEncodedSlashStaysInItsSegment(t *testing.T) {
+	n := newNode(t)
+	n.send(t, "x", map[string]any{"body": "keep", "messageId": "m1"})
+	wantError(t, n.do(t, "DELETE", "/v1/queues/x%2Fmessages%2Fm1", nil), http.StatusBadRequest, "invalid_request", "queue")
+	wantError(t, n.do(t, "PUT", "/v1/queues/a%2Fb", nil), http.StatusBadRequest, "invalid_request", "queue")
+	wantError(t, n.do(t, "GET", "/v1/queues/x/", nil), http.StatusNotFound, "not_found")
+	if got := n.receive(t, "x", map[string]any{"isPeek": true}); len(got) != 1 {
+		t.Fatalf("the message was touched: %v", got)
+	}
+	// Percent-encoded names that are valid decode as usual.
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/%C3%BCber", nil)
+	n.must(t, http.StatusOK, "GET", "/v1/queues/%C3%BCber", nil)
+}

@@ -40,6 +40,12 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	// Route on the raw path so an encoded "/" stays inside its segment
+	// (x%2Fmessages is a bad queue name, not another route); gin unescapes
+	// the parameters afterwards.
+	r.UseRawPath = true
+	// Unknown paths get the 404 envelope, not a redirect.
+	r.RedirectTrailingSlash = false
 	r.ContextWithFallback = true // c.Request.Context() ends when the client leaves
 	r.Use(withRequestID, logRequests(cfg.Log, cfg.Metrics), recoverPanics)
 	r.NoRoute(func(c *gin.Context) {
@@ -61,6 +67,7 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 
 	r.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
 
+	r.GET("/v1/openapi.json", serveOpenAPI)
 	h := &api{svc: svc}
 	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes))
 	var perCaller gin.HandlersChain
@@ -68,7 +75,7 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 		perCaller = gin.HandlersChain{limitRate(newRateLimiter(cfg.RateLimit, cfg.RateBurst), byKeyOrIP)}
 	}
 	// Receipts need no credentials: the handle is the capability.
-	receipts := v1.Group("/receipts", perCaller...)
+	receipts := v1.Group("/receipts", append(perCaller, deadline(RequestTimeout))...)
 	receipts.POST("/ack", h.ack)
 	receipts.POST("/nack", h.nack)
 	receipts.POST("/visibility", h.visibility)
@@ -76,6 +83,10 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 
 	authed := v1.Group("", append(gin.HandlersChain{authenticate(svc, cfg.AuthOff)}, perCaller...)...)
 	read, write, admin := require(roleRead), require(roleWrite), require(roleAdmin)
+	// A receive lasts as long as its wait; its claims are bounded one by one
+	// in the service. Every other request has RequestTimeout in all.
+	authed.POST("/queues/:queue/messages/receive", read, h.receive) // a peek needs only read; the handler checks write for the rest
+	authed = authed.Group("", deadline(RequestTimeout))
 	authed.GET("/queues", read, h.listQueues)
 	authed.PUT("/queues/:queue", admin, h.putQueue)
 	authed.GET("/queues/:queue", read, h.getQueue)
@@ -83,8 +94,6 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 	authed.POST("/queues/:queue/purge", write, h.purgeQueue)
 	authed.POST("/queues/:queue/messages", write, h.send)
 	authed.POST("/queues/:queue/messages/batch", write, h.sendBatch)
-	// A peek needs only read; the handler checks write for anything else.
-	authed.POST("/queues/:queue/messages/receive", read, h.receive)
 	authed.GET("/queues/:queue/messages", read, h.browse)
 	authed.GET("/queues/:queue/messages/:messageId", read, h.getMessage)
 	authed.DELETE("/queues/:queue/messages/:messageId", write, h.deleteMessage)

@@ -31,7 +31,9 @@ func encodeReceipt(queueID, sequence int64, token []byte) string {
 // parseReceipt decodes a handle; ok is false for anything this server could
 // not have issued (which then settles nothing: receipt_stale).
 func parseReceipt(handle string) (r receipt, ok bool) {
-	if base64.RawURLEncoding.DecodedLen(len(handle)) != receiptBytes {
+	// Exactly the encoded length: the decoder skips \r and \n, so a longer
+	// string could still decode to the same bytes.
+	if len(handle) != base64.RawURLEncoding.EncodedLen(receiptBytes) {
 		return receipt{}, false
 	}
 	b, err := base64.RawURLEncoding.DecodeString(handle)
