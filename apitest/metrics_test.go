@@ -50,10 +50,10 @@ func TestMessageMetrics(t *testing.T) {
 	n.must(t, http.StatusOK, "POST", "/v1/receipts/nack", map[string]any{"receiptHandle": g["receiptHandle"]}) // discarded
 
 	for series, want := range map[string]float64{
-		`skipq_messages_sent_total{queue="m",tenant="default"}`:                                   4,
-		`skipq_messages_received_total{queue="m",tenant="default"}`:                               3,
-		`skipq_messages_acked_total{queue="m",tenant="default"}`:                                  1,
-		`skipq_messages_dead_lettered_total{queue="m",tenant="default"}`:                          1,
+		`skipq_messages_sent_total{queue="m",tenant="default"}`:                                    4,
+		`skipq_messages_received_total{queue="m",tenant="default"}`:                                3,
+		`skipq_messages_acked_total{queue="m",tenant="default"}`:                                   1,
+		`skipq_messages_dead_lettered_total{queue="m",tenant="default"}`:                           1,
 		`skipq_messages_discarded_total{queue="gone",reason="max_receive_count",tenant="default"}`: 1,
 	} {
 		if got := metric(t, n, series); got != want {
