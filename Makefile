@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # The test cluster that testdb starts (devpg.EnsureDaemon) and `test` stops.
 TEST_CLUSTER := .skipq/test
 
-.PHONY: postgres-bin build run test generate clean
+.PHONY: postgres-bin build run test fuzz generate clean
 
 # postgres-bin: the PostgreSQL server binaries (Debian's postgresql package)
 # and the unprivileged "postgres" user that runs private clusters for root.
@@ -45,6 +45,18 @@ test: postgres-bin
 	go test -count=1 -timeout 20m ./... || status=$$?; \
 	go run ./devpg/stopcluster $(TEST_CLUSTER) || true; \
 	exit $$status
+
+# fuzz: run every fuzz target for FUZZTIME each (their seed corpora already
+# run in `make test`).
+FUZZTIME ?= 5m
+FUZZ_TARGETS := ./handlers:FuzzRoutes ./service:FuzzParseReceipt ./service:FuzzCursors \
+	./service:FuzzPrepareMessage ./service:FuzzQueueName
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzzing $$name in $$pkg for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
 
 # generate: regenerate db/ from queries/ with sqlc.
 generate:
