@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # The test cluster that testdb starts (devpg.EnsureDaemon) and `test` stops.
 TEST_CLUSTER := .skipq/test
 
-.PHONY: postgres-bin build run test fuzz generate clean
+.PHONY: postgres-bin build run test fuzz chaos generate clean
 
 # postgres-bin: the PostgreSQL server binaries (Debian's postgresql package)
 # and the unprivileged "postgres" user that runs private clusters for root.
@@ -57,6 +57,12 @@ fuzz:
 		echo "fuzzing $$name in $$pkg for $(FUZZTIME)"; \
 		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+# chaos: three nodes and a private PostgreSQL under faults (SIGKILLed nodes,
+# a PostgreSQL restart, terminated backends); fails on any lost or doubly
+# settled message. See docs/RELIABILITY.md.
+chaos: postgres-bin
+	go test -tags chaos -count=1 -timeout 15m -v -run TestChaos ./chaos/
 
 # generate: regenerate db/ from queries/ with sqlc.
 generate:

@@ -1,0 +1,400 @@
+//go:build chaos
+
+// Package chaos proves SPEC §9 under faults: three `skipq serve` processes
+// on a private PostgreSQL, producers and consumers over HTTP, and a fault
+// loop that SIGKILLs nodes, restarts PostgreSQL and terminates every
+// backend. Run it with `make chaos`.
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skipq/skipq/devpg"
+)
+
+const (
+	total        = 100_000
+	batchSize    = 100
+	producers    = 4
+	consumers    = 6
+	leaseSeconds = 5
+	queue        = "chaos"
+	deadline     = 8 * time.Minute
+)
+
+func TestChaos(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	root, _ := filepath.Abs("..")
+	binary := filepath.Join(t.TempDir(), "skipq")
+	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/skipq").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := filepath.Join(root, ".skipq", "chaos")
+	os.RemoveAll(dir)
+	pg, err := devpg.Start(ctx, devpg.Options{Dir: dir, Port: 54331})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { pg.Stop() }()
+	if err := pg.CreateDatabase(ctx, "skipq"); err != nil {
+		t.Fatal(err)
+	}
+	dbURL := pg.URL("skipq")
+
+	nodes := make([]*node, 3)
+	for i := range nodes {
+		nodes[i] = &node{binary: binary, dbURL: dbURL, port: freePort(t)}
+		nodes[i].start(t)
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.kill()
+		}
+	}()
+	c := &cluster{nodes: nodes, http: &http.Client{Timeout: 15 * time.Second}}
+	c.waitReady(ctx, t)
+
+	var sent, acked sync.Map // id -> true
+	var uncertain sync.Map   // id -> true: an ack of it got no answer
+	drained := make(chan struct{})
+	var ackCount sync.Map // id -> *atomic.Int32 (successful acks)
+	var sentN, ackedN, redeliveries, doubleAcked, unexplained atomic.Int64
+	// Every delivery of an id must carry a new receiveCount: a second
+	// delivery with the same count would be two receivers holding one lease.
+	var deliveriesMu sync.Mutex
+	deliveries := map[string]map[int]bool{}
+
+	var work sync.WaitGroup
+	ids := make(chan []string, producers)
+	go func() {
+		for i := 0; i < total; i += batchSize {
+			batch := make([]string, 0, batchSize)
+			for j := i; j < min(i+batchSize, total); j++ {
+				batch = append(batch, fmt.Sprintf("m-%06d", j))
+			}
+			ids <- batch
+		}
+		close(ids)
+	}()
+	for range producers {
+		work.Go(func() {
+			for batch := range ids {
+				msgs := make([]map[string]any, len(batch))
+				for i, id := range batch {
+					msgs[i] = map[string]any{"body": id, "messageId": id}
+				}
+				// Retry with the same ids until a node answers 201: the
+				// idempotency keys make a retry of a committed batch a no-op.
+				for ctx.Err() == nil {
+					if status, _ := c.post(ctx, "/v1/queues/"+queue+"/messages/batch", map[string]any{"messages": msgs}); status == http.StatusCreated {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				for _, id := range batch {
+					sent.Store(id, true)
+				}
+				sentN.Add(int64(len(batch)))
+			}
+		})
+	}
+	for range consumers {
+		work.Go(func() {
+			for ctx.Err() == nil && !closed(drained) {
+				status, body := c.post(ctx, "/v1/queues/"+queue+"/messages/receive",
+					map[string]any{"maxMessages": 50, "waitSeconds": 1, "visibilitySeconds": leaseSeconds})
+				if status != http.StatusOK {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				var got struct {
+					Messages []struct {
+						MessageID     string `json:"messageId"`
+						ReceiptHandle string `json:"receiptHandle"`
+						ReceiveCount  int    `json:"receiveCount"`
+					} `json:"messages"`
+				}
+				if json.Unmarshal(body, &got) != nil {
+					continue
+				}
+				handles := make([]string, len(got.Messages))
+				byHandle := map[string]string{}
+				for i, m := range got.Messages {
+					if m.ReceiveCount > 1 {
+						redeliveries.Add(1)
+					}
+					deliveriesMu.Lock()
+					if deliveries[m.MessageID] == nil {
+						deliveries[m.MessageID] = map[int]bool{}
+					}
+					if deliveries[m.MessageID][m.ReceiveCount] {
+						unexplained.Add(1)
+					}
+					deliveries[m.MessageID][m.ReceiveCount] = true
+					deliveriesMu.Unlock()
+					handles[i] = m.ReceiptHandle
+					byHandle[m.ReceiptHandle] = m.MessageID
+				}
+				if len(handles) == 0 {
+					continue
+				}
+				st, body := c.post(ctx, "/v1/receipts/ack", map[string]any{"receiptHandles": handles})
+				var res struct {
+					Failed []struct {
+						ReceiptHandle string `json:"receiptHandle"`
+					} `json:"failed"`
+				}
+				if st != http.StatusOK || json.Unmarshal(body, &res) != nil {
+					// The outcome is unknown (the node or the database may have
+					// died after the commit): if the ack did not commit, the
+					// lease expires and the message comes back.
+					for _, h := range handles {
+						uncertain.Store(byHandle[h], true)
+					}
+					continue
+				}
+				failed := map[string]bool{}
+				for _, f := range res.Failed {
+					failed[f.ReceiptHandle] = true // stale: redelivered meanwhile
+				}
+				for _, h := range handles {
+					if failed[h] {
+						continue
+					}
+					id := byHandle[h]
+					n, _ := ackCount.LoadOrStore(id, new(atomic.Int32))
+					if n.(*atomic.Int32).Add(1) > 1 {
+						doubleAcked.Add(1)
+					} else {
+						acked.Store(id, true)
+						ackedN.Add(1)
+					}
+				}
+			}
+		})
+	}
+
+	// The fault loop: a node kill every few seconds, one PostgreSQL
+	// restart, one termination of every backend.
+	var kills, pgRestarts, terminations int
+	faults := time.NewTicker(3 * time.Second)
+	defer faults.Stop()
+	progress := time.NewTicker(10 * time.Second)
+	defer progress.Stop()
+	for step := 0; !closed(drained) && ctx.Err() == nil; {
+		select {
+		case <-progress.C:
+			t.Logf("sent=%d acked=%d redeliveries=%d", sentN.Load(), ackedN.Load(), redeliveries.Load())
+			// Done when everything was sent, every fault injected and the
+			// queue is empty in the database.
+			if sentN.Load() == total && step >= 7 && queueEmpty(ctx, dbURL) {
+				close(drained)
+			}
+			continue
+		case <-faults.C:
+		case <-ctx.Done():
+			continue
+		}
+		step++
+		switch {
+		case step == 4:
+			t.Log("fault: restarting PostgreSQL (fast shutdown)")
+			if err := pg.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			if pg, err = devpg.Start(ctx, devpg.Options{Dir: dir, Port: 54331}); err != nil {
+				t.Fatal(err)
+			}
+			pgRestarts++
+		case step == 7:
+			t.Log("fault: pg_terminate_backend on every skipq connection")
+			terminateAll(ctx, t, dbURL)
+			terminations++
+		default:
+			n := nodes[rand.IntN(len(nodes))]
+			t.Logf("fault: SIGKILL node :%d", n.port)
+			n.kill()
+			n.start(t)
+			kills++
+		}
+	}
+	work.Wait()
+
+	// Verdict, from the consumers' records and the database.
+	// Lost: a sent message that left the database with no ack of it ever
+	// attempted. An ack whose answer was lost counts as settled, since the
+	// queue is empty: its message did not come back.
+	var lost []string
+	var settledUnseen int
+	sent.Range(func(k, _ any) bool {
+		if _, ok := acked.Load(k); ok {
+			return true
+		}
+		if _, ok := uncertain.Load(k); ok {
+			settledUnseen++
+			return true
+		}
+		lost = append(lost, k.(string))
+		return true
+	})
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var left, multiQueue int64
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM skipq.messages").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(context.Background(),
+		"SELECT count(*) FROM (SELECT message_id FROM skipq.messages GROUP BY message_id HAVING count(*) > 1) d").Scan(&multiQueue); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d\n",
+		sentN.Load(), int(ackedN.Load())+settledUnseen, len(lost), doubleAcked.Load(), redeliveries.Load(), kills, pgRestarts, terminations, settledUnseen, left)
+	switch {
+	case sentN.Load() != total:
+		t.Fatalf("only %d of %d sends were confirmed", sentN.Load(), total)
+	case len(lost) > 0:
+		t.Fatalf("%d messages lost, e.g. %v", len(lost), lost[:min(5, len(lost))])
+	case unexplained.Load() > 0:
+		t.Fatalf("%d deliveries repeated a receiveCount (not explained by an expired lease)", unexplained.Load())
+	case doubleAcked.Load() > 0:
+		t.Fatalf("%d messages acked twice", doubleAcked.Load())
+	case left != 0:
+		t.Fatalf("%d messages still in the database", left)
+	case multiQueue != 0:
+		t.Fatalf("%d message ids in more than one row", multiQueue)
+	case pgRestarts != 1 || terminations != 1:
+		t.Fatalf("the run ended before every fault was injected (pg restarts %d, terminations %d)", pgRestarts, terminations)
+	}
+}
+
+// node is one `skipq serve` process.
+type node struct {
+	binary, dbURL string
+	port          int
+	mu            sync.Mutex
+	cmd           *exec.Cmd
+}
+
+func (n *node) start(t *testing.T) {
+	cmd := exec.Command(n.binary, "serve")
+	cmd.Env = append(os.Environ(), "SKIPQ_DATABASE_URL="+n.dbURL, fmt.Sprintf("SKIPQ_LISTEN_ADDR=127.0.0.1:%d", n.port), "SKIPQ_AUTH=off")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.cmd = cmd
+	n.mu.Unlock()
+}
+
+func (n *node) kill() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		n.cmd.Process.Signal(syscall.SIGKILL)
+		n.cmd.Wait()
+		n.cmd = nil
+	}
+}
+
+// cluster sends each request to a random node; callers retry on failure.
+type cluster struct {
+	nodes []*node
+	http  *http.Client
+}
+
+func (c *cluster) post(ctx context.Context, path string, body any) (int, []byte) {
+	raw, _ := json.Marshal(body)
+	n := c.nodes[rand.IntN(len(c.nodes))]
+	req, err := http.NewRequestWithContext(ctx, "POST", fmt.Sprintf("http://127.0.0.1:%d%s", n.port, path), bytes.NewReader(raw))
+	if err != nil {
+		return 0, nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func (c *cluster) waitReady(ctx context.Context, t *testing.T) {
+	for _, n := range c.nodes {
+		for {
+			resp, err := c.http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", n.port))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatal("nodes never became ready")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+func terminateAll(ctx context.Context, t *testing.T, dbURL string) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Logf("terminate: %v", err)
+		return
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
+		t.Logf("terminate: %v", err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func queueEmpty(ctx context.Context, dbURL string) bool {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return false
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	return conn.QueryRow(ctx, "SELECT count(*) FROM skipq.messages").Scan(&n) == nil && n == 0
+}
