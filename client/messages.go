@@ -1,0 +1,360 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Message is a message to send. At least one of Body and Metadata must be
+// non-empty. A nil policy field takes the queue's default; an explicit
+// value overrides it (DelaySeconds 0 = no delay, ExpirationSeconds 0 =
+// never expires, DeadLetterQueue "" = discard), except MaxReceiveCount 0,
+// which means the queue's default.
+type Message struct {
+	Body []byte
+	// Binary sends the body base64-encoded and stores it as bytes;
+	// receivers get it back with Binary set. A body that is not valid
+	// UTF-8 is always sent this way.
+	Binary   bool
+	Metadata string
+	Tags     map[string]string // ≤ 32; keys ^[A-Za-z0-9_.-]{1,64}$, not starting with "skipq."
+	ClientID string
+	// MessageID is the idempotency key (^[A-Za-z0-9._:-]{1,128}$): a
+	// resend with the same id and content within the queue's dedup window
+	// creates nothing and answers the first result with Duplicate set.
+	// Without it the server assigns a UUIDv7 — and the client does not
+	// retry the send after a connection error or a 503 (see the package
+	// documentation).
+	MessageID         string
+	DelaySeconds      *int
+	ExpirationSeconds *int
+	MaxReceiveCount   *int
+	DeadLetterQueue   *string
+}
+
+type sendWire struct {
+	Body              string            `json:"body,omitempty"`
+	BodyEncoding      string            `json:"bodyEncoding,omitempty"`
+	Metadata          string            `json:"metadata,omitempty"`
+	Tags              map[string]string `json:"tags,omitempty"`
+	ClientID          string            `json:"clientId,omitempty"`
+	MessageID         string            `json:"messageId,omitempty"`
+	DelaySeconds      *int              `json:"delaySeconds,omitempty"`
+	ExpirationSeconds *int              `json:"expirationSeconds,omitempty"`
+	MaxReceiveCount   *int              `json:"maxReceiveCount,omitempty"`
+	DeadLetterQueue   *string           `json:"deadLetterQueue,omitempty"`
+}
+
+func (m Message) wire() sendWire {
+	w := sendWire{
+		Metadata: m.Metadata, Tags: m.Tags, ClientID: m.ClientID, MessageID: m.MessageID,
+		DelaySeconds: m.DelaySeconds, ExpirationSeconds: m.ExpirationSeconds,
+		MaxReceiveCount: m.MaxReceiveCount, DeadLetterQueue: m.DeadLetterQueue,
+	}
+	if m.Binary || !utf8.Valid(m.Body) {
+		w.Body, w.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), "base64"
+	} else {
+		w.Body = string(m.Body)
+	}
+	return w
+}
+
+// SendResult is what a send created (or, with Duplicate, what the first
+// send with the same MessageID created).
+type SendResult struct {
+	MessageID string     `json:"messageId"`
+	Sequence  int64      `json:"sequence"`
+	SentAt    time.Time  `json:"sentAt"`
+	DelayedTo *time.Time `json:"delayedTo"`
+	ExpiresAt *time.Time `json:"expiresAt"`
+	Duplicate bool       `json:"duplicate"`
+}
+
+// Send sends one message; the queue is created if it does not exist.
+func (c *Client) Send(ctx context.Context, queue string, m Message) (SendResult, error) {
+	var out SendResult
+	retry := retryRateLimited
+	if m.MessageID != "" {
+		retry = retryIdempotent
+	}
+	_, err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/messages",
+		body: m.wire(), out: &out, retry: retry})
+	return out, err
+}
+
+// MaxBatch is the most messages SendBatch sends in one request.
+const MaxBatch = 1000
+
+// SendBatch sends up to MaxBatch messages in one transaction: all or none.
+// The results are in the order of msgs. It is retried after a connection
+// error or a 503 only when every message has a MessageID.
+func (c *Client) SendBatch(ctx context.Context, queue string, msgs []Message) ([]SendResult, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if len(msgs) > MaxBatch {
+		return nil, fmt.Errorf("skipq: SendBatch: %d messages, at most %d per batch", len(msgs), MaxBatch)
+	}
+	in := struct {
+		Messages []sendWire `json:"messages"`
+	}{Messages: make([]sendWire, len(msgs))}
+	retry := retryIdempotent
+	for i, m := range msgs {
+		in.Messages[i] = m.wire()
+		if m.MessageID == "" {
+			retry = retryRateLimited
+		}
+	}
+	var out struct {
+		Results []SendResult `json:"results"`
+	}
+	_, err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/messages/batch",
+		body: in, out: &out, retry: retry})
+	return out.Results, err
+}
+
+// StoredMessage is a message as the service holds it: what a receive, peek,
+// browse or dead-letter listing returns.
+type StoredMessage struct {
+	MessageID       string
+	Queue           string // where it is now
+	Sequence        int64
+	ClientID        string
+	Metadata        string
+	Body            []byte // decoded: the bytes that were sent
+	Binary          bool   // the body was sent as base64 or SQL bytea
+	Tags            map[string]string
+	SentAt          time.Time
+	FirstReceivedAt *time.Time
+	ReceiveCount    int
+	VisibleUntil    *time.Time // end of the lease (received messages)
+	DelayedTo       *time.Time
+	ExpiresAt       *time.Time
+	ReRoutedFrom    string // the queue it was moved from ("" = none)
+	DeadLetteredAt  *time.Time
+}
+
+type messageWire struct {
+	MessageID       string            `json:"messageId"`
+	ReceiptHandle   *string           `json:"receiptHandle"`
+	Queue           string            `json:"queue"`
+	Sequence        int64             `json:"sequence"`
+	ClientID        string            `json:"clientId"`
+	Metadata        string            `json:"metadata"`
+	Body            string            `json:"body"`
+	BodyEncoding    string            `json:"bodyEncoding"`
+	Tags            map[string]string `json:"tags"`
+	SentAt          time.Time         `json:"sentAt"`
+	FirstReceivedAt *time.Time        `json:"firstReceivedAt"`
+	ReceiveCount    int               `json:"receiveCount"`
+	VisibleUntil    *time.Time        `json:"visibleUntil"`
+	DelayedTo       *time.Time        `json:"delayedTo"`
+	ExpiresAt       *time.Time        `json:"expiresAt"`
+	ReRoutedFrom    *string           `json:"reRoutedFrom"`
+	DeadLetteredAt  *time.Time        `json:"deadLetteredAt"`
+	// browse only
+	State     State      `json:"state"`
+	VisibleAt *time.Time `json:"visibleAt"`
+}
+
+func (w messageWire) stored() (StoredMessage, error) {
+	m := StoredMessage{
+		MessageID: w.MessageID, Queue: w.Queue, Sequence: w.Sequence, ClientID: w.ClientID,
+		Metadata: w.Metadata, Tags: w.Tags, SentAt: w.SentAt, FirstReceivedAt: w.FirstReceivedAt,
+		ReceiveCount: w.ReceiveCount, VisibleUntil: w.VisibleUntil, DelayedTo: w.DelayedTo,
+		ExpiresAt: w.ExpiresAt, ReRoutedFrom: deref(w.ReRoutedFrom), DeadLetteredAt: w.DeadLetteredAt,
+	}
+	if m.Tags == nil {
+		m.Tags = map[string]string{}
+	}
+	switch w.BodyEncoding {
+	case "base64":
+		b, err := base64.StdEncoding.DecodeString(w.Body)
+		if err != nil {
+			return m, fmt.Errorf("skipq: message %s: base64 body: %w", w.MessageID, err)
+		}
+		m.Body, m.Binary = b, true
+	default:
+		m.Body = []byte(w.Body)
+	}
+	return m, nil
+}
+
+// ReceiveOptions tune Receive. Zero values take the defaults.
+type ReceiveOptions struct {
+	MaxMessages       int  // 1 … 1024; 0 = 1
+	VisibilitySeconds *int // lease; nil = the queue's visibilitySeconds
+	WaitSeconds       *int // long-poll wait; nil = the queue's receiveWaitSeconds; 0 = answer at once
+	// AutoAck removes what it returns: the messages come without a receipt
+	// handle (at-most-once).
+	AutoAck bool
+}
+
+type receiveWire struct {
+	MaxMessages       int  `json:"maxMessages,omitempty"`
+	VisibilitySeconds *int `json:"visibilitySeconds,omitempty"`
+	WaitSeconds       *int `json:"waitSeconds,omitempty"`
+	IsPeek            bool `json:"isPeek,omitempty"`
+	AutoAck           bool `json:"autoAck,omitempty"`
+}
+
+// Receive claims up to MaxMessages available messages and hides them for
+// the lease, waiting up to WaitSeconds for the first one; it returns as soon
+// as it has at least one (possibly fewer than asked), or none when the wait
+// ends. A receive on a queue that does not exist waits and returns nothing.
+//
+// Receive is retried on 429 and 503 only, never after a connection error:
+// the server may already have claimed messages for the lost answer, and a
+// retry would claim others while those stay hidden until their lease ends.
+//
+// Should a body fail to decode (which would be a server bug), Receive
+// returns every claimed message together with the error, so that the
+// caller can still settle them.
+func (c *Client) Receive(ctx context.Context, queue string, opts ReceiveOptions) ([]*Received, error) {
+	ws, err := c.receive(ctx, queue, receiveWire{MaxMessages: opts.MaxMessages,
+		VisibilitySeconds: opts.VisibilitySeconds, WaitSeconds: opts.WaitSeconds, AutoAck: opts.AutoAck})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Received, 0, len(ws))
+	var decodeErr error
+	for _, w := range ws {
+		m, err := w.stored()
+		if err != nil && decodeErr == nil {
+			decodeErr = err
+		}
+		out = append(out, &Received{StoredMessage: m, ReceiptHandle: deref(w.ReceiptHandle), c: c})
+	}
+	return out, decodeErr
+}
+
+// PeekOptions tune Peek.
+type PeekOptions struct {
+	MaxMessages int  // 1 … 1024; 0 = 1
+	WaitSeconds *int // nil = the queue's receiveWaitSeconds; 0 = answer at once
+}
+
+// Peek returns available messages without changing them: no receipt handle,
+// counts unchanged. Like a receive it waits when nothing is available.
+func (c *Client) Peek(ctx context.Context, queue string, opts PeekOptions) ([]StoredMessage, error) {
+	ws, err := c.receive(ctx, queue, receiveWire{MaxMessages: opts.MaxMessages, WaitSeconds: opts.WaitSeconds, IsPeek: true})
+	if err != nil {
+		return nil, err
+	}
+	return storedAll(ws)
+}
+
+func (c *Client) receive(ctx context.Context, queue string, in receiveWire) ([]messageWire, error) {
+	var out struct {
+		Messages []messageWire `json:"messages"`
+	}
+	_, err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/messages/receive",
+		body: in, out: &out, retry: retryNoConnErrors})
+	return out.Messages, err
+}
+
+func storedAll(ws []messageWire) ([]StoredMessage, error) {
+	out := make([]StoredMessage, len(ws))
+	for i, w := range ws {
+		m, err := w.stored()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// Received is a received message with its receipt handle. Its settle
+// methods (Ack, Nack, ExtendVisibility, Requeue) may be called from any
+// goroutine; once one of Ack, Nack, Requeue or a release
+// (ExtendVisibility(ctx, 0)) succeeded, the others return ErrSettled
+// without a request, and once the server answered receipt_stale they
+// return that error again without a request. Use it through its pointer;
+// do not copy it.
+type Received struct {
+	StoredMessage
+	ReceiptHandle string // "" when received with AutoAck
+
+	c     *Client
+	mu    sync.Mutex // serializes this message's settle requests
+	state settleState
+	stale error // the receipt_stale answer, when state is stateStale
+}
+
+type settleState int
+
+const (
+	stateOpen    settleState = iota
+	stateSettled             // acked, nacked or requeued through this value
+	stateStale               // the server answered receipt_stale
+)
+
+// settle runs one settle request of the message under its lock; final
+// requests (ack, nack, requeue) close it when they succeed.
+func (r *Received) settle(final bool, f func(handle string) error) error {
+	if r.ReceiptHandle == "" {
+		return ErrNoReceipt
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch r.state {
+	case stateSettled:
+		return ErrSettled
+	case stateStale:
+		return r.stale
+	}
+	err := f(r.ReceiptHandle)
+	switch {
+	case err == nil && final:
+		r.state = stateSettled // never sent again, so never settled twice
+	case IsReceiptStale(err):
+		r.state, r.stale = stateStale, err
+	}
+	return err
+}
+
+// done reports whether the message can no longer be settled through r.
+func (r *Received) done() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state != stateOpen
+}
+
+// Ack removes the message.
+func (r *Received) Ack(ctx context.Context) error {
+	return r.settle(true, func(h string) error { return r.c.Ack(ctx, h) })
+}
+
+// Nack makes the message available again now; on its last allowed delivery
+// it is dead-lettered (or discarded) instead.
+func (r *Received) Nack(ctx context.Context) error {
+	return r.settle(true, func(h string) error { return r.c.Nack(ctx, h) })
+}
+
+// ExtendVisibility makes the lease end d from now (rounded up to whole
+// seconds) and returns the new end of the lease. d ≤ 0 releases the
+// message at once (others may receive it now) and counts as settling it:
+// later settles through r return ErrSettled. (On the server the handle of a
+// released message stays valid until the next delivery; the client does
+// not use it any more, so that a release is never followed by an ack or a
+// heartbeat that would hide the message again.)
+func (r *Received) ExtendVisibility(ctx context.Context, d time.Duration) (visibleUntil time.Time, err error) {
+	err = r.settle(d <= 0, func(h string) error {
+		var err error
+		visibleUntil, err = r.c.ExtendVisibility(ctx, h, d)
+		return err
+	})
+	return visibleUntil, err
+}
+
+// Requeue moves the message to queue (created if missing) as available,
+// with receiveCount 0 and ReRoutedFrom set to the queue it left.
+func (r *Received) Requeue(ctx context.Context, queue string) error {
+	return r.settle(true, func(h string) error { return r.c.Requeue(ctx, h, queue) })
+}

@@ -1,0 +1,172 @@
+package client
+
+import (
+	"context"
+	"iter"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// State is a message's state as browsing reports it.
+type State string
+
+// Message states; "" in a filter means every state.
+const (
+	StateAvailable State = "available"
+	StateDelayed   State = "delayed"
+	StateInFlight  State = "in_flight"
+)
+
+// BrowsedMessage is a message with its state and when it became or becomes
+// receivable.
+type BrowsedMessage struct {
+	StoredMessage
+	State     State
+	VisibleAt time.Time
+}
+
+func (w messageWire) browsed() (BrowsedMessage, error) {
+	m, err := w.stored()
+	return BrowsedMessage{StoredMessage: m, State: w.State, VisibleAt: deref(w.VisibleAt)}, err
+}
+
+// BrowseOptions select a page of BrowseMessages.
+type BrowseOptions struct {
+	State  State  // "" = every state
+	Limit  int    // 1 … 1000; 0 = the server's default (100)
+	Cursor string // NextCursor of the previous page
+}
+
+// BrowseMessages returns one page of a queue's messages by sequence, without
+// changing them; nextCursor is "" on the last page. Messages iterates over
+// every page.
+func (c *Client) BrowseMessages(ctx context.Context, queue string, opts BrowseOptions) (msgs []BrowsedMessage, nextCursor string, err error) {
+	q := url.Values{}
+	if opts.State != "" {
+		q.Set("state", string(opts.State))
+	}
+	setPaging(q, opts.Limit, opts.Cursor)
+	var out struct {
+		Messages   []messageWire `json:"messages"`
+		NextCursor *string       `json:"nextCursor"`
+	}
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: queuePath(queue) + "/messages", query: q, out: &out, retry: retryIdempotent}); err != nil {
+		return nil, "", err
+	}
+	msgs = make([]BrowsedMessage, len(out.Messages))
+	for i, w := range out.Messages {
+		if msgs[i], err = w.browsed(); err != nil {
+			return nil, "", err
+		}
+	}
+	return msgs, deref(out.NextCursor), nil
+}
+
+// Messages iterates over a queue's messages in state ("" = all) by
+// sequence, following nextCursor. An error is yielded once, last.
+func (c *Client) Messages(ctx context.Context, queue string, state State) iter.Seq2[BrowsedMessage, error] {
+	return paginate(func(cursor string) ([]BrowsedMessage, string, error) {
+		return c.BrowseMessages(ctx, queue, BrowseOptions{State: state, Cursor: cursor})
+	})
+}
+
+func messagePath(queue, messageID string) string {
+	return queuePath(queue) + "/messages/" + seg(messageID)
+}
+
+// GetMessage returns one message of a queue with its state; not_found if
+// there is none.
+func (c *Client) GetMessage(ctx context.Context, queue, messageID string) (BrowsedMessage, error) {
+	var w messageWire
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: messagePath(queue, messageID), out: &w, retry: retryIdempotent}); err != nil {
+		return BrowsedMessage{}, err
+	}
+	return w.browsed()
+}
+
+// DeleteMessage removes one message (its receipt handles go stale);
+// not_found if there is none. It is retried only on 429.
+func (c *Client) DeleteMessage(ctx context.Context, queue, messageID string) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: messagePath(queue, messageID), retry: retryRateLimited})
+	return err
+}
+
+// DeadLetteredOptions select a page of ListDeadLettered.
+type DeadLetteredOptions struct {
+	SourceQueue string // only messages dead-lettered from this queue; "" = all
+	Limit       int    // 1 … 1000; 0 = the server's default (100)
+	Cursor      string
+}
+
+// ListDeadLettered returns one page of the caller's dead-lettered messages,
+// newest DeadLetteredAt first; each one's Queue is where it sits now and
+// ReRoutedFrom where it came from. DeadLettered iterates over every page.
+func (c *Client) ListDeadLettered(ctx context.Context, opts DeadLetteredOptions) (msgs []StoredMessage, nextCursor string, err error) {
+	q := url.Values{}
+	if opts.SourceQueue != "" {
+		q.Set("sourceQueue", opts.SourceQueue)
+	}
+	setPaging(q, opts.Limit, opts.Cursor)
+	var out struct {
+		Messages   []messageWire `json:"messages"`
+		NextCursor *string       `json:"nextCursor"`
+	}
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/dlq", query: q, out: &out, retry: retryIdempotent}); err != nil {
+		return nil, "", err
+	}
+	if msgs, err = storedAll(out.Messages); err != nil {
+		return nil, "", err
+	}
+	return msgs, deref(out.NextCursor), nil
+}
+
+// DeadLettered iterates over the dead-lettered messages from sourceQueue
+// ("" = from every queue), newest first. An error is yielded once, last.
+func (c *Client) DeadLettered(ctx context.Context, sourceQueue string) iter.Seq2[StoredMessage, error] {
+	return paginate(func(cursor string) ([]StoredMessage, string, error) {
+		return c.ListDeadLettered(ctx, DeadLetteredOptions{SourceQueue: sourceQueue, Cursor: cursor})
+	})
+}
+
+// Redriven names the message a redrive created.
+type Redriven struct {
+	Queue     string `json:"queue"`
+	MessageID string `json:"messageId"`
+	Sequence  int64  `json:"sequence"`
+}
+
+// Redrive moves one dead-lettered message of queue (where it sits now, e.g.
+// the dead-letter queue) to toQueue ("" = the queue it came from) as a new
+// message with a new id. A message that was not dead-lettered is a 409
+// not_dead_lettered. It is retried only on 429 (a retry after a lost answer
+// would report not_found).
+func (c *Client) Redrive(ctx context.Context, queue, messageID, toQueue string) (Redriven, error) {
+	in := struct {
+		ToQueue string `json:"toQueue,omitempty"`
+	}{toQueue}
+	var out struct {
+		RedrivenAs Redriven `json:"redrivenAs"`
+	}
+	_, err := c.do(ctx, call{method: http.MethodPost, path: messagePath(queue, messageID) + "/redrive",
+		body: in, out: &out, retry: retryRateLimited})
+	return out.RedrivenAs, err
+}
+
+// RedriveQueue redrives up to max (1 … 10000; 0 = 10000) dead-lettered
+// messages of queue to toQueue ("" = each one's source) and reports how
+// many it moved and how many are left; call it again while remaining > 0.
+// It is retried only on 429.
+func (c *Client) RedriveQueue(ctx context.Context, queue, toQueue string, max int) (moved, remaining int64, err error) {
+	in := struct {
+		ToQueue     string `json:"toQueue,omitempty"`
+		MaxMessages int    `json:"maxMessages,omitempty"`
+	}{toQueue, max}
+	var out struct {
+		Moved     int64 `json:"moved"`
+		Remaining int64 `json:"remaining"`
+	}
+	_, err = c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/redrive",
+		body: in, out: &out, retry: retryRateLimited})
+	return out.Moved, out.Remaining, err
+}

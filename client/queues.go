@@ -1,0 +1,158 @@
+package client
+
+import (
+	"context"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// QueueSettings are a queue's defaults for PutQueue. A nil field is not
+// sent: on create it takes the server default (shown in parentheses), on
+// update it keeps the queue's current value.
+type QueueSettings struct {
+	VisibilitySeconds  *int    `json:"visibilitySeconds,omitempty"`  // lease of a receive (60)
+	ReceiveWaitSeconds *int    `json:"receiveWaitSeconds,omitempty"` // long-poll wait of a receive (1)
+	DelaySeconds       *int    `json:"delaySeconds,omitempty"`       // delay of a send (0)
+	ExpirationSeconds  *int    `json:"expirationSeconds,omitempty"`  // 0 = never expires (0)
+	MaxReceiveCount    *int    `json:"maxReceiveCount,omitempty"`    // 0 = the server's limit (0)
+	DeadLetterQueue    *string `json:"deadLetterQueue,omitempty"`    // "" = discard over-limit messages ("")
+	DedupWindowSeconds *int    `json:"dedupWindowSeconds,omitempty"` // how long a messageId is remembered (300)
+}
+
+// Queue is a queue with its settings; Stats is set by GetQueue.
+type Queue struct {
+	Name               string      `json:"name"`
+	CreatedAt          time.Time   `json:"createdAt"`
+	VisibilitySeconds  int         `json:"visibilitySeconds"`
+	ReceiveWaitSeconds int         `json:"receiveWaitSeconds"`
+	DelaySeconds       int         `json:"delaySeconds"`
+	ExpirationSeconds  int         `json:"expirationSeconds"`
+	MaxReceiveCount    int         `json:"maxReceiveCount"`
+	DeadLetterQueue    string      `json:"deadLetterQueue"`
+	DedupWindowSeconds int         `json:"dedupWindowSeconds"`
+	Stats              *QueueStats `json:"stats"`
+}
+
+// QueueStats are a queue's message counts at request time. The states are
+// exclusive and Total is their sum.
+type QueueStats struct {
+	Available         int64      `json:"available"`
+	Delayed           int64      `json:"delayed"`
+	InFlight          int64      `json:"inFlight"`
+	Total             int64      `json:"total"`
+	OldestAvailableAt *time.Time `json:"oldestAvailableAt"` // nil when nothing is available
+}
+
+func queuePath(name string) string { return "/v1/queues/" + seg(name) }
+
+// PutQueue creates the queue (created = true) or updates the given settings
+// of an existing one. It is retried like every idempotent request.
+func (c *Client) PutQueue(ctx context.Context, name string, s QueueSettings) (q Queue, created bool, err error) {
+	status, err := c.do(ctx, call{method: http.MethodPut, path: queuePath(name), body: s, out: &q, retry: retryIdempotent})
+	// A retried create whose first attempt succeeded answers 200: created
+	// is then false although this call created the queue.
+	return q, status == http.StatusCreated, err
+}
+
+// GetQueue returns the queue with its Stats.
+func (c *Client) GetQueue(ctx context.Context, name string) (Queue, error) {
+	var q Queue
+	_, err := c.do(ctx, call{method: http.MethodGet, path: queuePath(name), out: &q, retry: retryIdempotent})
+	return q, err
+}
+
+// ListQueuesOptions select a page of ListQueues.
+type ListQueuesOptions struct {
+	Prefix string // only queues whose name starts with it
+	Limit  int    // 1 … 1000; 0 = the server's default (100)
+	Cursor string // NextCursor of the previous page; "" = the first page
+}
+
+// ListQueues returns one page of the caller's queues by name; nextCursor is
+// "" on the last page. Queues iterates over every page.
+func (c *Client) ListQueues(ctx context.Context, opts ListQueuesOptions) (queues []Queue, nextCursor string, err error) {
+	q := url.Values{}
+	if opts.Prefix != "" {
+		q.Set("prefix", opts.Prefix)
+	}
+	setPaging(q, opts.Limit, opts.Cursor)
+	var out struct {
+		Queues     []Queue `json:"queues"`
+		NextCursor *string `json:"nextCursor"`
+	}
+	_, err = c.do(ctx, call{method: http.MethodGet, path: "/v1/queues", query: q, out: &out, retry: retryIdempotent})
+	if err != nil {
+		return nil, "", err
+	}
+	return out.Queues, deref(out.NextCursor), nil
+}
+
+// Queues iterates over every queue whose name starts with prefix, following
+// nextCursor. An error is yielded once, as the last pair.
+func (c *Client) Queues(ctx context.Context, prefix string) iter.Seq2[Queue, error] {
+	return paginate(func(cursor string) ([]Queue, string, error) {
+		return c.ListQueues(ctx, ListQueuesOptions{Prefix: prefix, Cursor: cursor})
+	})
+}
+
+// DeleteQueue removes the queue and every message in it. It is retried only
+// on 429 (a retry after a lost answer would report not_found).
+func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: queuePath(name), retry: retryRateLimited})
+	return err
+}
+
+// PurgeQueue removes every message of the queue, in every state, and
+// returns how many; the queue and its idempotency keys stay. It is retried
+// only on 429 (a repeated purge would also remove what arrived since).
+func (c *Client) PurgeQueue(ctx context.Context, name string) (int64, error) {
+	var out struct {
+		Purged int64 `json:"purged"`
+	}
+	_, err := c.do(ctx, call{method: http.MethodPost, path: queuePath(name) + "/purge", out: &out, retry: retryRateLimited})
+	return out.Purged, err
+}
+
+func setPaging(q url.Values, limit int, cursor string) {
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// paginate turns a page fetcher into an iterator over every item.
+func paginate[T any](fetch func(cursor string) ([]T, string, error)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		cursor := ""
+		for {
+			items, next, err := fetch(cursor)
+			if err != nil {
+				var zero T
+				yield(zero, err)
+				return
+			}
+			for _, it := range items {
+				if !yield(it, nil) {
+					return
+				}
+			}
+			if next == "" || next == cursor {
+				return
+			}
+			cursor = next
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Settle routes take a receipt handle (the single form: 200, or 404
+// receipt_stale) or a list of them (always 200, with per-handle failures).
+// They are retried like idempotent requests: see the package documentation
+// for what a retried ack, nack or requeue reports when its first attempt
+// succeeded.
+
+// MaxHandles is the most receipt handles one settle request carries; the
+// *All methods split longer lists into several requests.
+const MaxHandles = 1024
+
+// SettleResult is the outcome of a list-form settle.
+type SettleResult struct {
+	Succeeded int             `json:"succeeded"`
+	Failed    []SettleFailure `json:"failed"`
+}
+
+// SettleFailure is one handle that settled nothing, with the error code
+// ("receipt_stale") and message.
+type SettleFailure struct {
+	ReceiptHandle string `json:"receiptHandle"`
+	Code          string `json:"code"`
+	Message       string `json:"message"`
+}
+
+type settleIn struct {
+	ReceiptHandle     string   `json:"receiptHandle,omitempty"`
+	ReceiptHandles    []string `json:"receiptHandles,omitempty"`
+	VisibilitySeconds *int     `json:"visibilitySeconds,omitempty"`
+	Queue             *string  `json:"queue,omitempty"`
+}
+
+type settleOut struct {
+	SettleResult
+	VisibleUntil *time.Time `json:"visibleUntil"`
+}
+
+func (c *Client) settleOne(ctx context.Context, route string, in settleIn) (settleOut, error) {
+	var out settleOut
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/receipts/" + route, body: in, out: &out, retry: retryIdempotent})
+	return out, err
+}
+
+// settleAll sends handles in requests of at most MaxHandles and sums the
+// results; on an error it returns what the requests before it settled.
+func (c *Client) settleAll(ctx context.Context, route string, handles []string, in settleIn) (SettleResult, error) {
+	res := SettleResult{Failed: []SettleFailure{}}
+	for len(handles) > 0 {
+		n := min(len(handles), MaxHandles)
+		in.ReceiptHandles = handles[:n]
+		out, err := c.settleOne(ctx, route, in)
+		if err != nil {
+			return res, err
+		}
+		res.Succeeded += out.Succeeded
+		res.Failed = append(res.Failed, out.Failed...)
+		handles = handles[n:]
+	}
+	return res, nil
+}
+
+// seconds converts a lease duration to the API's whole seconds, rounding
+// up; d ≤ 0 is 0.
+func seconds(d time.Duration) *int {
+	s := 0
+	if d > 0 {
+		s = int((d + time.Second - 1) / time.Second)
+	}
+	return &s
+}
+
+// Ack removes the message of a receipt handle.
+func (c *Client) Ack(ctx context.Context, handle string) error {
+	_, err := c.settleOne(ctx, "ack", settleIn{ReceiptHandle: handle})
+	return err
+}
+
+// Nack makes the message of a receipt handle available again now (or
+// dead-letters it on its last allowed delivery).
+func (c *Client) Nack(ctx context.Context, handle string) error {
+	_, err := c.settleOne(ctx, "nack", settleIn{ReceiptHandle: handle})
+	return err
+}
+
+// ExtendVisibility makes the lease of a receipt handle end d from now
+// (whole seconds, rounded up; 0 releases it) and returns the new end.
+func (c *Client) ExtendVisibility(ctx context.Context, handle string, d time.Duration) (time.Time, error) {
+	out, err := c.settleOne(ctx, "visibility", settleIn{ReceiptHandle: handle, VisibilitySeconds: seconds(d)})
+	return deref(out.VisibleUntil), err
+}
+
+// Requeue moves the message of a receipt handle to queue as available, with
+// a fresh delivery state.
+func (c *Client) Requeue(ctx context.Context, handle, queue string) error {
+	_, err := c.settleOne(ctx, "requeue", settleIn{ReceiptHandle: handle, Queue: &queue})
+	return err
+}
+
+// AckAll acks many handles; the ones that settled nothing are in Failed.
+func (c *Client) AckAll(ctx context.Context, handles []string) (SettleResult, error) {
+	return c.settleAll(ctx, "ack", handles, settleIn{})
+}
+
+// NackAll nacks many handles.
+func (c *Client) NackAll(ctx context.Context, handles []string) (SettleResult, error) {
+	return c.settleAll(ctx, "nack", handles, settleIn{})
+}
+
+// ExtendVisibilityAll sets the lease of many handles to end d from now (0
+// releases them).
+func (c *Client) ExtendVisibilityAll(ctx context.Context, handles []string, d time.Duration) (SettleResult, error) {
+	return c.settleAll(ctx, "visibility", handles, settleIn{VisibilitySeconds: seconds(d)})
+}
+
+// RequeueAll moves the messages of many handles to queue.
+func (c *Client) RequeueAll(ctx context.Context, handles []string, queue string) (SettleResult, error) {
+	return c.settleAll(ctx, "requeue", handles, settleIn{Queue: &queue})
+}
