@@ -97,13 +97,32 @@ func TestVisibilityExtendAndRelease(t *testing.T) {
 	if got := n.receive(t, "v", nil); len(got) != 0 {
 		t.Fatalf("an extended lease was delivered again: %v", got)
 	}
-	// Release: visible at once, handle still valid until the next delivery.
-	n.must(t, http.StatusOK, "POST", "/v1/receipts/visibility", map[string]any{"receiptHandle": h, "visibilitySeconds": 0})
+	// Release: a nack. Visible at once, and the handle is stale.
+	body = n.must(t, http.StatusOK, "POST", "/v1/receipts/visibility", map[string]any{"receiptHandle": h, "visibilitySeconds": 0})
+	if body["visibleUntil"] == nil {
+		t.Fatalf("release answered %v", body)
+	}
+	wantError(t, n.do(t, "POST", "/v1/receipts/visibility", map[string]any{"receiptHandle": h, "visibilitySeconds": 60}), http.StatusNotFound, "receipt_stale")
 	again := n.receive(t, "v", nil)
 	if len(again) != 1 || num(again[0]["receiveCount"]) != 2 {
 		t.Fatalf("released message: %v", again)
 	}
 	wantError(t, n.do(t, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": h}), http.StatusNotFound, "receipt_stale")
+}
+
+func TestReleaseOfLastDeliveryDeadLettersAtOnce(t *testing.T) {
+	n := newNode(t)
+	n.send(t, "last", map[string]any{"body": "x", "maxReceiveCount": 1, "deadLetterQueue": "last.dlq"})
+	m := n.receive(t, "last", nil)[0]
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/visibility", map[string]any{"receiptHandle": m["receiptHandle"], "visibilitySeconds": 0})
+	if got := n.receive(t, "last.dlq", nil); len(got) != 1 || got[0]["reRoutedFrom"] != "last" {
+		t.Fatalf("dead-letter queue right after the release: %v", got)
+	}
+}
+
+func TestQueueVisibilityMustBePositive(t *testing.T) {
+	n := newNode(t)
+	wantError(t, n.do(t, "PUT", "/v1/queues/q", map[string]any{"visibilitySeconds": 0}), http.StatusBadRequest, "invalid_request", "visibilitySeconds")
 }
 
 func TestRequeue(t *testing.T) {

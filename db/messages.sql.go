@@ -1231,9 +1231,9 @@ type MessageSetVisibilityByReceiptRow struct {
 	VisibleAt time.Time
 }
 
-// The lease now ends @visibility_seconds from now (0 releases it at once);
-// the handle stays valid. On the last allowed delivery the worker's
-// dead-letter sweep follows the new lease end.
+// The lease now ends @visibility_seconds (>= 1) from now; the handle stays
+// valid. On the last allowed delivery the worker's dead-letter sweep follows
+// the new lease end. (A release, visibility 0, is a nack.)
 func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg MessageSetVisibilityByReceiptParams) ([]MessageSetVisibilityByReceiptRow, error) {
 	rows, err := q.db.Query(ctx, messageSetVisibilityByReceipt,
 		arg.VisibilitySeconds,

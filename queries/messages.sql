@@ -135,9 +135,9 @@ WHERE m.queue_id = ANY(@queue_ids::bigint[])
 RETURNING m.queue_id, m.sequence;
 
 -- name: MessageSetVisibilityByReceipt :many
--- The lease now ends @visibility_seconds from now (0 releases it at once);
--- the handle stays valid. On the last allowed delivery the worker's
--- dead-letter sweep follows the new lease end.
+-- The lease now ends @visibility_seconds (>= 1) from now; the handle stays
+-- valid. On the last allowed delivery the worker's dead-letter sweep follows
+-- the new lease end. (A release, visibility 0, is a nack.)
 UPDATE skipq.messages m
 SET visible_at = t.now + make_interval(secs => @visibility_seconds::integer),
     final_lease_until = CASE WHEN m.receive_count >= m.max_receive_count

@@ -47,7 +47,8 @@ type QueueSettings struct {
 func (s *Service) validateSettings(in QueueSettings) error {
 	var is issues
 	l := s.limits
-	is.between("visibilitySeconds", in.VisibilitySeconds, 0, l.MaxVisibilitySeconds)
+	// A lease of 0 would let two receivers hold the same message.
+	is.between("visibilitySeconds", in.VisibilitySeconds, 1, l.MaxVisibilitySeconds)
 	is.between("receiveWaitSeconds", in.ReceiveWaitSeconds, 0, l.MaxWaitSeconds)
 	is.between("delaySeconds", in.DelaySeconds, 0, l.MaxDelaySeconds)
 	is.between("expirationSeconds", in.ExpirationSeconds, 0, l.MaxExpirationSeconds)

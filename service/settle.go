@@ -93,14 +93,34 @@ type VisibilityResult struct {
 	VisibleUntil map[string]time.Time // by receipt handle
 }
 
-// SetVisibility makes each lease end seconds from now (0 releases it now).
-// The handles stay valid.
+// SetVisibility makes each lease end seconds from now; the handles stay
+// valid. 0 releases the message at once and is a nack (SPEC §3: "nack /
+// visibility 0"): the handle goes stale, and a last allowed delivery is
+// dead-lettered at once.
 func (s *Service) SetVisibility(ctx context.Context, handles []string, seconds int) (VisibilityResult, error) {
 	if seconds < 0 || seconds > s.limits.MaxVisibilitySeconds {
 		return VisibilityResult{}, Invalid(Issue{Path: "visibilitySeconds", Message: betweenMsg(0, s.limits.MaxVisibilitySeconds)})
 	}
-	rs := parseReceipts(handles)
 	res := VisibilityResult{VisibleUntil: map[string]time.Time{}}
+	if seconds == 0 {
+		nacked, err := s.Nack(ctx, handles)
+		if err != nil {
+			return VisibilityResult{}, err
+		}
+		now := s.nowOr(time.Now())
+		failed := map[string]bool{}
+		for _, f := range nacked.Failed {
+			failed[f.ReceiptHandle] = true
+		}
+		for _, h := range handles {
+			if !failed[h] {
+				res.VisibleUntil[h] = now
+			}
+		}
+		res.SettleResult = nacked
+		return res, nil
+	}
+	rs := parseReceipts(handles)
 	if len(rs.tokens) == 0 {
 		res.SettleResult = rs.result(nil)
 		return res, nil
@@ -113,21 +133,14 @@ func (s *Service) SetVisibility(ctx context.Context, handles []string, seconds i
 	}
 	changed := map[rowKey]bool{}
 	until := map[rowKey]time.Time{}
-	released := map[int64]int{}
 	for _, r := range rows {
 		k := rowKey{r.QueueID, r.Sequence}
 		changed[k], until[k] = true, r.VisibleAt
-		if seconds == 0 {
-			released[r.QueueID]++
-		}
 	}
 	for i, h := range rs.handles {
 		if t, ok := until[rowKey{rs.parsed[i].queueID, rs.parsed[i].sequence}]; ok && rs.valid[i] {
 			res.VisibleUntil[h] = t
 		}
-	}
-	for id, n := range released {
-		s.hub.Publish(id, n)
 	}
 	res.SettleResult = rs.result(changed)
 	return res, nil
