@@ -63,6 +63,7 @@ fuzz:
 # settled message. See docs/RELIABILITY.md.
 chaos: postgres-bin
 	go test -tags chaos -count=1 -timeout 15m -v -run TestChaos ./chaos/
+	SKIPQ_TEST_LONGPOLLS=10000 go test -count=1 -v -run 'TestManyLongPolls|TestSlowAndOversizedRequests' ./cmd/skipq/
 
 # generate: regenerate db/ from queries/ with sqlc.
 generate:

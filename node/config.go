@@ -27,6 +27,7 @@ type Config struct {
 	Role                string // "all", "api" or "worker"
 	DBMaxConns          int
 	MaxRequestBytes     int64
+	ReadTimeout         int     // seconds to read a request, headers and body; slow clients are cut off
 	RateLimit           float64 // requests/s per API key (per IP with auth off); 0 = off
 	RateBurst           int     // 0 = max(1, RateLimit)
 	Limits              service.Limits
@@ -40,6 +41,7 @@ func DefaultConfig() Config {
 		Migrate:         true,
 		Role:            "all",
 		DBMaxConns:      16,
+		ReadTimeout:     60,
 		MaxRequestBytes: 16 << 20,
 		Limits:          service.DefaultLimits(),
 	}
@@ -102,6 +104,8 @@ func (c *Config) vars() []envVar {
 			c.MaxRequestBytes = b
 			return nil
 		}, func() string { return strconv.FormatInt(c.MaxRequestBytes, 10) })
+	n, gn = num(&c.ReadTimeout)
+	add("SKIPQ_HTTP_READ_TIMEOUT", "http-read-timeout", "seconds a client has to send a whole request (slow clients are cut off)", n, gn)
 	add("SKIPQ_RATE_LIMIT", "rate-limit", "requests per second per API key (per client IP with auth off); 0 = no limit",
 		func(v string) error {
 			f, err := strconv.ParseFloat(v, 64)
@@ -181,6 +185,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DBMaxConns < 2 {
 		errs = append(errs, errors.New("SKIPQ_DB_MAX_CONNS must be at least 2"))
+	}
+	if c.ReadTimeout < 1 {
+		errs = append(errs, errors.New("SKIPQ_HTTP_READ_TIMEOUT must be at least 1"))
 	}
 	if c.RateLimit < 0 || c.RateBurst < 0 {
 		errs = append(errs, errors.New("SKIPQ_RATE_LIMIT and SKIPQ_RATE_BURST must not be negative"))

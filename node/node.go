@@ -75,8 +75,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	})
 	srv := &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
+		// Slow clients (slowloris) are cut off: headers within 10 s (or the
+		// read timeout if shorter), the whole request within the read timeout.
+		ReadHeaderTimeout: min(10*time.Second, time.Duration(cfg.ReadTimeout)*time.Second),
+		ReadTimeout:       time.Duration(cfg.ReadTimeout) * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skipq/skipq/testdb"
+)
+
+// longPolls is how many concurrent long-polls TestManyLongPolls parks;
+// SKIPQ_TEST_LONGPOLLS raises it (make chaos uses 10,000).
+func longPolls() int {
+	if n, err := strconv.Atoi(os.Getenv("SKIPQ_TEST_LONGPOLLS")); err == nil && n > 0 {
+		return n
+	}
+	return 2000
+}
+
+// Thousands of concurrent long-polls park on one node without holding
+// database connections; the node keeps answering, and a send wakes one.
+func TestManyLongPolls(t *testing.T) {
+	db := testdb.New(t)
+	p := serve(t, db, "SKIPQ_DB_MAX_CONNS=8")
+	n := longPolls()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableKeepAlives: true}}
+	got := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+p.addr+"/v1/queues/many/messages/receive",
+				strings.NewReader(`{"waitSeconds": 60}`))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				return // cancelled at the end
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"body":"wake"`) {
+				got <- i
+			}
+		})
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for waiters(t, p) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d long-polls parked", waiters(t, p), n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var conns int
+	if err := conn.QueryRow(context.Background(),
+		"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()").Scan(&conns); err != nil {
+		t.Fatal(err)
+	}
+	if conns > 8+1 { // the pool's maximum plus the listener
+		t.Fatalf("%d long-polls hold %d database connections", n, conns)
+	}
+	if status, err := p.get("/healthz"); err != nil || status != http.StatusOK {
+		t.Fatalf("healthz under %d long-polls: %d %v", n, status, err)
+	}
+	resp, err := http.Post("http://"+p.addr+"/v1/queues/many/messages", "application/json", strings.NewReader(`{"body":"wake"}`))
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("send: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	select {
+	case <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no parked receive got the message")
+	}
+	cancel()
+	wg.Wait()
+	if len(got) != 0 {
+		t.Fatalf("%d more receives got the one message", len(got))
+	}
+}
+
+func waiters(t *testing.T, p *process) int {
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := waitersLine.FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// A client that sends its request too slowly is cut off; oversized headers
+// are refused.
+func TestSlowAndOversizedRequests(t *testing.T) {
+	p := serve(t, testdb.New(t), "SKIPQ_HTTP_READ_TIMEOUT=2")
+	for name, partial := range map[string]string{
+		"slow headers": "POST /v1/queues/q/messages HTTP/1.1\r\nHost: x\r\n",
+		"slow body":    "POST /v1/queues/q/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"body\":",
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := net.Dial("tcp", p.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, partial); err != nil {
+				t.Fatal(err)
+			}
+			// Never finish the request: the server must close the connection.
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			_, err = io.ReadAll(c)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the server kept a stalled request open for 20 s")
+			}
+		})
+	}
+	c, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 200<<10))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("200 KiB of headers: %d, want 431", resp.StatusCode)
+	}
+}
