@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
 	})
 	srv := &http.Server{
-		Handler:           handler,
+		Handler: handler,
 		// Slow clients (slowloris) are cut off: headers within 10 s (or the
 		// read timeout if shorter), the whole request within the read timeout.
 		ReadHeaderTimeout: min(10*time.Second, time.Duration(cfg.ReadTimeout)*time.Second),
