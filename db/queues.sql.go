@@ -73,7 +73,9 @@ func (q *Queries) QueueCounts(ctx context.Context, arg QueueCountsParams) ([]Que
 
 const queueCreateMissing = `-- name: QueueCreateMissing :exec
 INSERT INTO skipq.queues (tenant, name)
-SELECT $1, unnest($2::text[])
+SELECT $1, n.name
+FROM unnest($2::text[]) AS n(name)
+WHERE NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = $1 AND e.name = n.name)
 ON CONFLICT (tenant, name) DO NOTHING
 `
 
@@ -84,7 +86,8 @@ type QueueCreateMissingParams struct {
 
 // Auto-creation on send, requeue and dead-lettering: every name that does not
 // exist yet gets a queue with default settings. Concurrent creators are fine:
-// the loser's row is skipped by ON CONFLICT.
+// the loser's row is skipped by ON CONFLICT. NOT EXISTS keeps existing names
+// from being proposed at all, so the common case burns no identity value.
 func (q *Queries) QueueCreateMissing(ctx context.Context, arg QueueCreateMissingParams) error {
 	_, err := q.db.Exec(ctx, queueCreateMissing, arg.Tenant, arg.Names)
 	return err

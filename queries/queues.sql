@@ -31,9 +31,12 @@ RETURNING q.*, (q.xmax = 0)::boolean AS created;
 -- name: QueueCreateMissing :exec
 -- Auto-creation on send, requeue and dead-lettering: every name that does not
 -- exist yet gets a queue with default settings. Concurrent creators are fine:
--- the loser's row is skipped by ON CONFLICT.
+-- the loser's row is skipped by ON CONFLICT. NOT EXISTS keeps existing names
+-- from being proposed at all, so the common case burns no identity value.
 INSERT INTO skipq.queues (tenant, name)
-SELECT @tenant, unnest(@names::text[])
+SELECT @tenant, n.name
+FROM unnest(@names::text[]) AS n(name)
+WHERE NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = @tenant AND e.name = n.name)
 ON CONFLICT (tenant, name) DO NOTHING;
 
 -- name: QueueList :many
