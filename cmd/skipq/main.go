@@ -19,8 +19,18 @@ Usage:
   skipq serve   [flags]          run a node (config from SKIPQ_* environment variables)
   skipq dev     [flags]          run a node on a private PostgreSQL under ./.skipq/ (auth off)
   skipq migrate up|down|status   manage the schema (needs SKIPQ_DATABASE_URL)
+  skipq bench   [flags]          measure throughput, latency, idle cost and memory (SPEC §8)
   skipq keys create --tenant T --role read|write|admin --name N
   skipq keys list | revoke ID    manage API keys (needs SKIPQ_DATABASE_URL)
+
+Client commands (HTTP to $SKIPQ_URL, default http://127.0.0.1:8080, with
+$SKIPQ_API_KEY; --url and --api-key override them, --json prints JSON):
+  skipq queues list [--prefix P] | get Q | create Q [settings] | delete Q | purge Q
+  skipq send QUEUE [BODY|-]      send a message (BODY, or stdin)
+  skipq receive QUEUE            receive messages (--max N --wait S --ack --peek -q)
+  skipq ack|nack HANDLE...       settle received messages
+  skipq dlq list [--source Q] | redrive QUEUE [--to Q]
+  skipq tail QUEUE               print messages as they arrive, until Ctrl-C
 
 Run 'skipq COMMAND -h' for a command's flags.
 `
@@ -46,8 +56,22 @@ func main() {
 		err = cmdDev(ctx, args, log)
 	case "migrate":
 		err = cmdMigrate(ctx, args)
+	case "bench":
+		err = cmdBench(ctx, args, os.Stdout, os.Stderr)
 	case "keys":
 		err = cmdKeys(ctx, args)
+	case "queues":
+		err = cmdQueues(ctx, args)
+	case "send":
+		err = cmdSend(ctx, args)
+	case "receive":
+		err = cmdReceive(ctx, args)
+	case "ack", "nack":
+		err = cmdSettle(ctx, cmd, args)
+	case "dlq":
+		err = cmdDLQ(ctx, args)
+	case "tail":
+		err = cmdTail(ctx, args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return

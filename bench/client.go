@@ -1,0 +1,223 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// client speaks skipq's HTTP API with as little work per call as it can:
+// request bodies are prebuilt bytes, responses decode only what is needed.
+type client struct {
+	hc  *http.Client
+	key string
+}
+
+func newClient(apiKey string) *client {
+	t := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 2048, // ≥ the idle scenario's waiters: every pair and waiter keeps its connection
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	return &client{hc: &http.Client{Transport: t}, key: apiKey}
+}
+
+func (c *client) close() { c.hc.CloseIdleConnections() }
+
+// httpError is an unexpected answer.
+type httpError struct {
+	method, url string
+	status      int
+	body        string
+}
+
+func (e *httpError) Error() string {
+	return fmt.Sprintf("%s %s: status %d: %s", e.method, e.url, e.status, e.body)
+}
+
+// do sends body and decodes a JSON answer into out (nil: discarded) when the
+// status is want.
+func (c *client) do(ctx context.Context, method, u string, body []byte, want int, out any) error {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		return &httpError{method, u, resp.StatusCode, strings.TrimSpace(string(b))}
+	}
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func queuePath(base, queue string) string {
+	return base + "/v1/queues/" + url.PathEscape(queue)
+}
+
+// createQueue creates (or updates) a queue with the given settings.
+func (c *client) createQueue(ctx context.Context, base, queue string, settings string) error {
+	if settings == "" {
+		settings = "{}"
+	}
+	err := c.do(ctx, http.MethodPut, queuePath(base, queue), []byte(settings), http.StatusCreated, nil)
+	if he, ok := err.(*httpError); ok && he.status == http.StatusOK {
+		return nil
+	}
+	return err
+}
+
+// payload is every message's body: 64 bytes of text.
+const payload = "skipq-bench-payload-0123456789abcdefghijklmnopqrstuvwxyz-0123456"
+
+// sendBody is a prebuilt send request: one message, or a batch of n.
+func sendBody(n int) []byte {
+	if n == 1 {
+		return []byte(`{"body":"` + payload + `"}`)
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"messages":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"body":"` + payload + `"}`)
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+// sender sends prebuilt batches to one queue on one node.
+type sender struct {
+	c    *client
+	url  string
+	body []byte
+	n    int
+}
+
+func newSender(c *client, base, queue string, n int) *sender {
+	u := queuePath(base, queue) + "/messages"
+	if n > 1 {
+		u += "/batch"
+	}
+	return &sender{c: c, url: u, body: sendBody(n), n: n}
+}
+
+func (s *sender) send(ctx context.Context) error {
+	return s.c.do(ctx, http.MethodPost, s.url, s.body, http.StatusCreated, nil)
+}
+
+// receiver receives from one queue on one node and acks what it got.
+type receiver struct {
+	c       *client
+	url     string
+	ackURL  string
+	body    []byte
+	handles []string
+}
+
+func newReceiver(c *client, base, queue string, max, waitSeconds int) *receiver {
+	return &receiver{
+		c: c, url: queuePath(base, queue) + "/messages/receive", ackURL: base + "/v1/receipts/ack",
+		body: []byte(`{"maxMessages":` + strconv.Itoa(max) + `,"waitSeconds":` + strconv.Itoa(waitSeconds) + `}`),
+	}
+}
+
+type receiveResponse struct {
+	Messages []struct {
+		ReceiptHandle string `json:"receiptHandle"`
+		Body          string `json:"body"`
+	} `json:"messages"`
+}
+
+// receive returns the receipt handles (and bodies) of what one receive got.
+func (r *receiver) receive(ctx context.Context) (*receiveResponse, error) {
+	var out receiveResponse
+	if err := r.c.do(ctx, http.MethodPost, r.url, r.body, http.StatusOK, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ack settles handles: the single form for one, the list form for more.
+// It returns how many were removed.
+func (r *receiver) ack(ctx context.Context, handles []string) (int, error) {
+	var b []byte
+	if len(handles) == 1 {
+		b = append(b, `{"receiptHandle":"`...)
+		b = append(b, handles[0]...)
+		b = append(b, `"}`...)
+	} else {
+		b = append(b, `{"receiptHandles":[`...)
+		for i, h := range handles {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = append(b, h...) // base64url: nothing to escape
+			b = append(b, '"')
+		}
+		b = append(b, "]}"...)
+	}
+	var out struct {
+		Succeeded int `json:"succeeded"`
+	}
+	if err := r.c.do(ctx, http.MethodPost, r.ackURL, b, http.StatusOK, &out); err != nil {
+		return 0, err
+	}
+	return out.Succeeded, nil
+}
+
+// waiters reads the node's skipq_longpoll_waiters gauge from /metrics.
+func (c *client) waiters(ctx context.Context, base string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "skipq_longpoll_waiters "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int(f), err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s/metrics has no skipq_longpoll_waiters", base)
+}

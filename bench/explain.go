@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/skipq/skipq/db"
+)
+
+// captureDB is a db.DBTX that records the statement sqlc would send instead
+// of sending it, so the bench explains exactly skipq's claim, text and
+// parameters, without a copy that could drift.
+type captureDB struct {
+	sql  string
+	args []any
+}
+
+var errCaptured = errors.New("bench: statement captured, not run")
+
+func (c *captureDB) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.sql, c.args = sql, args
+	return pgconn.CommandTag{}, errCaptured
+}
+
+func (c *captureDB) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.sql, c.args = sql, args
+	return nil, errCaptured
+}
+
+func (c *captureDB) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	c.sql, c.args = sql, args
+	return errRow{}
+}
+
+type errRow struct{}
+
+func (errRow) Scan(...any) error { return errCaptured }
+
+// claimStatement is skipq's MessageClaim as a receive of max messages with
+// the queue's visibility would send it.
+func claimStatement(tenant, queue string, max int) (string, []any) {
+	var c captureDB
+	_, _ = db.New(&c).MessageClaim(context.Background(), db.MessageClaimParams{
+		Tenant: tenant, Queue: queue, MaxMessages: int32(max)})
+	return c.sql, c.args
+}
+
+var (
+	reExec     = regexp.MustCompile(`Execution Time: ([\d.]+) ms`)
+	rePlan     = regexp.MustCompile(`Planning Time: ([\d.]+) ms`)
+	reBuffers  = regexp.MustCompile(`Buffers: shared((?: \w+=\d+)+)`)
+	reTopRows  = regexp.MustCompile(`actual time=[\d.]+\.\.[\d.]+ rows=(\d+)`)
+	reBufCount = regexp.MustCompile(`(\w+)=(\d+)`)
+)
+
+// explainClaim runs EXPLAIN (ANALYZE, BUFFERS) of skipq's claim on a queue
+// (the claim really runs: on a queue with messages it takes max of them),
+// then times the same statement, prepared, once from Go.
+func (e *env) explainClaim(ctx context.Context, queue string, max int, after string) (*Explain, error) {
+	var tenant string
+	if err := e.mon.QueryRow(ctx, monitorMark+"SELECT tenant FROM skipq.queues WHERE name = $1", queue).Scan(&tenant); err != nil {
+		return nil, fmt.Errorf("explain: queue %s: %w", queue, err)
+	}
+	sql, args := claimStatement(tenant, queue, max)
+	conn, err := e.mon.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	rows, err := conn.Query(ctx, monitorMark+"EXPLAIN (ANALYZE, BUFFERS) "+sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("explain claim: %w", err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		plan = append(plan, line)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("explain claim: %w", err)
+	}
+	x := parseExplain(plan)
+	x.After, x.MaxMessages = after, max
+
+	// The same claim as a node runs it: prepared, then executed.
+	if _, err := conn.Conn().Prepare(ctx, "bench_claim", sql); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	rs, err := conn.Query(ctx, "bench_claim", args...)
+	if err == nil {
+		for rs.Next() {
+		}
+		rs.Close()
+		err = rs.Err()
+	}
+	x.RoundTripMS = round(float64(time.Since(start).Microseconds())/1000, 3)
+	_ = conn.Conn().Deallocate(ctx, "bench_claim")
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return x, nil
+}
+
+func parseExplain(plan []string) *Explain {
+	x := &Explain{Plan: plan}
+	for i, line := range plan {
+		if m := reExec.FindStringSubmatch(line); m != nil {
+			x.ExecutionMS, _ = strconv.ParseFloat(m[1], 64)
+		}
+		if m := rePlan.FindStringSubmatch(line); m != nil {
+			x.PlanningMS, _ = strconv.ParseFloat(m[1], 64)
+		}
+		if i == 0 {
+			if m := reTopRows.FindStringSubmatch(line); m != nil {
+				x.Rows, _ = strconv.ParseInt(m[1], 10, 64)
+			}
+		}
+		// The first Buffers line is the top node's: everything the
+		// statement's execution touched.
+		if m := reBuffers.FindStringSubmatch(line); m != nil && x.SharedHit+x.SharedRead+x.SharedDirtied == 0 &&
+			!strings.HasPrefix(strings.TrimSpace(prevLine(plan, i)), "Planning") {
+			for _, kv := range reBufCount.FindAllStringSubmatch(m[1], -1) {
+				n, _ := strconv.ParseInt(kv[2], 10, 64)
+				switch kv[1] {
+				case "hit":
+					x.SharedHit = n
+				case "read":
+					x.SharedRead = n
+				case "dirtied":
+					x.SharedDirtied = n
+				}
+			}
+		}
+	}
+	return x
+}
+
+func prevLine(plan []string, i int) string {
+	if i == 0 {
+		return ""
+	}
+	return plan[i-1]
+}

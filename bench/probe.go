@@ -1,0 +1,496 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// probe watches one measured window: where the machine's CPU went, what the
+// database's backends waited on, which statements took the database's time,
+// and how many commits, fsyncs and WAL bytes the window cost.
+type probe struct {
+	e        *env
+	start    time.Time
+	cpu0     cpuSnap
+	db0      dbCounters
+	stmts0   map[int64]stmtStat
+	waits    map[string]int
+	samples  int
+	stopWait func()
+}
+
+// startProbe begins a window.
+func (e *env) startProbe(ctx context.Context) *probe {
+	p := &probe{e: e, start: time.Now(), waits: map[string]int{}}
+	p.cpu0 = e.cpuSnapshot(ctx)
+	p.db0 = e.dbCounters(ctx)
+	p.stmts0 = e.statements(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wg.Go(func() {
+		tick := time.NewTicker(25 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+			}
+			w, ok := e.waitSample(wctx)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			p.samples++
+			for k, v := range w {
+				p.waits[k] += v
+			}
+			mu.Unlock()
+		}
+	})
+	p.stopWait = func() { cancel(); wg.Wait() }
+	return p
+}
+
+// stop ends the window and summarizes it.
+func (p *probe) stop(ctx context.Context) *RunStats {
+	p.stopWait()
+	e := p.e
+	secs := time.Since(p.start).Seconds()
+	rs := &RunStats{Seconds: round(secs, 2)}
+	rs.CPU = p.cpu0.share(e.cpuSnapshot(ctx))
+	e.noteCPU(rs.CPU)
+	db1 := e.dbCounters(ctx)
+	if p.db0.ok && db1.ok {
+		rs.CommitsPerS = round(float64(db1.commits-p.db0.commits)/secs, 0)
+	}
+	if p.db0.walOK && db1.walOK {
+		rs.FsyncsPerS = round(float64(db1.walSync-p.db0.walSync)/secs, 0)
+		rs.WALMBPerS = round(float64(db1.walBytes-p.db0.walBytes)/secs/1e6, 1)
+	}
+	if p.db0.tableOK && db1.tableOK {
+		rs.Vacuums = db1.vacuums - p.db0.vacuums
+		rs.DeadTuples = db1.deadTups
+	}
+	total := 0
+	for _, v := range p.waits {
+		total += v
+	}
+	if p.samples > 0 {
+		rs.ActiveBackends = round(float64(total)/float64(p.samples), 2)
+	}
+	for k, v := range p.waits {
+		rs.Waits = append(rs.Waits, Share{Name: k, Percent: round(100*float64(v)/float64(max(total, 1)), 1)})
+	}
+	slices.SortFunc(rs.Waits, func(a, b Share) int { return cmp.Compare(b.Percent, a.Percent) })
+	if len(rs.Waits) > 8 {
+		rs.Waits = rs.Waits[:8]
+	}
+	rs.Statements, rs.StatementsPerS = diffStatements(p.stmts0, e.statements(ctx), secs, 6)
+	return rs
+}
+
+// waitSample counts the database's busy backends by what they wait on
+// ("CPU" when they wait on nothing: running or runnable). The monitor's own
+// backends are left out.
+func (e *env) waitSample(ctx context.Context) (map[string]int, bool) {
+	rows, err := e.mon.Query(ctx, monitorMark+`
+SELECT coalesce(wait_event_type || ':' || wait_event,
+                CASE WHEN state = 'active' THEN 'CPU' ELSE state END), count(*)::int
+FROM pg_stat_activity
+WHERE datname = current_database() AND backend_type = 'client backend'
+  AND pid <> pg_backend_pid() AND application_name <> $1 AND state <> 'idle'
+GROUP BY 1`, monitorApp)
+	if err != nil {
+		return nil, false
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var k string
+		var n int
+		if rows.Scan(&k, &n) == nil {
+			out[k] = n
+		}
+	}
+	return out, rows.Err() == nil
+}
+
+// dbCounters are cumulative counters of the database and the server's WAL.
+type dbCounters struct {
+	ok, walOK, tableOK bool
+	commits            int64
+	walSync, walBytes  int64
+	vacuums, deadTups  int64 // skipq.messages: (auto)vacuums so far, dead tuples now
+}
+
+func (e *env) dbCounters(ctx context.Context) dbCounters {
+	var c dbCounters
+	c.ok = e.mon.QueryRow(ctx, monitorMark+"SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&c.commits) == nil
+	c.walOK = e.mon.QueryRow(ctx, monitorMark+"SELECT wal_sync, wal_bytes::bigint FROM pg_stat_wal").Scan(&c.walSync, &c.walBytes) == nil
+	c.tableOK = e.mon.QueryRow(ctx, monitorMark+`SELECT vacuum_count + autovacuum_count, n_dead_tup
+FROM pg_stat_user_tables WHERE schemaname = 'skipq' AND relname = 'messages'`).Scan(&c.vacuums, &c.deadTups) == nil
+	return c
+}
+
+// stmtStat is one pg_stat_statements entry.
+type stmtStat struct {
+	label   string
+	calls   int64
+	totalMS float64
+	rows    int64
+	hit     int64
+	read    int64
+}
+
+// statements snapshots pg_stat_statements for this database, without the
+// monitor's own statements. nil when the extension is not there.
+func (e *env) statements(ctx context.Context) map[int64]stmtStat {
+	if !e.pgss {
+		return nil
+	}
+	rows, err := e.mon.Query(ctx, monitorMark+`
+SELECT queryid, query, calls, total_exec_time, rows, shared_blks_hit, shared_blks_read
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND queryid IS NOT NULL AND query NOT LIKE '%skipq-bench monitor%'`)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	out := map[int64]stmtStat{}
+	for rows.Next() {
+		var id int64
+		var q string
+		var s stmtStat
+		if rows.Scan(&id, &q, &s.calls, &s.totalMS, &s.rows, &s.hit, &s.read) == nil {
+			s.label = statementLabel(q)
+			out[id] = s
+		}
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return out
+}
+
+// statementLabel names a statement: its sqlc name ("-- name: X"), else its
+// first words.
+func statementLabel(q string) string {
+	if rest, ok := strings.CutPrefix(q, "-- name: "); ok {
+		if f := strings.Fields(rest); len(f) > 0 {
+			return f[0]
+		}
+	}
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) > 60 {
+		q = q[:57] + "..."
+	}
+	return q
+}
+
+// diffStatements is what happened between two snapshots: the top n by
+// execution time, and every statement's calls per second.
+func diffStatements(a, b map[int64]stmtStat, secs float64, n int) ([]Statement, float64) {
+	if a == nil || b == nil {
+		return nil, 0
+	}
+	// One statement may have several entries (e.g. planned with different
+	// parameter types): they are summed by name.
+	byName := map[string]stmtStat{}
+	var calls int64
+	var totalMS float64
+	for id, s := range b {
+		d := s
+		if p, ok := a[id]; ok {
+			d.calls -= p.calls
+			d.totalMS -= p.totalMS
+			d.rows -= p.rows
+			d.hit -= p.hit
+			d.read -= p.read
+		}
+		if d.calls <= 0 {
+			continue
+		}
+		calls += d.calls
+		totalMS += d.totalMS
+		t := byName[d.label]
+		t.calls += d.calls
+		t.totalMS += d.totalMS
+		t.rows += d.rows
+		t.hit += d.hit
+		t.read += d.read
+		byName[d.label] = t
+	}
+	var out []Statement
+	for name, d := range byName {
+		out = append(out, Statement{Name: name, Calls: d.calls, CallsPerS: round(float64(d.calls)/secs, 1),
+			TotalMS: round(d.totalMS, 1), MeanMS: round(d.totalMS/float64(d.calls), 3),
+			RowsPerCall:    round(float64(d.rows)/float64(d.calls), 1),
+			BuffersPerCall: round(float64(d.hit+d.read)/float64(d.calls), 1)})
+	}
+	for i := range out {
+		out[i].Percent = round(100*out[i].TotalMS/max(totalMS, 1e-9), 1)
+	}
+	slices.SortFunc(out, func(x, y Statement) int {
+		return cmp.Or(cmp.Compare(y.TotalMS, x.TotalMS), cmp.Compare(y.Calls, x.Calls))
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out, round(float64(calls)/secs, 1)
+}
+
+// cpuSnap is the machine's CPU time by kind, this process's, and the
+// database server's (when it runs on this machine), in clock ticks.
+type cpuSnap struct {
+	ok                          bool
+	total, idle, iowait, kernel int64 // kernel: irq and softirq, which no process is charged for
+	steal                       int64 // time the hypervisor gave to others
+	self, postgres              int64
+	postgresOK                  bool
+}
+
+// cpuSnapshot reads /proc/stat, /proc/self/stat and the server's processes.
+func (e *env) cpuSnapshot(ctx context.Context) cpuSnap {
+	var s cpuSnap
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return s
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 6 || f[0] != "cpu" {
+		return s
+	}
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i >= 8 { // guest time is already in user
+			break
+		}
+		s.total += n
+		switch i {
+		case 3:
+			s.idle = n
+		case 4:
+			s.iowait = n
+		case 5, 6:
+			s.kernel += n
+		case 7:
+			s.steal = n
+		}
+	}
+	s.self, _ = procCPU("self")
+	if pm := e.postmasterPID(ctx); pm > 0 {
+		s.postgres, s.postgresOK = serverCPU(pm)
+	}
+	s.ok = true
+	return s
+}
+
+// share is the window's CPU split, in percent of the machine (all cores).
+func (a cpuSnap) share(b cpuSnap) CPUShare {
+	if !a.ok || !b.ok || b.total <= a.total {
+		return CPUShare{}
+	}
+	t := float64(b.total - a.total)
+	pct := func(x int64) float64 { return round(100*float64(x)/t, 1) }
+	out := CPUShare{
+		Idle:   pct(b.idle - a.idle),
+		IOWait: pct(b.iowait - a.iowait),
+		Bench:  pct(b.self - a.self),
+	}
+	if a.postgresOK && b.postgresOK {
+		out.Postgres = pct(b.postgres - a.postgres)
+	}
+	out.Kernel = pct(b.kernel - a.kernel)
+	out.Steal = pct(b.steal - a.steal)
+	out.Other = round(max(0, 100-out.Idle-out.IOWait-out.Kernel-out.Steal-out.Bench-out.Postgres), 1)
+	return out
+}
+
+var postmaster atomic.Int64
+
+// postmasterPID is the database server's main process when it runs on this
+// machine (a backend's parent), else 0.
+func (e *env) postmasterPID(ctx context.Context) int {
+	if pid := postmaster.Load(); pid != 0 {
+		return int(pid)
+	}
+	var backend int
+	if e.mon.QueryRow(ctx, monitorMark+"SELECT pg_backend_pid()").Scan(&backend) != nil {
+		return 0
+	}
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(backend) + "/stat")
+	if err != nil || !bytes.Contains(st, []byte("(postgres)")) {
+		postmaster.Store(-1)
+		return 0
+	}
+	f := statFields(st)
+	if len(f) < 2 {
+		return 0
+	}
+	pm, _ := strconv.Atoi(f[1])
+	postmaster.Store(int64(pm))
+	return pm
+}
+
+// statFields are the fields of /proc/PID/stat after the command name:
+// state, ppid, ...
+func statFields(st []byte) []string {
+	i := bytes.LastIndexByte(st, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(st[i+1:]))
+}
+
+// procCPU is a process's user+system time in ticks.
+func procCPU(pid string) (int64, bool) {
+	st, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	f := statFields(st)
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s, true
+}
+
+// serverCPU sums the CPU time of the postmaster and its children (backends,
+// WAL writer, checkpointer, autovacuum). Children that exited inside the
+// window are missed, so it is a lower bound.
+func serverCPU(pm int) (int64, bool) {
+	total, ok := procCPU(strconv.Itoa(pm))
+	if !ok {
+		return 0, false
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, false
+	}
+	want := strconv.Itoa(pm)
+	for _, d := range ents {
+		name := d.Name()
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + name + "/stat")
+		if err != nil {
+			continue
+		}
+		f := statFields(st)
+		if len(f) < 13 || f[1] != want {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		total += u + s
+	}
+	return total, true
+}
+
+func cpus() int { return runtime.NumCPU() }
+
+// rssSampler samples this process's resident memory every 50 ms, keeping
+// the peak of lifecycle runs apart from the peak of everything else.
+type rssSampler struct {
+	lifecycle atomic.Bool
+	mu        sync.Mutex
+	peakLife  int64 // kB
+	peakAll   int64
+	cancel    func()
+	done      chan struct{}
+}
+
+func startRSSSampler() *rssSampler {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &rssSampler{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			r.sample()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return r
+}
+
+func (r *rssSampler) sample() {
+	kb := statusKB("VmRSS:")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.peakAll = max(r.peakAll, kb)
+	if r.lifecycle.Load() {
+		r.peakLife = max(r.peakLife, kb)
+	}
+}
+
+func (r *rssSampler) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// during marks lifecycle runs (on) and their end (off).
+func (r *rssSampler) during(on bool) {
+	if on {
+		r.lifecycle.Store(true)
+		r.sample()
+	} else {
+		r.sample()
+		r.lifecycle.Store(false)
+	}
+}
+
+// peak is the peak RSS in MB: of the lifecycle runs when they ran, else of
+// the whole run.
+func (r *rssSampler) peak(lifecycle bool) (float64, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if lifecycle && r.peakLife > 0 {
+		return round(float64(r.peakLife)/1024, 1), "the bench process (nodes and load generators) during the lifecycle runs"
+	}
+	return round(float64(r.peakAll)/1024, 1), "the bench process (nodes and load generators) over the whole run"
+}
+
+// highWater is the kernel's VmHWM: the peak over the process's life.
+func (r *rssSampler) highWater() float64 { return round(float64(statusKB("VmHWM:"))/1024, 1) }
+
+// mbNow is the current RSS in MB.
+func rssNowMB() float64 { return round(float64(statusKB("VmRSS:"))/1024, 1) }
+
+func statusKB(key string) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), key); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,370 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Report is what a run measured. The JSON keys lifecycle, latency_ms,
+// backlog, idle and rss_mb_peak are the contract of `skipq bench --json`
+// (null for a scenario that did not run); the rest is evidence.
+type Report struct {
+	Lifecycle      []LifecyclePoint `json:"lifecycle"`
+	Latency        *LatencyResult   `json:"latency_ms"`
+	Backlog        *BacklogResult   `json:"backlog"`
+	Idle           *IdleResult      `json:"idle"`
+	RSSMBPeak      float64          `json:"rss_mb_peak"`
+	RSSScope       string           `json:"rss_scope"`
+	RSSMBHighWater float64          `json:"rss_mb_high_water"`
+	Setup          Setup            `json:"setup"`
+	Targets        []Target         `json:"targets"`
+	Warnings       []string         `json:"warnings"`
+}
+
+// Setup is what the figures were measured on.
+type Setup struct {
+	Postgres         string            `json:"postgres"`
+	Settings         map[string]string `json:"settings"`
+	CPUs             int               `json:"cpus"`
+	Nodes            int               `json:"nodes"`
+	External         bool              `json:"external_nodes"`
+	DurationS        float64           `json:"duration_s"`
+	WarmupS          float64           `json:"warmup_s"`
+	Quick            bool              `json:"quick"`
+	PgStatStatements bool              `json:"pg_stat_statements"`
+}
+
+// LifecyclePoint is one batch × pairs point: HTTP, raw SQL, and their ratio.
+type LifecyclePoint struct {
+	Batch        int       `json:"batch"`
+	Pairs        int       `json:"pairs"`
+	HTTPMsgsPerS float64   `json:"http_msgs_per_s"`
+	RawMsgsPerS  float64   `json:"raw_msgs_per_s"`
+	Ratio        float64   `json:"ratio"`
+	HTTP         *RunStats `json:"http_stats,omitempty"`
+	Raw          *RunStats `json:"raw_stats,omitempty"`
+	// EmptyClaim is skipq's claim on the HTTP run's queue right after it
+	// drained.
+	EmptyClaim *Explain `json:"empty_claim,omitempty"`
+}
+
+// RunStats is the evidence of one measured window.
+type RunStats struct {
+	Seconds        float64     `json:"seconds"`
+	Acked          int64       `json:"acked"`
+	CPU            CPUShare    `json:"cpu"`
+	ActiveBackends float64     `json:"active_backends"` // average busy backends
+	Waits          []Share     `json:"waits"`           // of busy backend samples
+	CommitsPerS    float64     `json:"commits_per_s"`
+	FsyncsPerS     float64     `json:"fsyncs_per_s"`
+	WALMBPerS      float64     `json:"wal_mb_per_s"`
+	StatementsPerS float64     `json:"statements_per_s"`
+	Statements     []Statement `json:"statements"` // top by execution time
+	// skipq.messages: vacuums (auto or not) that finished in the window,
+	// and dead tuples at its end (pg_stat_user_tables, which lags ~1 s).
+	Vacuums    int64 `json:"vacuums"`
+	DeadTuples int64 `json:"dead_tuples"`
+}
+
+// CPUShare is the window's CPU in percent of the whole machine.
+type CPUShare struct {
+	Bench    float64 `json:"bench_process"` // nodes + load generators (in-process)
+	Postgres float64 `json:"postgres"`
+	Other    float64 `json:"other"`  // other processes (and server workers that exited within the window)
+	Kernel   float64 `json:"kernel"` // irq and softirq (loopback networking)
+	Steal    float64 `json:"steal"`  // taken by the hypervisor
+	IOWait   float64 `json:"iowait"`
+	Idle     float64 `json:"idle"`
+}
+
+// Share is a named percentage.
+type Share struct {
+	Name    string  `json:"name"`
+	Percent float64 `json:"percent"`
+}
+
+// Statement is one statement's share of a window (pg_stat_statements).
+type Statement struct {
+	Name           string  `json:"name"`
+	Calls          int64   `json:"calls"`
+	CallsPerS      float64 `json:"calls_per_s"`
+	TotalMS        float64 `json:"total_ms"`
+	MeanMS         float64 `json:"mean_ms"`
+	Percent        float64 `json:"percent"` // of the window's statement execution time
+	RowsPerCall    float64 `json:"rows_per_call"`
+	BuffersPerCall float64 `json:"buffers_per_call"`
+}
+
+// LatencyResult is the wake latency: a send's response to the waiting
+// receive's response.
+type LatencyResult struct {
+	P50       float64  `json:"p50"`
+	P90       float64  `json:"p90"`
+	P99       float64  `json:"p99"`
+	Max       float64  `json:"max"`
+	Mean      float64  `json:"mean"`
+	Samples   int      `json:"samples"`
+	Receivers int      `json:"receivers"`
+	Path      string   `json:"path"` // "same node" or "across nodes (NOTIFY)"
+	SendP50   float64  `json:"send_p50"`
+	CPU       CPUShare `json:"cpu"`
+}
+
+// BacklogResult is batch-1 throughput behind a preloaded backlog.
+type BacklogResult struct {
+	Preloaded      int     `json:"preloaded"`
+	MsgsPerS       float64 `json:"msgs_per_s"`
+	EmptyMsgsPerS  float64 `json:"empty_msgs_per_s"`
+	Ratio          float64 `json:"ratio"`
+	Batch          int     `json:"batch"`
+	Pairs          int     `json:"pairs"`
+	PreloadSeconds float64 `json:"preload_s"`
+	// EmptyClaimMS is the slowest claim on a drained queue right after a
+	// heavy run (EXPLAIN ANALYZE execution time), over every such queue of
+	// this run; EmptyClaim is that measurement.
+	EmptyClaimMS float64  `json:"empty_claim_ms"`
+	EmptyClaim   *Explain `json:"empty_claim"`
+	// The claim at the backlog's head: freshly analyzed, and after the run.
+	ClaimExplain       *Explain  `json:"claim_explain"`
+	ClaimExplainBefore *Explain  `json:"claim_explain_before"`
+	HTTP               *RunStats `json:"http_stats,omitempty"`
+	Empty              *RunStats `json:"empty_stats,omitempty"`
+}
+
+// Explain summarizes one EXPLAIN (ANALYZE, BUFFERS) of skipq's claim.
+type Explain struct {
+	After         string   `json:"after"` // what ran before it
+	MaxMessages   int      `json:"max_messages"`
+	ExecutionMS   float64  `json:"execution_ms"`
+	PlanningMS    float64  `json:"planning_ms"`
+	SharedHit     int64    `json:"shared_hit"`
+	SharedRead    int64    `json:"shared_read"`
+	SharedDirtied int64    `json:"shared_dirtied"`
+	Rows          int64    `json:"rows"`
+	RoundTripMS   float64  `json:"round_trip_ms"` // the same claim, prepared, timed from Go just after
+	Plan          []string `json:"plan"`
+}
+
+// IdleResult is the cost of waiting long-polls on one node.
+type IdleResult struct {
+	Waiters           int         `json:"waiters"`
+	DBConnections     int         `json:"db_connections"`      // busy (state != idle), peak
+	DBConnectionsOpen int         `json:"db_connections_open"` // every client connection, peak
+	StatementsPerS    float64     `json:"statements_per_s"`
+	StatementsSource  string      `json:"statements_source"`
+	CommitsPerS       float64     `json:"commits_per_s"` // pg_stat_database; backends report it up to 10 s late
+	Seconds           float64     `json:"seconds"`
+	RSSMB             float64     `json:"rss_mb"`
+	Statements        []Statement `json:"statements"`
+	CPU               CPUShare    `json:"cpu"`
+}
+
+// Target is one SPEC §8 target and whether this run met it.
+type Target struct {
+	Name   string  `json:"name"`
+	Want   string  `json:"want"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
+	Met    bool    `json:"met"`
+	Source string  `json:"source,omitempty"`
+}
+
+// pgmq 1.5.2 on this machine type (shared/POSTGRES-QUEUE-FACTS.md), the
+// figures SPEC §8 compares against.
+var pgmqReference = map[Point]float64{
+	{1, 1}: 1119, {1, 4}: 2420, {1, 16}: 3899,
+	{100, 1}: 54643, {100, 4}: 45542, {100, 16}: 40359,
+}
+
+// targets checks the report against SPEC §8.
+func targets(r Report) []Target {
+	var ts []Target
+	add := func(name, want string, v float64, unit string, met bool, src string) {
+		ts = append(ts, Target{name, want, v, unit, met, src})
+	}
+	for _, p := range r.Lifecycle {
+		want := 0.4
+		if p.Batch >= 100 {
+			want = 0.5
+		}
+		add(fmt.Sprintf("lifecycle batch %d × %d: HTTP / raw SQL", p.Batch, p.Pairs),
+			fmt.Sprintf("≥ %.2f", want), p.Ratio, "ratio", p.Ratio >= want, "")
+		if ref, ok := pgmqReference[Point{p.Batch, p.Pairs}]; ok {
+			add(fmt.Sprintf("lifecycle batch %d × %d: HTTP vs pgmq", p.Batch, p.Pairs),
+				"≥ "+thousands(ref)+" msgs/s", p.HTTPMsgsPerS, "msgs/s", p.HTTPMsgsPerS >= ref,
+				"pgmq 1.5.2 on this machine type, POSTGRES-QUEUE-FACTS.md")
+		}
+	}
+	if l := r.Latency; l != nil {
+		add("wake latency p50", "≤ 5 ms", l.P50, "ms", l.P50 <= 5, "")
+		add("wake latency p99", "≤ 25 ms", l.P99, "ms", l.P99 <= 25, "")
+	}
+	if b := r.Backlog; b != nil {
+		add(thousands(float64(b.Preloaded))+"-message backlog / empty queue", "≥ 0.90", b.Ratio, "ratio", b.Ratio >= 0.9, "")
+		add("claim on an empty queue after a heavy run", "< 1 ms", b.EmptyClaimMS, "ms", b.EmptyClaimMS < 1, "")
+	}
+	if i := r.Idle; i != nil {
+		add(fmt.Sprintf("%d waiting long-polls: connections in use", i.Waiters), "≤ 10", float64(i.DBConnections), "connections", i.DBConnections <= 10, "")
+		add(fmt.Sprintf("%d waiting long-polls: statements/s", i.Waiters), "≤ 5", i.StatementsPerS, "statements/s", i.StatementsPerS <= 5, i.StatementsSource)
+	}
+	if r.RSSMBPeak > 0 {
+		add("peak RSS", "≤ 100 MB", r.RSSMBPeak, "MB", r.RSSMBPeak <= 100, r.RSSScope)
+	}
+	return ts
+}
+
+// WriteText writes the report as readable tables.
+func (r Report) WriteText(w io.Writer) {
+	s := r.Setup
+	fmt.Fprintf(w, "skipq bench: PostgreSQL %s (fsync=%s, synchronous_commit=%s, shared_buffers=%s), %d CPUs, %d node(s)%s\n",
+		s.Postgres, s.Settings["fsync"], s.Settings["synchronous_commit"], s.Settings["shared_buffers"], s.CPUs, s.Nodes,
+		map[bool]string{true: " (external)", false: " (in-process)"}[s.External])
+	fmt.Fprintf(w, "each measured run: %.0f s after %.1f s of warm-up\n\n", s.DurationS, s.WarmupS)
+
+	if len(r.Lifecycle) > 0 {
+		fmt.Fprintf(w, "lifecycle (send → receive → ack), messages/s acked\n")
+		fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s   %-26s %s\n", "batch", "pairs", "HTTP", "raw SQL", "HTTP/raw", "CPU % bench/pg/other/idle", "top waits of busy backends (HTTP run)")
+		for _, p := range r.Lifecycle {
+			cpu, waits := "", ""
+			if p.HTTP != nil {
+				c := p.HTTP.CPU
+				cpu = fmt.Sprintf("%.0f / %.0f / %.0f / %.0f", c.Bench, c.Postgres, c.Other, c.Idle+c.IOWait)
+				waits = shares(p.HTTP.Waits, 3)
+			}
+			fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f   %-26s %s\n", p.Batch, p.Pairs,
+				thousands(p.HTTPMsgsPerS), thousands(p.RawMsgsPerS), p.Ratio, cpu, waits)
+		}
+		fmt.Fprintln(w)
+		for _, p := range r.Lifecycle {
+			for _, side := range []struct {
+				name string
+				rs   *RunStats
+			}{{"HTTP", p.HTTP}, {"raw", p.Raw}} {
+				if side.rs == nil || len(side.rs.Statements) == 0 {
+					continue
+				}
+				fmt.Fprintf(w, "  batch %d × %d %s: %.0f commits/s, %.0f fsyncs/s, %.1f MB/s WAL; statement time:",
+					p.Batch, p.Pairs, side.name, side.rs.CommitsPerS, side.rs.FsyncsPerS, side.rs.WALMBPerS)
+				for i, st := range side.rs.Statements {
+					if i == 4 {
+						break
+					}
+					fmt.Fprintf(w, " %s %.0f%% (%.3f ms)", st.Name, st.Percent, st.MeanMS)
+				}
+				fmt.Fprintln(w)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if l := r.Latency; l != nil {
+		fmt.Fprintf(w, "wake latency (send answered → waiting receive answered, %s), %d samples:\n", l.Path, l.Samples)
+		fmt.Fprintf(w, "  p50 %.2f ms   p90 %.2f ms   p99 %.2f ms   max %.2f ms   (send round trip p50 %.2f ms)\n\n",
+			l.P50, l.P90, l.P99, l.Max, l.SendP50)
+	}
+	if i := r.Idle; i != nil {
+		fmt.Fprintf(w, "idle: %d waiting long-polls on one node for %.0f s:\n", i.Waiters, i.Seconds)
+		fmt.Fprintf(w, "  database connections in use %d (open %d), %.1f statements/s (%s), RSS %.0f MB\n",
+			i.DBConnections, i.DBConnectionsOpen, i.StatementsPerS, i.StatementsSource, i.RSSMB)
+		if len(i.Statements) > 0 {
+			fmt.Fprintf(w, "  statements:")
+			for _, st := range i.Statements {
+				fmt.Fprintf(w, " %s %.1f/s", st.Name, st.CallsPerS)
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w)
+	}
+	if b := r.Backlog; b != nil {
+		fmt.Fprintf(w, "backlog: batch %d × %d pairs behind %s preloaded messages (preload %.1f s)\n",
+			b.Batch, b.Pairs, thousands(float64(b.Preloaded)), b.PreloadSeconds)
+		fmt.Fprintf(w, "  %s msgs/s vs %s on an empty queue: %.2f\n", thousands(b.MsgsPerS), thousands(b.EmptyMsgsPerS), b.Ratio)
+		for _, x := range []struct {
+			name string
+			e    *Explain
+		}{{"claim at the backlog, analyzed", b.ClaimExplainBefore}, {"claim at the backlog, after the run", b.ClaimExplain}, {"claim on an empty queue after a heavy run", b.EmptyClaim}} {
+			if x.e != nil {
+				fmt.Fprintf(w, "  %s: %.3f ms execution, %d shared hit + %d read (%s)\n", x.name, x.e.ExecutionMS, x.e.SharedHit, x.e.SharedRead, x.e.After)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "memory: peak RSS %.1f MB (%s; VmHWM %.1f MB)\n\n", r.RSSMBPeak, r.RSSScope, r.RSSMBHighWater)
+	for _, warning := range r.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", warning)
+	}
+	if len(r.Warnings) > 0 {
+		fmt.Fprintln(w)
+	}
+	if len(r.Targets) > 0 {
+		fmt.Fprintf(w, "SPEC §8 targets\n")
+		for _, t := range r.Targets {
+			mark := "met"
+			if !t.Met {
+				mark = "NOT met"
+			}
+			fmt.Fprintf(w, "  %-56s %-16s %12s  %s\n", t.Name, t.Want, trimFloat(t.Value)+" "+shortUnit(t.Unit), mark)
+		}
+	}
+}
+
+func shortUnit(u string) string {
+	switch u {
+	case "ratio":
+		return ""
+	case "connections":
+		return "conns"
+	case "statements/s":
+		return "stmt/s"
+	}
+	return u
+}
+
+func trimFloat(v float64) string {
+	switch {
+	case v >= 1000 || v == math.Trunc(v):
+		return thousands(v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func shares(ss []Share, n int) string {
+	var parts []string
+	for i, s := range ss {
+		if i == n {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", s.Name, s.Percent))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// thousands formats v rounded, with thin grouping commas.
+func thousands(v float64) string {
+	n := int64(math.Round(v))
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}

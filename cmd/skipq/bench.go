@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/skipq/skipq/bench"
+)
+
+const benchUsage = `Usage: skipq bench [flags]
+
+Measures skipq against SPEC §8 and prints a table (or, with --json, one JSON
+object). By default it is self-contained: a private, durable PostgreSQL under
+./.skipq/bench (fsync and synchronous_commit on), a fresh database for the run
+(dropped afterwards) and in-process nodes on 127.0.0.1. It does not read
+SKIPQ_DATABASE_URL: it writes a million rows, so pointing it at a database
+takes --database-url.
+
+Scenarios (--scenario, comma-separated; default all):
+  lifecycle  send → receive → ack over HTTP and the same in plain SQL,
+             batch 1 and 100 × 1, 4 and 16 producer/consumer pairs
+  latency    send answered → waiting receive answered, p50/p90/p99
+  idle       1,000 waiting long-polls on one node: connections, statements/s
+  backlog    batch 1 × 4 pairs behind a 1,000,000-message backlog vs empty
+
+A default run takes about 2.5 minutes on 2 cores (5 s per measured run after
+1 s of warm-up); --quick about 1 minute (3 s per run, batch 1 and 100 × 4
+pairs, a 100,000-message backlog, 200 latency samples, 3 s idle).
+
+Flags:
+`
+
+// cmdBench runs `skipq bench`.
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, benchUsage)
+		fs.PrintDefaults()
+	}
+	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
+	quick := fs.Bool("quick", false, "a short smoke run (CI)")
+	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, latency, idle, backlog (default all)")
+	duration := fs.Duration("duration", 0, "each measured run (default 5s; 3s with --quick)")
+	urls := fs.String("url", "", "comma-separated URLs of running nodes to drive instead of in-process ones (needs --database-url)")
+	dbURL := fs.String("database-url", "", "an existing, migrated database instead of a fresh one on the private cluster")
+	nodes := fs.Int("nodes", 1, "in-process nodes; pairs and latency receivers spread over them")
+	points := fs.String("points", "", "lifecycle points as BATCHxPAIRS, comma-separated (default 1x1,1x4,1x16,100x1,100x4,100x16; --quick 1x4,100x4)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one HTTP lifecycle window to this file: the batch-1 point with the most pairs (none: the first point)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: bench takes no arguments (got %q)", errUsage, fs.Args())
+	}
+	opts := bench.Options{
+		Quick:       *quick,
+		Duration:    *duration,
+		DatabaseURL: *dbURL,
+		Nodes:       *nodes,
+		APIKey:      os.Getenv("SKIPQ_API_KEY"),
+		Progress:    stderr,
+	}
+	if *duration < 0 || (*duration > 0 && *duration < 100*time.Millisecond) {
+		return fmt.Errorf("%w: --duration must be at least 100ms", errUsage)
+	}
+	if *nodes < 1 {
+		return fmt.Errorf("%w: --nodes must be at least 1", errUsage)
+	}
+	if *scenarios != "" {
+		for _, s := range strings.Split(*scenarios, ",") {
+			s = strings.TrimSpace(s)
+			if !isScenario(s) {
+				return fmt.Errorf("%w: unknown scenario %q (want %s)", errUsage, s, strings.Join(bench.Scenarios, ", "))
+			}
+			opts.Scenarios = append(opts.Scenarios, s)
+		}
+	}
+	if *points != "" {
+		for _, p := range strings.Split(*points, ",") {
+			var pt bench.Point
+			if _, err := fmt.Sscanf(strings.TrimSpace(p), "%dx%d", &pt.Batch, &pt.Pairs); err != nil || pt.Batch < 1 || pt.Batch > 1000 || pt.Pairs < 1 {
+				return fmt.Errorf("%w: --points: %q is not BATCHxPAIRS (batch 1…1000, pairs ≥ 1)", errUsage, p)
+			}
+			opts.Matrix = append(opts.Matrix, pt)
+		}
+	}
+	if *urls != "" {
+		for _, u := range strings.Split(*urls, ",") {
+			opts.URLs = append(opts.URLs, strings.TrimRight(strings.TrimSpace(u), "/"))
+		}
+		if *dbURL == "" {
+			return fmt.Errorf("%w: --url needs --database-url (the database those nodes use)", errUsage)
+		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		opts.CPUProfile = f
+	}
+
+	rep, err := bench.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	rep.WriteText(stdout)
+	return nil
+}
+
+func isScenario(s string) bool {
+	for _, x := range bench.Scenarios {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}

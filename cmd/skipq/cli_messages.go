@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/term"
+
+	"github.com/skipq/skipq/client"
+)
+
+const sendUsage = `skipq send QUEUE [BODY|-] [--delay S] [--expiration S] [--tag k=v]... [--id ID]
+                  [--metadata M] [--client-id C] [--max-receive N] [--dlq QUEUE] [--binary]
+  The body is BODY, or stdin when BODY is "-" or absent and stdin is not a terminal.`
+
+const receiveUsage = `skipq receive QUEUE [--max N] [--wait S] [--visibility S] [--ack | --peek] [-q]`
+
+// maxStdinBody bounds what send reads from stdin: the service's largest
+// request (SKIPQ_MAX_REQUEST_BYTES' default); its message limit is lower.
+const maxStdinBody = 16 << 20
+
+// sendJSON is what send prints with --json: the send's result.
+type sendJSON struct {
+	Queue     string  `json:"queue"`
+	MessageID string  `json:"messageId"`
+	Sequence  int64   `json:"sequence"`
+	SentAt    string  `json:"sentAt"`
+	DelayedTo *string `json:"delayedTo"`
+	ExpiresAt *string `json:"expiresAt"`
+	Duplicate bool    `json:"duplicate"`
+}
+
+// cmdSend: skipq send QUEUE [BODY|-].
+func cmdSend(ctx context.Context, args []string) error {
+	fs, o := cliFlags("send")
+	delay, expiration := &secondsFlag{}, &secondsFlag{}
+	maxReceive, dlq := &intFlag{}, &stringFlag{}
+	tags := tagsFlag{}
+	fs.Var(delay, "delay", "delay in `seconds` (or a duration: 30s, 5m; default: the queue's)")
+	fs.Var(expiration, "expiration", "expiration in `seconds` after the delay, 0 = never (default: the queue's)")
+	fs.Var(tags, "tag", "a tag `key=value` (repeatable)")
+	id := fs.String("id", "", "messageId, the idempotency `key` (default: a server UUIDv7)")
+	metadata := fs.String("metadata", "", "metadata text")
+	clientID := fs.String("client-id", "", "clientId")
+	fs.Var(maxReceive, "max-receive", "most `deliveries` before dead-lettering (0 = the queue's)")
+	fs.Var(dlq, "dlq", "dead-letter `queue` (\"\" = discard; default: the queue's)")
+	binary := fs.Bool("binary", false, "send the body as bytes (base64 on the wire)")
+	pos, err := cliParse(fs, args, sendUsage)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		return usageErr("send", "send needs a queue and at most one body")
+	}
+	var body []byte
+	switch {
+	case len(pos) == 2 && pos[1] != "-":
+		body = []byte(pos[1])
+	case len(pos) == 2 || !term.IsTerminal(int(os.Stdin.Fd())):
+		if body, err = io.ReadAll(io.LimitReader(os.Stdin, maxStdinBody+1)); err != nil {
+			return fmt.Errorf("reading the body from stdin: %w", err)
+		}
+		if len(body) > maxStdinBody {
+			return fmt.Errorf("the body on stdin is over %d MiB", maxStdinBody>>20)
+		}
+	case *metadata == "":
+		return usageErr("send", "send needs a body: an argument, or - for stdin")
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	m := client.Message{
+		Body: body, Binary: *binary, Metadata: *metadata, ClientID: *clientID, MessageID: *id,
+		DelaySeconds: delay.v, ExpirationSeconds: expiration.v, MaxReceiveCount: maxReceive.v,
+		DeadLetterQueue: dlq.v,
+	}
+	if len(tags) > 0 {
+		m.Tags = tags
+	}
+	res, err := c.Send(ctx, pos[0], m)
+	if err != nil {
+		return apiError(err)
+	}
+	if o.json {
+		return writeJSON(os.Stdout, sendJSON{Queue: pos[0], MessageID: res.MessageID, Sequence: res.Sequence,
+			SentAt: apiTime(res.SentAt), DelayedTo: apiTimePtr(res.DelayedTo), ExpiresAt: apiTimePtr(res.ExpiresAt),
+			Duplicate: res.Duplicate})
+	}
+	what := "sent"
+	if res.Duplicate {
+		what = "duplicate of"
+	}
+	fmt.Printf("%s message %s (sequence %d) to %s", what, res.MessageID, res.Sequence, pos[0])
+	if res.DelayedTo != nil {
+		fmt.Printf(", delayed to %s", humanTime(res.DelayedTo))
+	}
+	if res.ExpiresAt != nil {
+		fmt.Printf(", expires at %s", humanTime(res.ExpiresAt))
+	}
+	fmt.Println()
+	return nil
+}
+
+// cmdReceive: skipq receive QUEUE.
+func cmdReceive(ctx context.Context, args []string) error {
+	fs, o := cliFlags("receive")
+	maxN := fs.Int("max", 1, "most `messages` to receive (1 … 1024)")
+	wait, visibility := &secondsFlag{}, &secondsFlag{}
+	fs.Var(wait, "wait", "long-poll wait in `seconds`, 0 = answer at once (default: the queue's)")
+	fs.Var(visibility, "visibility", "lease in `seconds` (default: the queue's)")
+	ack := fs.Bool("ack", false, "remove what is received (autoAck: no receipt handles)")
+	peek := fs.Bool("peek", false, "look without receiving: no receipt handles, nothing changes")
+	var quiet bool
+	fs.BoolVar(&quiet, "q", false, "print only the receipt handles (message ids with --ack or --peek), one a line")
+	fs.BoolVar(&quiet, "quiet", false, "the same as -q")
+	pos, err := cliParse(fs, args, receiveUsage)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) != 1:
+		return usageErr("receive", "receive needs one queue name")
+	case *ack && *peek:
+		return usageErr("receive", "--ack and --peek exclude each other")
+	case *peek && visibility.v != nil:
+		return usageErr("receive", "a peek takes no --visibility")
+	case *maxN < 1:
+		return usageErr("receive", "--max must be at least 1")
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	var msgs []messageJSON
+	var stored []client.StoredMessage
+	var decodeErr error // a body that did not decode: what was claimed is still printed
+	if *peek {
+		stored, err = c.Peek(ctx, pos[0], client.PeekOptions{MaxMessages: *maxN, WaitSeconds: wait.v})
+		if err != nil {
+			return apiError(err)
+		}
+		for _, m := range stored {
+			msgs = append(msgs, toMessageJSON(m))
+		}
+	} else {
+		rs, err := c.Receive(ctx, pos[0], client.ReceiveOptions{MaxMessages: *maxN, WaitSeconds: wait.v,
+			VisibilitySeconds: visibility.v, AutoAck: *ack})
+		for _, r := range rs { // a decode error still returns what was claimed
+			j := toMessageJSON(r.StoredMessage)
+			if r.ReceiptHandle != "" {
+				j.ReceiptHandle = &r.ReceiptHandle
+			}
+			msgs = append(msgs, j)
+			stored = append(stored, r.StoredMessage)
+		}
+		if err != nil && len(rs) == 0 {
+			return apiError(err)
+		}
+		decodeErr = err
+	}
+	if err := printReceived(o, quiet, !*peek && !*ack, msgs, stored); err != nil {
+		return err
+	}
+	return apiError(decodeErr)
+}
+
+// printReceived prints what receive got: JSON, handles only (-q), or a table.
+func printReceived(o *cliOptions, quiet, withHandles bool, msgs []messageJSON, stored []client.StoredMessage) error {
+	if msgs == nil {
+		msgs = []messageJSON{}
+	}
+	switch {
+	case o.json:
+		return writeJSON(os.Stdout, map[string]any{"messages": msgs})
+	case quiet:
+		for _, m := range msgs {
+			if m.ReceiptHandle != nil {
+				fmt.Println(*m.ReceiptHandle)
+			} else {
+				fmt.Println(m.MessageID)
+			}
+		}
+		return nil
+	case len(msgs) == 0:
+		fmt.Fprintln(os.Stderr, "no messages")
+		return nil
+	}
+	tw := newTable(os.Stdout)
+	header := "SEQUENCE\tMESSAGE-ID\tRECEIVES\tTAGS\tBODY"
+	if withHandles {
+		header += "\tRECEIPT-HANDLE"
+	}
+	fmt.Fprintln(tw, header)
+	for i, m := range stored {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s", m.Sequence, m.MessageID, m.ReceiveCount,
+			tagsPreview(m.Tags), bodyPreview(m.Body, m.Binary))
+		if withHandles {
+			fmt.Fprintf(tw, "\t%s", orDash(deref(msgs[i].ReceiptHandle)))
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+// settleJSON is what ack and nack print with --json.
+type settleJSON struct {
+	Succeeded int                    `json:"succeeded"`
+	Failed    []client.SettleFailure `json:"failed"`
+}
+
+// cmdSettle: skipq ack|nack HANDLE...
+func cmdSettle(ctx context.Context, verb string, args []string) error {
+	fs, o := cliFlags(verb)
+	pos, err := cliParse(fs, args, "skipq "+verb+" HANDLE...")
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageErr(verb, "%s needs at least one receipt handle", verb)
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	one, all := c.Ack, c.AckAll
+	past := "acked"
+	if verb == "nack" {
+		one, all, past = c.Nack, c.NackAll, "nacked"
+	}
+	res := settleJSON{Failed: []client.SettleFailure{}}
+	if len(pos) == 1 {
+		// The single form: a stale handle is an error with the server's message.
+		if err := one(ctx, pos[0]); err != nil {
+			return apiError(err)
+		}
+		res.Succeeded = 1
+	} else {
+		r, err := all(ctx, pos)
+		if err != nil {
+			return apiError(err)
+		}
+		res.Succeeded, res.Failed = r.Succeeded, append(res.Failed, r.Failed...)
+	}
+	if o.json {
+		if err := writeJSON(os.Stdout, res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Printf("%s %d of %d %s\n", past, res.Succeeded, len(pos), plural(int64(len(pos)), "message"))
+		for _, f := range res.Failed {
+			fmt.Fprintf(os.Stderr, "  %s: %s: %s\n", f.ReceiptHandle, f.Code, f.Message)
+		}
+	}
+	if n := len(res.Failed); n > 0 {
+		return fmt.Errorf("%d of %d receipt %s settled nothing", n, len(pos), plural(int64(len(pos)), "handle"))
+	}
+	return nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
