@@ -66,8 +66,9 @@ func TestMessageMetrics(t *testing.T) {
 	if got := metric(t, n, `skipq_db_pool_max_connections`); got <= 0 {
 		t.Errorf("pool metrics missing: %v", got)
 	}
-	// The worker refreshes the gauges every few seconds.
-	eventually(t, 15*time.Second, "the queue gauges", func() bool {
+	// The worker refreshes the gauges every few seconds (the count itself at
+	// most every 15 s).
+	eventually(t, 40*time.Second, "the queue gauges", func() bool {
 		return metric(t, n, `skipq_queue_messages{queue="m",state="available",tenant="default"}`) == 1 &&
 			metric(t, n, `skipq_queue_messages{queue="m",state="in_flight",tenant="default"}`) == 1 &&
 			metric(t, n, `skipq_queue_messages{queue="m.dlq",state="available",tenant="default"}`) == 1

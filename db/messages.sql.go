@@ -12,9 +12,9 @@ import (
 
 const messageAckByReceipt = `-- name: MessageAckByReceipt :many
 DELETE FROM skipq.messages m
-WHERE m.queue_id = ANY($1::bigint[])
-  AND m.sequence = ANY($2::bigint[])
-  AND m.lease_token = ANY($3::bytea[])
+USING (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
+        unnest($3::bytea[]) AS token) k
+WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
 RETURNING m.queue_id, m.sequence
 `
 
@@ -293,8 +293,8 @@ func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAnd
 const messageDeadLetter = `-- name: MessageDeadLetter :many
 WITH moved AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = ANY($1::bigint[])
-      AND m.sequence = ANY($2::bigint[])
+    USING (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
       AND m.receive_count >= m.max_receive_count
       AND (m.dead_letter_queue = '' OR EXISTS (
           SELECT 1 FROM skipq.queues e, skipq.queues s
@@ -361,9 +361,7 @@ type MessageDeadLetterRow struct {
 // the same messageId, body, metadata, tags and clientId, reRoutedFrom = the
 // source queue, deadLetteredAt set, a fresh delivery state and the
 // dead-letter queue's defaults -- or is discarded when it has no dead-letter
-// queue (dead_letter_queue_id NULL in the result). Sequences are globally
-// unique, so `queue_id = ANY AND sequence = ANY` names exactly the given
-// rows. A message whose dead-letter queue does not exist is left in place
+// queue (dead_letter_queue_id NULL in the result). A message whose dead-letter queue does not exist is left in place
 // (never dropped): the caller creates the queues first (QueueCreateMissing).
 // A messageId already taken in the destination gets a new server id.
 func (q *Queries) MessageDeadLetter(ctx context.Context, arg MessageDeadLetterParams) ([]MessageDeadLetterRow, error) {
@@ -538,6 +536,19 @@ func (q *Queries) MessageDeadLetteredPick(ctx context.Context, arg MessageDeadLe
 	return items, nil
 }
 
+const messageDeadTuples = `-- name: MessageDeadTuples :one
+SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead
+`
+
+// Worker: dead row versions in the messages table, per the statistics
+// collector (a few hundred milliseconds behind).
+func (q *Queries) MessageDeadTuples(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, messageDeadTuples)
+	var dead int64
+	err := row.Scan(&dead)
+	return dead, err
+}
+
 const messageDeleteByID = `-- name: MessageDeleteByID :execrows
 DELETE FROM skipq.messages
 WHERE queue_id = $1 AND message_id = $2
@@ -612,12 +623,11 @@ func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExp
 
 const messageFinalByReceipt = `-- name: MessageFinalByReceipt :many
 SELECT m.queue_id, m.sequence, m.dead_letter_queue
-FROM skipq.messages m
-WHERE m.queue_id = ANY($1::bigint[])
-  AND m.sequence = ANY($2::bigint[])
-  AND m.lease_token = ANY($3::bytea[])
+FROM skipq.messages m, (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
+        unnest($3::bytea[]) AS token) k
+WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
   AND m.receive_count >= m.max_receive_count
-FOR UPDATE
+FOR UPDATE OF m
 `
 
 type MessageFinalByReceiptParams struct {
@@ -653,6 +663,21 @@ func (q *Queries) MessageFinalByReceipt(ctx context.Context, arg MessageFinalByR
 		return nil, err
 	}
 	return items, nil
+}
+
+const messageFinalLeaseDue = `-- name: MessageFinalLeaseDue :one
+SELECT EXISTS (
+    SELECT 1 FROM skipq.messages m
+    WHERE m.final_lease_until <= coalesce($1::timestamptz, now())
+)::boolean AS due
+`
+
+// Worker: is any last allowed lease over? One probe of the partial index.
+func (q *Queries) MessageFinalLeaseDue(ctx context.Context, now *time.Time) (bool, error) {
+	row := q.db.QueryRow(ctx, messageFinalLeaseDue, now)
+	var due bool
+	err := row.Scan(&due)
+	return due, err
 }
 
 const messageFinalLeaseExpired = `-- name: MessageFinalLeaseExpired :many
@@ -793,9 +818,9 @@ UPDATE skipq.messages m
 SET visible_at = coalesce($1::timestamptz, now()),
     lease_token = NULL,
     final_lease_until = NULL
-WHERE m.queue_id = ANY($2::bigint[])
-  AND m.sequence = ANY($3::bigint[])
-  AND m.lease_token = ANY($4::bytea[])
+FROM (SELECT unnest($2::bigint[]) AS queue_id, unnest($3::bigint[]) AS sequence,
+        unnest($4::bytea[]) AS token) k
+WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
   AND m.receive_count < m.max_receive_count
 RETURNING m.queue_id, m.sequence
 `
@@ -995,9 +1020,9 @@ func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) 
 const messageRequeueByReceipt = `-- name: MessageRequeueByReceipt :many
 WITH moved AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = ANY($1::bigint[])
-      AND m.sequence = ANY($2::bigint[])
-      AND m.lease_token = ANY($3::bytea[])
+    USING (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
+            unnest($3::bytea[]) AS token) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
     RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until
 ), source AS (
     SELECT moved.queue_id, moved.sequence, moved.message_id, moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags, moved.sent_at, moved.visible_at, moved.delayed_to, moved.expires_at, moved.receive_count, moved.first_received_at, moved.max_receive_count, moved.dead_letter_queue, moved.re_routed_from, moved.dead_lettered_at, moved.lease_token, moved.final_lease_until, sq.name AS source_name,
@@ -1149,15 +1174,13 @@ type MessageSendRow struct {
 // queue's rows through the primary key (queue_id, sequence) or the
 // (queue_id, message_id) unique index, and is bounded by its inputs.
 //
-// Receipt handles carry (queue_id, sequence, lease_token). Settling matches
-//
-//	queue_id = ANY(@queue_ids) AND sequence = ANY(@sequences) AND lease_token = ANY(@tokens)
-//
-// which is an index scan of exact primary-key probes for any plan, generic or
-// custom (a join against unnest() can turn into a hash join over the whole
-// table under a generic plan). Tokens are 244 random bits, unique per
-// delivery, so matching any of the given tokens is as strict as matching the
-// row's own.
+// Receipt handles carry (queue_id, sequence, lease_token). Settling joins
+// the handles, unnested as k, to the table on the whole primary key and
+// checks the token in the same statement: a nested loop of exact primary-key
+// probes. skipq's connections forbid sequential and bitmap scans, sorts, hash
+// and merge joins (db/pool.go), because queue tables are often analyzed
+// while nearly empty and any of those then looks free; with them off, the
+// probe is the only plan left.
 // Inserts a batch into a queue, resolving each message's policies against the
 // queue's defaults once, at send time (-1 / 0 / dead_letter_queue_given=false
 // mean "absent"). The expiration clock starts after the delay. Returns no rows
@@ -1210,19 +1233,19 @@ UPDATE skipq.messages m
 SET visible_at = t.now + make_interval(secs => $1::integer),
     final_lease_until = CASE WHEN m.receive_count >= m.max_receive_count
                              THEN t.now + make_interval(secs => $1::integer) END
-FROM (SELECT coalesce($5::timestamptz, now()) AS now) t
-WHERE m.queue_id = ANY($2::bigint[])
-  AND m.sequence = ANY($3::bigint[])
-  AND m.lease_token = ANY($4::bytea[])
+FROM (SELECT coalesce($2::timestamptz, now()) AS now) t,
+     (SELECT unnest($3::bigint[]) AS queue_id, unnest($4::bigint[]) AS sequence,
+        unnest($5::bytea[]) AS token) k
+WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
 RETURNING m.queue_id, m.sequence, m.visible_at
 `
 
 type MessageSetVisibilityByReceiptParams struct {
 	VisibilitySeconds int32
+	Now               *time.Time
 	QueueIds          []int64
 	Sequences         []int64
 	Tokens            [][]byte
-	Now               *time.Time
 }
 
 type MessageSetVisibilityByReceiptRow struct {
@@ -1237,10 +1260,10 @@ type MessageSetVisibilityByReceiptRow struct {
 func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg MessageSetVisibilityByReceiptParams) ([]MessageSetVisibilityByReceiptRow, error) {
 	rows, err := q.db.Query(ctx, messageSetVisibilityByReceipt,
 		arg.VisibilitySeconds,
+		arg.Now,
 		arg.QueueIds,
 		arg.Sequences,
 		arg.Tokens,
-		arg.Now,
 	)
 	if err != nil {
 		return nil, err
@@ -1258,4 +1281,17 @@ func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg Message
 		return nil, err
 	}
 	return items, nil
+}
+
+const messageVacuum = `-- name: MessageVacuum :exec
+VACUUM (SKIP_LOCKED) skipq.messages
+`
+
+// Worker: VACUUM sooner than autovacuum's one-minute nap. Every message
+// leaves dead versions, and until VACUUM removes their index entries a claim
+// steps over them at the head of the primary key. SKIP_LOCKED: never wait
+// behind a running (auto)vacuum.
+func (q *Queries) MessageVacuum(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, messageVacuum)
+	return err
 }

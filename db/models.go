@@ -29,6 +29,11 @@ type SkipqDedupKey struct {
 	WindowEnds  time.Time
 }
 
+type SkipqJobTurn struct {
+	Job     string
+	LastRun time.Time
+}
+
 type SkipqMessage struct {
 	QueueID         int64
 	Sequence        int64
@@ -64,4 +69,15 @@ type SkipqQueue struct {
 	DeadLetterQueue    string
 	DedupWindowSeconds int32
 	CreatedAt          time.Time
+}
+
+type SkipqQueueCount struct {
+	QueueID           int64
+	Tenant            string
+	Name              string
+	Available         int64
+	Delayed           int64
+	InFlight          int64
+	OldestAvailableAt *time.Time
+	CountedAt         time.Time
 }

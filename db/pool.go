@@ -30,9 +30,30 @@ func NewPool(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, 
 		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
 	}
 	cfg.HealthCheckPeriod = 5 * time.Second
+	// Every skipq statement is written for an index. Queue tables are often
+	// analyzed while nearly empty, and with such statistics a sequential or
+	// bitmap scan (or a sort, or a hash join over one) looks free: forbid
+	// them on skipq's own connections so the plans stay the intended index
+	// scans whatever the statistics say (docs/DESIGN.md, "The claim"). The
+	// few statements that must scan (the gauges) allow it for their own
+	// transaction with PlanAllowScans.
+	for param, value := range planSettings {
+		cfg.ConnConfig.RuntimeParams[param] = value
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
 	return pool, nil
+}
+
+// planSettings are the session settings that pin skipq's plans.
+var planSettings = map[string]string{
+	"enable_seqscan":    "off",
+	"enable_bitmapscan": "off",
+	// Without sorts, ORDER BY sequence LIMIT n can only be the ordered walk
+	// of the primary key, never "any index on queue_id, then sort".
+	"enable_sort":      "off",
+	"enable_hashjoin":  "off",
+	"enable_mergejoin": "off",
 }

@@ -10,56 +10,70 @@ import (
 	"time"
 )
 
-const queueCounts = `-- name: QueueCounts :many
-WITH t AS (SELECT coalesce($2::timestamptz, now()) AS now)
-SELECT q.tenant, q.name,
-    count(m.sequence) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count)::bigint AS available,
-    count(m.sequence) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL)::bigint AS delayed,
-    count(m.sequence) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
-                                 OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count))::bigint AS in_flight,
-    min(coalesce(m.delayed_to, m.sent_at)) FILTER (
-        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at
-FROM skipq.queues q
-CROSS JOIN t
-LEFT JOIN skipq.messages m ON m.queue_id = q.id AND (m.expires_at IS NULL OR m.expires_at > t.now)
-GROUP BY q.id, q.tenant, q.name
-ORDER BY count(m.sequence) DESC
+const jobTakeTurn = `-- name: JobTakeTurn :one
+WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
+taken AS (
+    UPDATE skipq.job_turns j SET last_run = t.now
+    FROM t
+    WHERE j.job = $2 AND j.last_run <= t.now - make_interval(secs => $3::integer)
+    RETURNING j.job
+)
+SELECT EXISTS (SELECT 1 FROM taken)::boolean AS taken
+`
+
+type JobTakeTurnParams struct {
+	Now           *time.Time
+	Job           string
+	PeriodSeconds int32
+}
+
+// A cluster-wide job's turn: true for the one node that moves the job's row
+// forward once @period_seconds have passed since its last run.
+func (q *Queries) JobTakeTurn(ctx context.Context, arg JobTakeTurnParams) (bool, error) {
+	row := q.db.QueryRow(ctx, jobTakeTurn, arg.Now, arg.Job, arg.PeriodSeconds)
+	var taken bool
+	err := row.Scan(&taken)
+	return taken, err
+}
+
+const planAllowScans = `-- name: PlanAllowScans :exec
+SELECT set_config('enable_seqscan', 'on', true), set_config('enable_bitmapscan', 'on', true),
+       set_config('enable_sort', 'on', true), set_config('enable_hashjoin', 'on', true),
+       set_config('enable_mergejoin', 'on', true)
+`
+
+// For the rest of this transaction, lift the plan settings db/pool.go puts
+// on skipq's connections: for statements that read a whole table.
+func (q *Queries) PlanAllowScans(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, planAllowScans)
+	return err
+}
+
+const queueCountsList = `-- name: QueueCountsList :many
+SELECT queue_id, tenant, name, available, delayed, in_flight, oldest_available_at, counted_at FROM skipq.queue_counts
+ORDER BY available + delayed + in_flight DESC
 LIMIT $1
 `
 
-type QueueCountsParams struct {
-	MaxQueues int32
-	Now       *time.Time
-}
-
-type QueueCountsRow struct {
-	Tenant            string
-	Name              string
-	Available         int64
-	Delayed           int64
-	InFlight          int64
-	OldestAvailableAt interface{}
-}
-
-// Worker: every queue's counts for the metrics gauges, largest first (at
-// most @max_queues). One pass over the messages table: its cost grows with
-// the total backlog, so the worker runs it every few seconds, not per tick.
-func (q *Queries) QueueCounts(ctx context.Context, arg QueueCountsParams) ([]QueueCountsRow, error) {
-	rows, err := q.db.Query(ctx, queueCounts, arg.MaxQueues, arg.Now)
+// The gauge snapshot, largest queues first (at most @max_queues).
+func (q *Queries) QueueCountsList(ctx context.Context, maxQueues int32) ([]SkipqQueueCount, error) {
+	rows, err := q.db.Query(ctx, queueCountsList, maxQueues)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []QueueCountsRow
+	var items []SkipqQueueCount
 	for rows.Next() {
-		var i QueueCountsRow
+		var i SkipqQueueCount
 		if err := rows.Scan(
+			&i.QueueID,
 			&i.Tenant,
 			&i.Name,
 			&i.Available,
 			&i.Delayed,
 			&i.InFlight,
 			&i.OldestAvailableAt,
+			&i.CountedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -69,6 +83,32 @@ func (q *Queries) QueueCounts(ctx context.Context, arg QueueCountsParams) ([]Que
 		return nil, err
 	}
 	return items, nil
+}
+
+const queueCountsRefresh = `-- name: QueueCountsRefresh :exec
+WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
+cleared AS (DELETE FROM skipq.queue_counts)
+INSERT INTO skipq.queue_counts (queue_id, tenant, name, available, delayed, in_flight, oldest_available_at, counted_at)
+SELECT q.id, q.tenant, q.name,
+    count(m.sequence) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count),
+    count(m.sequence) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL),
+    count(m.sequence) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
+                                 OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count)),
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (
+        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count),
+    t.now
+FROM skipq.queues q
+CROSS JOIN t
+LEFT JOIN skipq.messages m ON m.queue_id = q.id AND (m.expires_at IS NULL OR m.expires_at > t.now)
+GROUP BY q.id, q.tenant, q.name, t.now
+`
+
+// Replaces the gauge snapshot with every queue's counts. One pass over the
+// messages table, so it runs only on its turn (JobTakeTurn) and with scans
+// allowed (PlanAllowScans), in one transaction.
+func (q *Queries) QueueCountsRefresh(ctx context.Context, now *time.Time) error {
+	_, err := q.db.Exec(ctx, queueCountsRefresh, now)
+	return err
 }
 
 const queueCreateMissing = `-- name: QueueCreateMissing :exec

@@ -25,6 +25,7 @@ type Config struct {
 	Auth                string // "required" or "off"
 	Migrate             bool
 	Role                string // "all", "api" or "worker"
+	WorkerVacuum        bool   // the worker vacuums the messages table between autovacuum rounds
 	DBMaxConns          int
 	MaxRequestBytes     int64
 	ReadTimeout         int     // seconds to read a request, headers and body; slow clients are cut off
@@ -40,6 +41,7 @@ func DefaultConfig() Config {
 		Auth:            "required",
 		Migrate:         true,
 		Role:            "all",
+		WorkerVacuum:    true,
 		DBMaxConns:      16,
 		ReadTimeout:     60,
 		MaxRequestBytes: 16 << 20,
@@ -91,6 +93,15 @@ func (c *Config) vars() []envVar {
 			c.Migrate = b
 			return nil
 		}, func() string { return strconv.FormatBool(c.Migrate) })
+	add("SKIPQ_WORKER_VACUUM", "worker-vacuum", "the worker vacuums the messages table when dead rows pile up (true/false)",
+		func(v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%q is not a boolean", v)
+			}
+			c.WorkerVacuum = b
+			return nil
+		}, func() string { return strconv.FormatBool(c.WorkerVacuum) })
 	s, g = str(&c.Role)
 	add("SKIPQ_ROLE", "role", "what this node runs: all, api or worker", s, g)
 	n, gn := num(&c.DBMaxConns)

@@ -57,7 +57,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		if cfg.Role == "worker" {
 			wg.Go(func() { hub.Run(bg) })
 		}
-		wg.Go(func() { worker.New(svc, log).Run(bg) })
+		wg.Go(func() { worker.New(svc, log, worker.Options{Vacuum: cfg.WorkerVacuum}).Run(bg) })
 	}
 	if cfg.Role == "worker" {
 		<-ctx.Done()

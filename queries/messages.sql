@@ -2,13 +2,13 @@
 -- queue's rows through the primary key (queue_id, sequence) or the
 -- (queue_id, message_id) unique index, and is bounded by its inputs.
 --
--- Receipt handles carry (queue_id, sequence, lease_token). Settling matches
---   queue_id = ANY(@queue_ids) AND sequence = ANY(@sequences) AND lease_token = ANY(@tokens)
--- which is an index scan of exact primary-key probes for any plan, generic or
--- custom (a join against unnest() can turn into a hash join over the whole
--- table under a generic plan). Tokens are 244 random bits, unique per
--- delivery, so matching any of the given tokens is as strict as matching the
--- row's own.
+-- Receipt handles carry (queue_id, sequence, lease_token). Settling joins
+-- the handles, unnested as k, to the table on the whole primary key and
+-- checks the token in the same statement: a nested loop of exact primary-key
+-- probes. skipq's connections forbid sequential and bitmap scans, sorts, hash
+-- and merge joins (db/pool.go), because queue tables are often analyzed
+-- while nearly empty and any of those then looks free; with them off, the
+-- probe is the only plan left.
 
 -- name: MessageSend :many
 -- Inserts a batch into a queue, resolving each message's policies against the
@@ -115,9 +115,9 @@ LIMIT @max_messages;
 
 -- name: MessageAckByReceipt :many
 DELETE FROM skipq.messages m
-WHERE m.queue_id = ANY(@queue_ids::bigint[])
-  AND m.sequence = ANY(@sequences::bigint[])
-  AND m.lease_token = ANY(@tokens::bytea[])
+USING (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
+        unnest(@tokens::bytea[]) AS token) k
+WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
 RETURNING m.queue_id, m.sequence;
 
 -- name: MessageNackByReceipt :many
@@ -128,9 +128,9 @@ UPDATE skipq.messages m
 SET visible_at = coalesce(sqlc.narg('now')::timestamptz, now()),
     lease_token = NULL,
     final_lease_until = NULL
-WHERE m.queue_id = ANY(@queue_ids::bigint[])
-  AND m.sequence = ANY(@sequences::bigint[])
-  AND m.lease_token = ANY(@tokens::bytea[])
+FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
+        unnest(@tokens::bytea[]) AS token) k
+WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
   AND m.receive_count < m.max_receive_count
 RETURNING m.queue_id, m.sequence;
 
@@ -142,10 +142,10 @@ UPDATE skipq.messages m
 SET visible_at = t.now + make_interval(secs => @visibility_seconds::integer),
     final_lease_until = CASE WHEN m.receive_count >= m.max_receive_count
                              THEN t.now + make_interval(secs => @visibility_seconds::integer) END
-FROM (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t
-WHERE m.queue_id = ANY(@queue_ids::bigint[])
-  AND m.sequence = ANY(@sequences::bigint[])
-  AND m.lease_token = ANY(@tokens::bytea[])
+FROM (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t,
+     (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
+        unnest(@tokens::bytea[]) AS token) k
+WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
 RETURNING m.queue_id, m.sequence, m.visible_at;
 
 -- name: MessageFinalByReceipt :many
@@ -153,12 +153,11 @@ RETURNING m.queue_id, m.sequence, m.visible_at;
 -- MessageDeadLetter moves them in the same transaction, with the dead-letter
 -- queues to create first.
 SELECT m.queue_id, m.sequence, m.dead_letter_queue
-FROM skipq.messages m
-WHERE m.queue_id = ANY(@queue_ids::bigint[])
-  AND m.sequence = ANY(@sequences::bigint[])
-  AND m.lease_token = ANY(@tokens::bytea[])
+FROM skipq.messages m, (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
+        unnest(@tokens::bytea[]) AS token) k
+WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
   AND m.receive_count >= m.max_receive_count
-FOR UPDATE;
+FOR UPDATE OF m;
 
 -- name: MessageDeadLetter :many
 -- Moves messages that used up their deliveries, atomically in one statement:
@@ -166,15 +165,13 @@ FOR UPDATE;
 -- the same messageId, body, metadata, tags and clientId, reRoutedFrom = the
 -- source queue, deadLetteredAt set, a fresh delivery state and the
 -- dead-letter queue's defaults -- or is discarded when it has no dead-letter
--- queue (dead_letter_queue_id NULL in the result). Sequences are globally
--- unique, so `queue_id = ANY AND sequence = ANY` names exactly the given
--- rows. A message whose dead-letter queue does not exist is left in place
+-- queue (dead_letter_queue_id NULL in the result). A message whose dead-letter queue does not exist is left in place
 -- (never dropped): the caller creates the queues first (QueueCreateMissing).
 -- A messageId already taken in the destination gets a new server id.
 WITH moved AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = ANY(@queue_ids::bigint[])
-      AND m.sequence = ANY(@sequences::bigint[])
+    USING (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
       AND m.receive_count >= m.max_receive_count
       AND (m.dead_letter_queue = '' OR EXISTS (
           SELECT 1 FROM skipq.queues e, skipq.queues s
@@ -227,9 +224,9 @@ FROM target;
 -- destination's expiration and receive policy.
 WITH moved AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = ANY(@queue_ids::bigint[])
-      AND m.sequence = ANY(@sequences::bigint[])
-      AND m.lease_token = ANY(@tokens::bytea[])
+    USING (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
+            unnest(@tokens::bytea[]) AS token) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
     RETURNING m.*
 ), source AS (
     SELECT moved.*, sq.name AS source_name,
@@ -265,6 +262,13 @@ FROM moved;
 -- name: MessageDeleteByQueue :execrows
 -- Purge and queue deletion: every message of the queue, in every state.
 DELETE FROM skipq.messages WHERE queue_id = @queue_id;
+
+-- name: MessageFinalLeaseDue :one
+-- Worker: is any last allowed lease over? One probe of the partial index.
+SELECT EXISTS (
+    SELECT 1 FROM skipq.messages m
+    WHERE m.final_lease_until <= coalesce(sqlc.narg('now')::timestamptz, now())
+)::boolean AS due;
 
 -- name: MessageFinalLeaseExpired :many
 -- Worker: messages whose last allowed lease ran out, oldest first, locked for
@@ -404,3 +408,15 @@ FROM moved, src, t, skipq.queues dq
 WHERE dq.tenant = src.tenant
   AND dq.name = CASE WHEN @to_queue::text = '' THEN moved.re_routed_from ELSE @to_queue::text END
 RETURNING queue_id, message_id, sequence, (SELECT dq2.name FROM skipq.queues dq2 WHERE dq2.id = queue_id)::text AS queue_name, delayed_to;
+
+-- name: MessageDeadTuples :one
+-- Worker: dead row versions in the messages table, per the statistics
+-- collector (a few hundred milliseconds behind).
+SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead;
+
+-- name: MessageVacuum :exec
+-- Worker: VACUUM sooner than autovacuum's one-minute nap. Every message
+-- leaves dead versions, and until VACUUM removes their index entries a claim
+-- steps over them at the head of the primary key. SKIP_LOCKED: never wait
+-- behind a running (auto)vacuum.
+VACUUM (SKIP_LOCKED) skipq.messages;

@@ -79,21 +79,47 @@ SELECT id, tenant, name FROM skipq.queues WHERE id = ANY(@ids::bigint[]);
 -- queues (payload "node queue count"), sent outside the data transactions.
 SELECT pg_notify(@channel::text, p)::text FROM unnest(@payloads::text[]) AS p;
 
--- name: QueueCounts :many
--- Worker: every queue's counts for the metrics gauges, largest first (at
--- most @max_queues). One pass over the messages table: its cost grows with
--- the total backlog, so the worker runs it every few seconds, not per tick.
-WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
-SELECT q.tenant, q.name,
-    count(m.sequence) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count)::bigint AS available,
-    count(m.sequence) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL)::bigint AS delayed,
+-- name: JobTakeTurn :one
+-- A cluster-wide job's turn: true for the one node that moves the job's row
+-- forward once @period_seconds have passed since its last run.
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now),
+taken AS (
+    UPDATE skipq.job_turns j SET last_run = t.now
+    FROM t
+    WHERE j.job = @job AND j.last_run <= t.now - make_interval(secs => @period_seconds::integer)
+    RETURNING j.job
+)
+SELECT EXISTS (SELECT 1 FROM taken)::boolean AS taken;
+
+-- name: QueueCountsRefresh :exec
+-- Replaces the gauge snapshot with every queue's counts. One pass over the
+-- messages table, so it runs only on its turn (JobTakeTurn) and with scans
+-- allowed (PlanAllowScans), in one transaction.
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now),
+cleared AS (DELETE FROM skipq.queue_counts)
+INSERT INTO skipq.queue_counts (queue_id, tenant, name, available, delayed, in_flight, oldest_available_at, counted_at)
+SELECT q.id, q.tenant, q.name,
+    count(m.sequence) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count),
+    count(m.sequence) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL),
     count(m.sequence) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
-                                 OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count))::bigint AS in_flight,
+                                 OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count)),
     min(coalesce(m.delayed_to, m.sent_at)) FILTER (
-        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at
+        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count),
+    t.now
 FROM skipq.queues q
 CROSS JOIN t
 LEFT JOIN skipq.messages m ON m.queue_id = q.id AND (m.expires_at IS NULL OR m.expires_at > t.now)
-GROUP BY q.id, q.tenant, q.name
-ORDER BY count(m.sequence) DESC
+GROUP BY q.id, q.tenant, q.name, t.now;
+
+-- name: QueueCountsList :many
+-- The gauge snapshot, largest queues first (at most @max_queues).
+SELECT * FROM skipq.queue_counts
+ORDER BY available + delayed + in_flight DESC
 LIMIT @max_queues;
+
+-- name: PlanAllowScans :exec
+-- For the rest of this transaction, lift the plan settings db/pool.go puts
+-- on skipq's connections: for statements that read a whole table.
+SELECT set_config('enable_seqscan', 'on', true), set_config('enable_bitmapscan', 'on', true),
+       set_config('enable_sort', 'on', true), set_config('enable_hashjoin', 'on', true),
+       set_config('enable_mergejoin', 'on', true);

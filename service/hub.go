@@ -20,6 +20,13 @@ import (
 // node per interval however many receivers wait.
 const RecheckInterval = 900 * time.Millisecond
 
+// notifyGap is the least time between two NOTIFY rounds. Under load a round
+// per send would add a fourth commit to every message's lifecycle; with the
+// gap, rounds carry many queues' counts at once, at the cost of up to this
+// much extra wake-up latency for receivers on other nodes (a node's own
+// receivers are woken at once, without NOTIFY).
+const notifyGap = 5 * time.Millisecond
+
 // missingQueue is the hub key of receivers waiting on a queue that does not
 // exist yet; they are all woken on every recheck to look it up again.
 const missingQueue int64 = 0
@@ -196,6 +203,11 @@ func (h *Hub) Run(ctx context.Context) {
 			return
 		case <-h.kick:
 			h.notify(ctx)
+			select { // let the next round gather more
+			case <-ctx.Done():
+				return
+			case <-time.After(notifyGap):
+			}
 		case <-ticker.C:
 			h.recheck()
 		}

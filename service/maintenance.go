@@ -15,9 +15,15 @@ import (
 // ran out to their dead-letter queues (or discards them). It returns how
 // many it handled.
 func (s *Service) DeadLetterExpiredLeases(ctx context.Context, max int) (int, error) {
+	// One cheap probe of the partial index first: an idle database sees a
+	// single statement per tick, not a transaction.
+	due, err := s.q.MessageFinalLeaseDue(ctx, s.now())
+	if err != nil || !due {
+		return 0, fromDB("dead-letter expired leases", err)
+	}
 	var n int
 	var moves []db.MessageDeadLetterRow
-	err := s.inTx(ctx, func(q *db.Queries) error {
+	err = s.inTx(ctx, func(q *db.Queries) error {
 		rows, err := q.MessageFinalLeaseExpired(ctx, db.MessageFinalLeaseExpiredParams{Now: s.now(), MaxMessages: int32(max)})
 		if err != nil || len(rows) == 0 {
 			return err
@@ -65,21 +71,66 @@ func (s *Service) DropOldDedupKeys(ctx context.Context, max int) (int, error) {
 // maxGaugeQueues bounds the queues the gauges cover (the largest ones).
 const maxGaugeQueues = 1000
 
-// RefreshQueueCounts reads every queue's counts and hands them to the
-// observer (the metrics gauges). It returns 0: it is not a batch job.
+// QueueCountsPeriod is how often, cluster-wide, the gauge snapshot is
+// recounted from the messages table.
+const QueueCountsPeriod = 15 * time.Second
+
+// RefreshQueueCounts recounts the gauge snapshot if it is this node's turn,
+// then hands the snapshot to the observer (the metrics gauges). Every node
+// exports the same snapshot; only one node per QueueCountsPeriod pays for
+// the count. It returns 0: it is not a batch job.
 func (s *Service) RefreshQueueCounts(ctx context.Context, _ int) (int, error) {
-	rows, err := s.q.QueueCounts(ctx, db.QueueCountsParams{Now: s.now(), MaxQueues: maxGaugeQueues})
+	turn, err := s.q.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: s.now(), Job: "queue_counts",
+		PeriodSeconds: int32(QueueCountsPeriod / time.Second)})
 	if err != nil {
 		return 0, fromDB("count queues", err)
 	}
+	if turn {
+		err := s.inTx(ctx, func(q *db.Queries) error {
+			if err := q.PlanAllowScans(ctx); err != nil {
+				return err
+			}
+			return q.QueueCountsRefresh(ctx, s.now())
+		})
+		if err != nil {
+			return 0, fromDB("count queues", err)
+		}
+	}
+	rows, err := s.q.QueueCountsList(ctx, maxGaugeQueues)
+	if err != nil {
+		return 0, fromDB("read queue counts", err)
+	}
 	counts := make([]QueueCount, len(rows))
 	for i, r := range rows {
-		counts[i] = QueueCount{Tenant: r.Tenant, Queue: r.Name, Available: r.Available, Delayed: r.Delayed, InFlight: r.InFlight}
-		// min() over no rows is NULL, which sqlc can only type as any.
-		if t, ok := r.OldestAvailableAt.(time.Time); ok {
-			counts[i].OldestAvailableAt = &t
-		}
+		counts[i] = QueueCount{Tenant: r.Tenant, Queue: r.Name, Available: r.Available, Delayed: r.Delayed,
+			InFlight: r.InFlight, OldestAvailableAt: r.OldestAvailableAt}
 	}
 	s.obs.QueueCounts(counts, s.nowOr(time.Now()))
 	return 0, nil
+}
+
+// VacuumPeriod is how often, cluster-wide, the worker considers vacuuming
+// the messages table, and VacuumDeadTuples how many dead row versions make
+// it worth it.
+const (
+	VacuumPeriod     = 10 * time.Second
+	VacuumDeadTuples = 10000
+)
+
+// VacuumMessages vacuums the messages table when it is this node's turn and
+// enough dead row versions piled up. Autovacuum naps for a minute between
+// rounds; a busy queue table collects hundreds of thousands of dead versions
+// in that time, and claims step over their index entries until they are
+// gone. It returns 0: it is not a batch job.
+func (s *Service) VacuumMessages(ctx context.Context, _ int) (int, error) {
+	turn, err := s.q.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: s.now(), Job: "vacuum",
+		PeriodSeconds: int32(VacuumPeriod / time.Second)})
+	if err != nil || !turn {
+		return 0, fromDB("vacuum", err)
+	}
+	dead, err := s.q.MessageDeadTuples(ctx)
+	if err != nil || dead < VacuumDeadTuples {
+		return 0, fromDB("vacuum", err)
+	}
+	return 0, fromDB("vacuum", s.q.MessageVacuum(ctx))
 }

@@ -225,11 +225,11 @@ func (s *Service) sendKeyed(ctx context.Context, tenant, queue string, msgs []pr
 			}
 			return q.DedupKeyInsert(ctx, db.DedupKeyInsertParams{QueueID: queueID, MessageIds: keyIDs, ContentHashes: hashes})
 		})
-		if !db.IsUniqueViolation(err, "messages_queue_message_id_key") {
+		if !db.IsUniqueViolation(err, "messages_message_id_queue_key") {
 			break
 		}
 	}
-	if db.IsUniqueViolation(err, "messages_queue_message_id_key") {
+	if db.IsUniqueViolation(err, "messages_message_id_queue_key") {
 		// The id is held by a message moved into this queue (requeue or
 		// dead-letter), which has no idempotency key of its own.
 		return nil, 0, &Error{Kind: KindIdempotencyConflict, Message: "a message with this messageId is already in the queue", Err: err}

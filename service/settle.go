@@ -167,11 +167,25 @@ func (s *Service) Requeue(ctx context.Context, handles []string, queue string) (
 		if err != nil {
 			return err
 		}
-		byTenant := map[string][]int64{}
+		tenantOf := map[int64]string{}
 		for _, src := range sources {
-			byTenant[src.Tenant] = append(byTenant[src.Tenant], src.ID)
+			tenantOf[src.ID] = src.Tenant
 		}
-		for tenant, sourceIDs := range byTenant {
+		byTenant := map[string]*receipts{}
+		for i := range rs.queueIDs {
+			t, ok := tenantOf[rs.queueIDs[i]]
+			if !ok {
+				continue // no such queue: the handle is stale
+			}
+			if byTenant[t] == nil {
+				byTenant[t] = &receipts{}
+			}
+			g := byTenant[t]
+			g.queueIDs = append(g.queueIDs, rs.queueIDs[i])
+			g.sequences = append(g.sequences, rs.sequences[i])
+			g.tokens = append(g.tokens, rs.tokens[i])
+		}
+		for tenant, g := range byTenant {
 			if err := q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: tenant, Names: []string{queue}}); err != nil {
 				return err
 			}
@@ -180,7 +194,7 @@ func (s *Service) Requeue(ctx context.Context, handles []string, queue string) (
 				return err
 			}
 			moved, err := q.MessageRequeueByReceipt(ctx, db.MessageRequeueByReceiptParams{
-				Now: s.now(), QueueIds: sourceIDs, Sequences: rs.sequences, Tokens: rs.tokens,
+				Now: s.now(), QueueIds: g.queueIDs, Sequences: g.sequences, Tokens: g.tokens,
 				DestinationQueueID: dest.ID, ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount)})
 			if err != nil {
 				return err
