@@ -113,8 +113,8 @@ func (s *Service) RefreshQueueCounts(ctx context.Context, _ int) (int, error) {
 // the messages table, and VacuumDeadTuples how many dead row versions make
 // it worth it.
 const (
-	VacuumPeriod     = 10 * time.Second
-	VacuumDeadTuples = 10000
+	VacuumPeriod     = 3 * time.Second
+	VacuumDeadTuples = 5000
 )
 
 // VacuumMessages vacuums the messages table when it is this node's turn and
