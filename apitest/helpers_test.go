@@ -4,17 +4,15 @@ package apitest
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/skipq/skipq/node"
+	"github.com/skipq/skipq/node/nodetest"
 	"github.com/skipq/skipq/testdb"
 )
 
@@ -27,42 +25,7 @@ type testNode struct {
 // startNode runs a node on a random loopback port until the test ends.
 func startNode(t *testing.T, dbURL string, configure ...func(*node.Config)) *testNode {
 	t.Helper()
-	cfg := node.DefaultConfig()
-	cfg.DatabaseURL = dbURL
-	cfg.ListenAddr = "127.0.0.1:0"
-	cfg.Auth = "off"
-	for _, f := range configure {
-		f(&cfg)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan string, 1)
-	done := make(chan error, 1)
-	var logTo io.Writer = io.Discard
-	if os.Getenv("SKIPQ_TEST_LOG") != "" { // node logs on stderr, for debugging
-		logTo = os.Stderr
-	}
-	log := slog.New(slog.NewJSONHandler(logTo, nil))
-	go func() { done <- node.Run(ctx, cfg, log, func(a string) { addr <- a }) }()
-	select {
-	case a := <-addr:
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("node: %v", err)
-			}
-		})
-		return &testNode{URL: "http://" + a, DB: dbURL}
-	case err := <-done:
-		cancel()
-		t.Fatalf("node did not start: %v", err)
-	case <-time.After(30 * time.Second):
-		cancel()
-		t.Fatal("node did not start in 30s")
-	}
-	return nil
+	return &testNode{URL: nodetest.Start(t, dbURL, configure...), DB: dbURL}
 }
 
 // newNode is a fresh database with one node on it.

@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -22,7 +21,7 @@ import (
 	"time"
 
 	"github.com/skipq/skipq/client"
-	"github.com/skipq/skipq/node"
+	"github.com/skipq/skipq/node/nodetest"
 	"github.com/skipq/skipq/testdb"
 )
 
@@ -33,36 +32,7 @@ import (
 // ends and returns its base URL.
 func startNode(t *testing.T) string {
 	t.Helper()
-	cfg := node.DefaultConfig()
-	cfg.DatabaseURL = testdb.New(t)
-	cfg.ListenAddr = "127.0.0.1:0"
-	cfg.Auth = "off"
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan string, 1)
-	done := make(chan error, 1)
-	var logTo io.Writer = io.Discard
-	if os.Getenv("SKIPQ_TEST_LOG") != "" {
-		logTo = os.Stderr
-	}
-	log := slog.New(slog.NewJSONHandler(logTo, nil))
-	go func() { done <- node.Run(ctx, cfg, log, func(a string) { addr <- a }) }()
-	select {
-	case a := <-addr:
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("node: %v", err)
-			}
-		})
-		return "http://" + a
-	case err := <-done:
-		cancel()
-		t.Fatalf("node did not start: %v", err)
-	case <-time.After(30 * time.Second):
-		cancel()
-		t.Fatal("node did not start in 30s")
-	}
-	return ""
+	return nodetest.Start(t, testdb.New(t))
 }
 
 func newClient(t *testing.T, baseURL string, opts ...client.Option) *client.Client {
