@@ -23,18 +23,32 @@ func TestRunShape(t *testing.T) {
 	if testing.Verbose() {
 		progress = os.Stderr
 	}
-	rep, err := bench.Run(ctx, bench.Options{
-		DatabaseURL:    testdb.New(t),
-		Scenarios:      []string{bench.Lifecycle, bench.Latency},
-		Quick:          true,
-		Duration:       time.Second,
-		Warmup:         300 * time.Millisecond,
-		Matrix:         []bench.Point{{Batch: 1, Pairs: 2}, {Batch: 10, Pairs: 2}},
-		LatencySamples: 50,
-		Progress:       progress,
-	})
-	if err != nil {
-		t.Fatal(err)
+	run := func() bench.Report {
+		rep, err := bench.Run(ctx, bench.Options{
+			DatabaseURL:    testdb.New(t),
+			Scenarios:      []string{bench.Lifecycle, bench.Latency},
+			Quick:          true,
+			Duration:       2 * time.Second,
+			Warmup:         500 * time.Millisecond,
+			Matrix:         []bench.Point{{Batch: 1, Pairs: 2}, {Batch: 10, Pairs: 2}},
+			LatencySamples: 50,
+			Progress:       progress,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := run()
+	// A starved machine (every test package runs at once under make test)
+	// can complete nothing in a short window; one more run tells that from
+	// a bench that is broken.
+	for _, p := range rep.Lifecycle {
+		if p.HTTPMsgsPerS <= 0 || p.RawMsgsPerS <= 0 {
+			t.Logf("a lifecycle point completed nothing (%+v); running once more", p)
+			rep = run()
+			break
+		}
 	}
 	raw, err := json.Marshal(rep)
 	if err != nil {
