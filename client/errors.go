@@ -59,20 +59,7 @@ func (e *Error) Error() string {
 	if e.Message != "" {
 		b.WriteString(": " + e.Message)
 	}
-	for i, is := range e.Issues {
-		if i == 0 {
-			b.WriteString(" (")
-		} else {
-			b.WriteString("; ")
-		}
-		if is.Path != "" {
-			b.WriteString(is.Path + ": ")
-		}
-		b.WriteString(is.Message)
-		if i == len(e.Issues)-1 {
-			b.WriteString(")")
-		}
-	}
+	b.WriteString(e.IssuesText())
 	if e.RequestID != "" {
 		b.WriteString(" [request " + e.RequestID + "]")
 	}
@@ -119,3 +106,25 @@ var ErrSettled = errors.New("skipq: the message was already settled")
 // ErrNoReceipt is returned by the settle methods of a message received
 // without a receipt handle (autoAck).
 var ErrNoReceipt = errors.New("skipq: the message has no receipt handle (received with autoAck)")
+
+// IssuesText is the error's issues as " (path: message; …)", or "" when
+// there are none.
+func (e *Error) IssuesText() string {
+	if len(e.Issues) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for i, is := range e.Issues {
+		if i == 0 {
+			b.WriteString(" (")
+		} else {
+			b.WriteString("; ")
+		}
+		if is.Path != "" {
+			b.WriteString(is.Path + ": ")
+		}
+		b.WriteString(is.Message)
+	}
+	b.WriteString(")")
+	return b.String()
+}

@@ -100,20 +100,7 @@ func apiError(err error) error {
 	if e.Message != "" {
 		b.WriteString(": " + e.Message)
 	}
-	for i, is := range e.Issues {
-		if i == 0 {
-			b.WriteString(" (")
-		} else {
-			b.WriteString("; ")
-		}
-		if is.Path != "" {
-			b.WriteString(is.Path + ": ")
-		}
-		b.WriteString(is.Message)
-		if i == len(e.Issues)-1 {
-			b.WriteString(")")
-		}
-	}
+	b.WriteString(e.IssuesText())
 	if e.Status >= 500 && e.RequestID != "" {
 		b.WriteString(" [request " + e.RequestID + "]")
 	}
