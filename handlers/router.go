@@ -67,7 +67,6 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 
 	r.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
 
-	r.GET("/v1/openapi.json", serveOpenAPI)
 	h := &api{svc: svc}
 	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes))
 	var perCaller gin.HandlersChain
@@ -87,6 +86,7 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 	// in the service. Every other request has RequestTimeout in all.
 	authed.POST("/queues/:queue/messages/receive", read, h.receive) // a peek needs only read; the handler checks write for the rest
 	authed = authed.Group("", deadline(RequestTimeout))
+	authed.GET("/openapi.json", read, serveOpenAPI)
 	authed.GET("/queues", read, h.listQueues)
 	authed.PUT("/queues/:queue", admin, h.putQueue)
 	authed.GET("/queues/:queue", read, h.getQueue)
