@@ -41,9 +41,7 @@ func (s *Service) BrowseMessages(ctx context.Context, tenant, queue, state strin
 	default:
 		is.add("state", "must be available, delayed or in_flight")
 	}
-	if limit < 1 || limit > maxListLimit {
-		is.add("limit", "must be between 1 and %d", maxListLimit)
-	}
+	is.between("limit", &limit, 1, maxListLimit)
 	after, err := decodeSequenceCursor(cursor)
 	if err != nil {
 		is = append(is, err.(*Error).Issues...)
@@ -119,21 +117,16 @@ func (s *Service) operatedQueue(ctx context.Context, tenant, queue, messageID st
 	return s.queueByName(ctx, s.q, tenant, queue)
 }
 
-// DeadLetteredMessage is a dead-lettered message where it sits now.
-type DeadLetteredMessage = Message
-
 // ListDeadLettered lists a tenant's dead-lettered messages, newest
 // deadLetteredAt first, optionally only those from sourceQueue.
-func (s *Service) ListDeadLettered(ctx context.Context, tenant, sourceQueue string, limit int, cursor string) ([]DeadLetteredMessage, string, error) {
+func (s *Service) ListDeadLettered(ctx context.Context, tenant, sourceQueue string, limit int, cursor string) ([]Message, string, error) {
 	var is issues
 	if sourceQueue != "" {
 		if msg := ValidQueueName(sourceQueue); msg != "" {
 			is.add("sourceQueue", "%s", msg)
 		}
 	}
-	if limit < 1 || limit > maxListLimit {
-		is.add("limit", "must be between 1 and %d", maxListLimit)
-	}
+	is.between("limit", &limit, 1, maxListLimit)
 	afterAt, afterSeq, err := decodeDLQCursor(cursor)
 	if err != nil {
 		is = append(is, err.(*Error).Issues...)
@@ -153,7 +146,7 @@ func (s *Service) ListDeadLettered(ctx context.Context, tenant, sourceQueue stri
 		last := rows[limit-1].SkipqMessage
 		next = encodeDLQCursor(*last.DeadLetteredAt, last.Sequence)
 	}
-	out := make([]DeadLetteredMessage, len(rows))
+	out := make([]Message, len(rows))
 	for i, r := range rows {
 		out[i] = messageFromRow(r.QueueName, r.SkipqMessage)
 	}

@@ -118,8 +118,10 @@ func (s *Service) GetQueue(ctx context.Context, tenant, name string) (Queue, err
 // ListQueues lists a tenant's queues by name, after the cursor (the last
 // name of the previous page). nextCursor is "" on the last page.
 func (s *Service) ListQueues(ctx context.Context, tenant, prefix string, limit int, cursor string) (qs []Queue, nextCursor string, err error) {
-	if limit < 1 || limit > maxListLimit {
-		return nil, "", Invalid(Issue{Path: "limit", Message: "must be between 1 and 1000"})
+	var is issues
+	is.between("limit", &limit, 1, maxListLimit)
+	if err := is.err(); err != nil {
+		return nil, "", err
 	}
 	after, err := decodeCursor(cursor)
 	if err != nil {

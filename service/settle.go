@@ -44,9 +44,6 @@ func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, err
 	nackedBy := map[int64]int{}
 	var moves []db.MessageDeadLetterRow
 	err := s.inTx(ctx, func(q *db.Queries) error {
-		clear(changed)
-		clear(available)
-		clear(nackedBy)
 		nacked, err := q.MessageNackByReceipt(ctx, db.MessageNackByReceiptParams{
 			Now: s.now(), QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens})
 		if err != nil {
@@ -159,8 +156,6 @@ func (s *Service) Requeue(ctx context.Context, handles []string, queue string) (
 	changed := map[rowKey]bool{}
 	available := map[int64]int{}
 	err := s.inTx(ctx, func(q *db.Queries) error {
-		clear(changed)
-		clear(available)
 		// The destination lives in each message's own tenant; receipts carry
 		// no credentials, so the tenant comes from the source queue.
 		sources, err := q.QueueTenantsByID(ctx, rs.queueIDs)
