@@ -15,7 +15,8 @@ DELETE FROM skipq.messages m
 USING (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
         unnest($3::bytea[]) AS token) k
 WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-RETURNING m.queue_id, m.sequence
+  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+RETURNING m.queue_id, m.sequence, m.lease_token AS token
 `
 
 type MessageAckByReceiptParams struct {
@@ -27,8 +28,14 @@ type MessageAckByReceiptParams struct {
 type MessageAckByReceiptRow struct {
 	QueueID  int64
 	Sequence int64
+	Token    []byte
 }
 
+// Every settle returns the token it matched, so the caller credits exactly
+// the handle that settled the row (not a stale handle naming the same row),
+// and checks that the queue still exists: a message that a send racing a
+// queue deletion left behind (QueueDelete) is never settled, and the worker
+// removes it (MessageDeleteOrphaned).
 func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByReceiptParams) ([]MessageAckByReceiptRow, error) {
 	rows, err := q.db.Query(ctx, messageAckByReceipt, arg.QueueIds, arg.Sequences, arg.Tokens)
 	if err != nil {
@@ -38,7 +45,7 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 	var items []MessageAckByReceiptRow
 	for rows.Next() {
 		var i MessageAckByReceiptRow
-		if err := rows.Scan(&i.QueueID, &i.Sequence); err != nil {
+		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.Token); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -621,12 +628,62 @@ func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExp
 	return items, nil
 }
 
+const messageDeleteOrphaned = `-- name: MessageDeleteOrphaned :many
+WITH RECURSIVE present(queue_id) AS (
+    (SELECT m.queue_id FROM skipq.messages m ORDER BY m.queue_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT m.queue_id FROM skipq.messages m
+            WHERE m.queue_id > present.queue_id ORDER BY m.queue_id LIMIT 1)
+    FROM present WHERE present.queue_id IS NOT NULL
+)
+DELETE FROM skipq.messages m
+WHERE (m.queue_id, m.sequence) IN (
+    SELECT c.queue_id, c.sequence FROM skipq.messages c
+    WHERE c.queue_id IN (
+        SELECT p.queue_id FROM present p
+        WHERE p.queue_id IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = p.queue_id))
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED)
+RETURNING m.queue_id
+`
+
+// Worker: removes up to @max_messages messages whose queue no longer exists.
+// Messages have no foreign key to their queue (see the table's comment), so a
+// send (or a move) whose statement read the queue row just before a
+// concurrent QueueDelete committed can insert after that delete's own
+// DELETE ran. Such a message is already unreachable -- receives resolve the
+// queue by name, settles check that the queue exists -- and this sweep frees
+// it. The queue ids still present in the table are found with a loose index
+// scan of the primary key (one descent per distinct queue, not a pass over
+// every message); queue ids are never reused, so an orphan stays one.
+func (q *Queries) MessageDeleteOrphaned(ctx context.Context, maxMessages int32) ([]int64, error) {
+	rows, err := q.db.Query(ctx, messageDeleteOrphaned, maxMessages)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var queue_id int64
+		if err := rows.Scan(&queue_id); err != nil {
+			return nil, err
+		}
+		items = append(items, queue_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageFinalByReceipt = `-- name: MessageFinalByReceipt :many
-SELECT m.queue_id, m.sequence, m.dead_letter_queue
+SELECT m.queue_id, m.sequence, k.token::bytea AS token, m.dead_letter_queue
 FROM skipq.messages m, (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
         unnest($3::bytea[]) AS token) k
 WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
   AND m.receive_count >= m.max_receive_count
+  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
 FOR UPDATE OF m
 `
 
@@ -639,6 +696,7 @@ type MessageFinalByReceiptParams struct {
 type MessageFinalByReceiptRow struct {
 	QueueID         int64
 	Sequence        int64
+	Token           []byte
 	DeadLetterQueue string
 }
 
@@ -654,7 +712,12 @@ func (q *Queries) MessageFinalByReceipt(ctx context.Context, arg MessageFinalByR
 	var items []MessageFinalByReceiptRow
 	for rows.Next() {
 		var i MessageFinalByReceiptRow
-		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.DeadLetterQueue); err != nil {
+		if err := rows.Scan(
+			&i.QueueID,
+			&i.Sequence,
+			&i.Token,
+			&i.DeadLetterQueue,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -822,7 +885,8 @@ FROM (SELECT unnest($2::bigint[]) AS queue_id, unnest($3::bigint[]) AS sequence,
         unnest($4::bytea[]) AS token) k
 WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
   AND m.receive_count < m.max_receive_count
-RETURNING m.queue_id, m.sequence
+  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+RETURNING m.queue_id, m.sequence, k.token::bytea AS token
 `
 
 type MessageNackByReceiptParams struct {
@@ -835,6 +899,7 @@ type MessageNackByReceiptParams struct {
 type MessageNackByReceiptRow struct {
 	QueueID  int64
 	Sequence int64
+	Token    []byte
 }
 
 // Makes messages available again now. A message on its last allowed delivery
@@ -854,7 +919,7 @@ func (q *Queries) MessageNackByReceipt(ctx context.Context, arg MessageNackByRec
 	var items []MessageNackByReceiptRow
 	for rows.Next() {
 		var i MessageNackByReceiptRow
-		if err := rows.Scan(&i.QueueID, &i.Sequence); err != nil {
+		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.Token); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -1023,6 +1088,7 @@ WITH moved AS (
     USING (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
             unnest($3::bytea[]) AS token) k
     WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
     RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until
 ), source AS (
     SELECT moved.queue_id, moved.sequence, moved.message_id, moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags, moved.sent_at, moved.visible_at, moved.delayed_to, moved.expires_at, moved.receive_count, moved.first_received_at, moved.max_receive_count, moved.dead_letter_queue, moved.re_routed_from, moved.dead_lettered_at, moved.lease_token, moved.final_lease_until, sq.name AS source_name,
@@ -1052,6 +1118,7 @@ WITH moved AS (
     RETURNING queue_id
 )
 SELECT moved.queue_id AS source_queue_id, moved.sequence AS source_sequence,
+       moved.lease_token AS source_token,
        (SELECT count(*) FROM inserted)::bigint AS inserted_count
 FROM moved
 `
@@ -1068,6 +1135,7 @@ type MessageRequeueByReceiptParams struct {
 type MessageRequeueByReceiptRow struct {
 	SourceQueueID  int64
 	SourceSequence int64
+	SourceToken    []byte
 	InsertedCount  int64
 }
 
@@ -1091,7 +1159,12 @@ func (q *Queries) MessageRequeueByReceipt(ctx context.Context, arg MessageRequeu
 	var items []MessageRequeueByReceiptRow
 	for rows.Next() {
 		var i MessageRequeueByReceiptRow
-		if err := rows.Scan(&i.SourceQueueID, &i.SourceSequence, &i.InsertedCount); err != nil {
+		if err := rows.Scan(
+			&i.SourceQueueID,
+			&i.SourceSequence,
+			&i.SourceToken,
+			&i.InsertedCount,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -1237,7 +1310,8 @@ FROM (SELECT coalesce($2::timestamptz, now()) AS now) t,
      (SELECT unnest($3::bigint[]) AS queue_id, unnest($4::bigint[]) AS sequence,
         unnest($5::bytea[]) AS token) k
 WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-RETURNING m.queue_id, m.sequence, m.visible_at
+  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.visible_at
 `
 
 type MessageSetVisibilityByReceiptParams struct {
@@ -1251,6 +1325,7 @@ type MessageSetVisibilityByReceiptParams struct {
 type MessageSetVisibilityByReceiptRow struct {
 	QueueID   int64
 	Sequence  int64
+	Token     []byte
 	VisibleAt time.Time
 }
 
@@ -1272,7 +1347,12 @@ func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg Message
 	var items []MessageSetVisibilityByReceiptRow
 	for rows.Next() {
 		var i MessageSetVisibilityByReceiptRow
-		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.VisibleAt); err != nil {
+		if err := rows.Scan(
+			&i.QueueID,
+			&i.Sequence,
+			&i.Token,
+			&i.VisibleAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

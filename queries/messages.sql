@@ -114,11 +114,17 @@ ORDER BY c.sequence
 LIMIT @max_messages;
 
 -- name: MessageAckByReceipt :many
+-- Every settle returns the token it matched, so the caller credits exactly
+-- the handle that settled the row (not a stale handle naming the same row),
+-- and checks that the queue still exists: a message that a send racing a
+-- queue deletion left behind (QueueDelete) is never settled, and the worker
+-- removes it (MessageDeleteOrphaned).
 DELETE FROM skipq.messages m
 USING (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
         unnest(@tokens::bytea[]) AS token) k
 WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-RETURNING m.queue_id, m.sequence;
+  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+RETURNING m.queue_id, m.sequence, m.lease_token AS token;
 
 -- name: MessageNackByReceipt :many
 -- Makes messages available again now. A message on its last allowed delivery
@@ -132,7 +138,8 @@ FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint
         unnest(@tokens::bytea[]) AS token) k
 WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
   AND m.receive_count < m.max_receive_count
-RETURNING m.queue_id, m.sequence;
+  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+RETURNING m.queue_id, m.sequence, k.token::bytea AS token;
 
 -- name: MessageSetVisibilityByReceipt :many
 -- The lease now ends @visibility_seconds (>= 1) from now; the handle stays
@@ -146,17 +153,19 @@ FROM (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t,
      (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
         unnest(@tokens::bytea[]) AS token) k
 WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-RETURNING m.queue_id, m.sequence, m.visible_at;
+  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.visible_at;
 
 -- name: MessageFinalByReceipt :many
 -- Nack of a last allowed delivery: the messages to dead-letter, locked until
 -- MessageDeadLetter moves them in the same transaction, with the dead-letter
 -- queues to create first.
-SELECT m.queue_id, m.sequence, m.dead_letter_queue
+SELECT m.queue_id, m.sequence, k.token::bytea AS token, m.dead_letter_queue
 FROM skipq.messages m, (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
         unnest(@tokens::bytea[]) AS token) k
 WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
   AND m.receive_count >= m.max_receive_count
+  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
 FOR UPDATE OF m;
 
 -- name: MessageDeadLetter :many
@@ -227,6 +236,7 @@ WITH moved AS (
     USING (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
             unnest(@tokens::bytea[]) AS token) k
     WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
     RETURNING m.*
 ), source AS (
     SELECT moved.*, sq.name AS source_name,
@@ -256,12 +266,41 @@ WITH moved AS (
     RETURNING queue_id
 )
 SELECT moved.queue_id AS source_queue_id, moved.sequence AS source_sequence,
+       moved.lease_token AS source_token,
        (SELECT count(*) FROM inserted)::bigint AS inserted_count
 FROM moved;
 
 -- name: MessageDeleteByQueue :execrows
 -- Purge and queue deletion: every message of the queue, in every state.
 DELETE FROM skipq.messages WHERE queue_id = @queue_id;
+
+-- name: MessageDeleteOrphaned :many
+-- Worker: removes up to @max_messages messages whose queue no longer exists.
+-- Messages have no foreign key to their queue (see the table's comment), so a
+-- send (or a move) whose statement read the queue row just before a
+-- concurrent QueueDelete committed can insert after that delete's own
+-- DELETE ran. Such a message is already unreachable -- receives resolve the
+-- queue by name, settles check that the queue exists -- and this sweep frees
+-- it. The queue ids still present in the table are found with a loose index
+-- scan of the primary key (one descent per distinct queue, not a pass over
+-- every message); queue ids are never reused, so an orphan stays one.
+WITH RECURSIVE present(queue_id) AS (
+    (SELECT m.queue_id FROM skipq.messages m ORDER BY m.queue_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT m.queue_id FROM skipq.messages m
+            WHERE m.queue_id > present.queue_id ORDER BY m.queue_id LIMIT 1)
+    FROM present WHERE present.queue_id IS NOT NULL
+)
+DELETE FROM skipq.messages m
+WHERE (m.queue_id, m.sequence) IN (
+    SELECT c.queue_id, c.sequence FROM skipq.messages c
+    WHERE c.queue_id IN (
+        SELECT p.queue_id FROM present p
+        WHERE p.queue_id IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = p.queue_id))
+    LIMIT @max_messages
+    FOR UPDATE SKIP LOCKED)
+RETURNING m.queue_id;
 
 -- name: MessageFinalLeaseDue :one
 -- Worker: is any last allowed lease over? One probe of the partial index.

@@ -63,7 +63,7 @@ func FuzzPrepareMessage(f *testing.F) {
 			Tags: map[string]string{tagKey: tagValue}, DelaySeconds: &delay, ExpirationSeconds: &expiration,
 			DeadLetterQueue: &dlq,
 		}
-		msgs, err := s.prepare([]MessageInput{in}, func(int) string { return "messages[0]" })
+		msgs, err := s.prepare("q", []MessageInput{in}, func(int) string { return "messages[0]" })
 		if err == nil {
 			if len(msgs) != 1 || msgs[0].MessageID == "" || len(msgs[0].hash) != 32 {
 				t.Fatalf("accepted but malformed: %+v", msgs)

@@ -61,6 +61,14 @@ func (s *Service) RemoveExpired(ctx context.Context, max int) (int, error) {
 	return len(rows), nil
 }
 
+// RemoveOrphaned deletes up to max messages whose queue was deleted while a
+// send or a move into it was running (see MessageDeleteOrphaned). They are
+// unreachable already; this frees their space.
+func (s *Service) RemoveOrphaned(ctx context.Context, max int) (int, error) {
+	rows, err := s.q.MessageDeleteOrphaned(ctx, int32(max))
+	return len(rows), fromDB("remove messages of deleted queues", err)
+}
+
 // DropOldDedupKeys deletes up to max idempotency keys whose window passed and
 // whose message left the queue.
 func (s *Service) DropOldDedupKeys(ctx context.Context, max int) (int, error) {

@@ -44,7 +44,7 @@ type QueueSettings struct {
 	DedupWindowSeconds *int
 }
 
-func (s *Service) validateSettings(in QueueSettings) error {
+func (s *Service) validateSettings(name string, in QueueSettings) error {
 	var is issues
 	l := s.limits
 	// A lease of 0 would let two receivers hold the same message.
@@ -54,11 +54,7 @@ func (s *Service) validateSettings(in QueueSettings) error {
 	is.between("expirationSeconds", in.ExpirationSeconds, 0, l.MaxExpirationSeconds)
 	is.between("maxReceiveCount", in.MaxReceiveCount, 0, l.MaxReceiveCount)
 	is.between("dedupWindowSeconds", in.DedupWindowSeconds, 0, maxDedupWindow)
-	if in.DeadLetterQueue != nil && *in.DeadLetterQueue != "" {
-		if msg := ValidQueueName(*in.DeadLetterQueue); msg != "" {
-			is.add("deadLetterQueue", "%s", msg)
-		}
-	}
+	checkDeadLetterQueue(&is, "deadLetterQueue", name, in.DeadLetterQueue)
 	return is.err()
 }
 
@@ -67,7 +63,7 @@ func (s *Service) PutQueue(ctx context.Context, tenant, name string, in QueueSet
 	if err := checkQueueName("queue", name); err != nil {
 		return Queue{}, false, err
 	}
-	if err := s.validateSettings(in); err != nil {
+	if err := s.validateSettings(name, in); err != nil {
 		return Queue{}, false, err
 	}
 	row, err := s.q.QueueUpsert(ctx, db.QueueUpsertParams{
@@ -120,12 +116,19 @@ func (s *Service) GetQueue(ctx context.Context, tenant, name string) (Queue, err
 func (s *Service) ListQueues(ctx context.Context, tenant, prefix string, limit int, cursor string) (qs []Queue, nextCursor string, err error) {
 	var is issues
 	is.between("limit", &limit, 1, maxListLimit)
+	is.text("prefix", prefix)
 	if err := is.err(); err != nil {
 		return nil, "", err
 	}
 	after, err := decodeCursor(cursor)
 	if err != nil {
 		return nil, "", err
+	}
+	// The key is compared as text in SQL: bytes that text cannot hold are
+	// not a name this server wrote, and must not reach Postgres (22021).
+	var bad issues
+	if bad.text("cursor", after); len(bad) > 0 {
+		return nil, "", Invalid(Issue{Path: "cursor", Message: "is not a cursor this server issued"})
 	}
 	rows, err := s.q.QueueList(ctx, db.QueueListParams{
 		Tenant: tenant, Prefix: prefix, After: after, MaxQueues: int32(limit + 1),

@@ -48,7 +48,10 @@ func parseReceipt(handle string) (r receipt, ok bool) {
 }
 
 // receipts is a parsed settle request: the well-formed handles as parallel
-// arrays for the ANY(...) statements, and which input each came from.
+// arrays for the ANY(...) statements, and which input each came from. A
+// handle given more than once is sent once: its first copy can settle the
+// message, the others fail as stale (a message is settled once, and counted
+// once).
 type receipts struct {
 	handles   []string
 	parsed    []receipt
@@ -60,11 +63,13 @@ type receipts struct {
 
 func parseReceipts(handles []string) receipts {
 	rs := receipts{handles: handles, parsed: make([]receipt, len(handles)), valid: make([]bool, len(handles))}
+	seen := make(map[string]bool, len(handles))
 	for i, h := range handles {
 		r, ok := parseReceipt(h)
-		if !ok {
+		if !ok || seen[h] {
 			continue
 		}
+		seen[h] = true
 		rs.parsed[i], rs.valid[i] = r, true
 		rs.queueIDs = append(rs.queueIDs, r.queueID)
 		rs.sequences = append(rs.sequences, r.sequence)
@@ -73,14 +78,25 @@ func parseReceipts(handles []string) receipts {
 	return rs
 }
 
-type rowKey struct{ queueID, sequence int64 }
+// settledKey names one delivery that a statement settled: the row and the
+// lease token that matched it. Keying by the token too means a stale handle
+// of the same message, sent next to its live one, is not credited.
+type settledKey struct {
+	queueID, sequence int64
+	token             string
+}
 
-// result reports, per input handle, whether its row was among those the
-// statement changed.
-func (rs receipts) result(changed map[rowKey]bool) SettleResult {
+func settled(queueID, sequence int64, token []byte) settledKey {
+	return settledKey{queueID, sequence, string(token)}
+}
+
+func (r receipt) key() settledKey { return settled(r.queueID, r.sequence, r.token) }
+
+// result reports, per input handle, whether it settled its message.
+func (rs receipts) result(changed map[settledKey]bool) SettleResult {
 	var res SettleResult
 	for i, h := range rs.handles {
-		if rs.valid[i] && changed[rowKey{rs.parsed[i].queueID, rs.parsed[i].sequence}] {
+		if rs.valid[i] && changed[rs.parsed[i].key()] {
 			res.Succeeded++
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -76,7 +77,7 @@ func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageIn
 	if err := checkQueueName("queue", queue); err != nil {
 		return nil, err
 	}
-	msgs, err := s.prepare(in, pathOf)
+	msgs, err := s.prepare(queue, in, pathOf)
 	if err != nil {
 		return nil, err
 	}
@@ -132,14 +133,32 @@ func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageIn
 	return results, nil
 }
 
+// sendAttempts bounds how often a send retries when its queue vanished
+// between the statements that create it and insert into it (a DELETE of the
+// queue racing the send). Each retry re-creates the queue, so only a client
+// deleting the same queue in a tight loop can exhaust it.
+const sendAttempts = 5
+
+// errQueueVanished is a send's insert finding no queue after creating it.
+var errQueueVanished = &Error{Kind: KindUnavailable, Message: "the queue was deleted while the send ran; retry"}
+
 // sendUnkeyed is the common path: one autocommit INSERT, plus a queue
-// creation and a retry the first time a queue is used.
+// creation and a retry the first time a queue is used (or when a concurrent
+// DELETE removed it between the creation and the insert).
 func (s *Service) sendUnkeyed(ctx context.Context, tenant, queue string, msgs []prepared) ([]SendResult, int64, error) {
 	params := s.insertParams(tenant, queue, msgs)
-	rows, err := s.q.MessageSend(ctx, params)
-	if err == nil && len(rows) == 0 {
-		if err = s.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: tenant, Names: []string{queue}}); err == nil {
-			rows, err = s.q.MessageSend(ctx, params)
+	var rows []db.MessageSendRow
+	var err error
+	for attempt := 1; ; attempt++ {
+		rows, err = s.q.MessageSend(ctx, params)
+		if err != nil || len(rows) > 0 {
+			break
+		}
+		if attempt == sendAttempts {
+			return nil, 0, errQueueVanished
+		}
+		if err = s.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: tenant, Names: []string{queue}}); err != nil {
+			break
 		}
 	}
 	if err != nil {
@@ -164,13 +183,16 @@ func (s *Service) sendKeyed(ctx context.Context, tenant, queue string, msgs []pr
 	var results []SendResult
 	var queueID int64
 	var err error
-	for attempt := 0; attempt < 3; attempt++ {
+	for attempt := 0; attempt < sendAttempts; attempt++ {
 		err = s.inTx(ctx, func(q *db.Queries) error {
 			results = make([]SendResult, len(msgs))
 			if err := q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: tenant, Names: []string{queue}}); err != nil {
 				return err
 			}
 			row, err := s.queueByName(ctx, q, tenant, queue)
+			if KindOf(err) == KindNotFound {
+				return errQueueVanished // deleted since QueueCreateMissing's snapshot
+			}
 			if err != nil {
 				return err
 			}
@@ -213,6 +235,11 @@ func (s *Service) sendKeyed(ctx context.Context, tenant, queue string, msgs []pr
 			if err != nil {
 				return err
 			}
+			if len(rows) != len(toInsert) || rows[0].QueueID != queueID {
+				// The queue was deleted (and perhaps re-created) since
+				// queueByName: its keys were looked up in the wrong queue.
+				return errQueueVanished
+			}
 			byID := sendRowsByID(rows)
 			var keyIDs []string
 			var hashes [][]byte
@@ -225,7 +252,7 @@ func (s *Service) sendKeyed(ctx context.Context, tenant, queue string, msgs []pr
 			}
 			return q.DedupKeyInsert(ctx, db.DedupKeyInsertParams{QueueID: queueID, MessageIds: keyIDs, ContentHashes: hashes})
 		})
-		if !db.IsUniqueViolation(err, "messages_message_id_queue_key") {
+		if !db.IsUniqueViolation(err, "messages_message_id_queue_key") && !errors.Is(err, errQueueVanished) {
 			break
 		}
 	}
@@ -279,7 +306,7 @@ func (s *Service) insertParams(tenant, queue string, msgs []prepared) db.Message
 
 // prepare validates every message and decodes its body. Oversized messages
 // are reported as KindTooLarge (413), everything else as KindInvalid.
-func (s *Service) prepare(in []MessageInput, pathOf func(int) string) ([]prepared, error) {
+func (s *Service) prepare(queue string, in []MessageInput, pathOf func(int) string) ([]prepared, error) {
 	var is issues
 	var tooLarge issues
 	out := make([]prepared, len(in))
@@ -325,11 +352,9 @@ func (s *Service) prepare(in []MessageInput, pathOf func(int) string) ([]prepare
 		is.between(join(p, "delaySeconds"), m.DelaySeconds, 0, l.MaxDelaySeconds)
 		is.between(join(p, "expirationSeconds"), m.ExpirationSeconds, 0, l.MaxExpirationSeconds)
 		is.between(join(p, "maxReceiveCount"), m.MaxReceiveCount, 0, l.MaxReceiveCount)
-		if m.DeadLetterQueue != nil && *m.DeadLetterQueue != "" {
-			if msg := ValidQueueName(*m.DeadLetterQueue); msg != "" {
-				is.add(join(p, "deadLetterQueue"), "%s", msg)
-			}
-		}
+		checkDeadLetterQueue(&is, join(p, "deadLetterQueue"), queue, m.DeadLetterQueue)
+		is.text(join(p, "metadata"), m.Metadata)
+		is.text(join(p, "clientId"), m.ClientID)
 		tags, _ := json.Marshal(nonNilTags(m.Tags))
 		o.tagsJSON = string(tags)
 		o.hash = contentHash(o)
@@ -362,6 +387,8 @@ func (s *Service) checkTags(is *issues, path string, tags map[string]string) {
 			is.add(path+"."+k, `tag keys must not start with "skipq."`)
 		case len(tags[k]) > maxTagValueBytes:
 			is.add(path+"."+k, "tag values must be at most %d bytes", maxTagValueBytes)
+		default:
+			is.text(path+"."+k, tags[k])
 		}
 	}
 }

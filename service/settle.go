@@ -22,10 +22,10 @@ func (s *Service) Ack(ctx context.Context, handles []string) (SettleResult, erro
 	if err != nil {
 		return SettleResult{}, fromDB("ack", err)
 	}
-	changed := map[rowKey]bool{}
+	changed := map[settledKey]bool{}
 	acked := map[int64]int{}
 	for _, r := range rows {
-		changed[rowKey{r.QueueID, r.Sequence}] = true
+		changed[settled(r.QueueID, r.Sequence, r.Token)] = true
 		acked[r.QueueID]++
 	}
 	s.observeByID(ctx, acked, s.obs.MessagesAcked)
@@ -39,7 +39,7 @@ func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, err
 	if len(rs.tokens) == 0 {
 		return rs.result(nil), nil
 	}
-	changed := map[rowKey]bool{}
+	changed := map[settledKey]bool{}
 	available := map[int64]int{}
 	nackedBy := map[int64]int{}
 	var moves []db.MessageDeadLetterRow
@@ -50,7 +50,7 @@ func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, err
 			return err
 		}
 		for _, r := range nacked {
-			changed[rowKey{r.QueueID, r.Sequence}] = true
+			changed[settled(r.QueueID, r.Sequence, r.Token)] = true
 			available[r.QueueID]++
 			nackedBy[r.QueueID]++
 		}
@@ -65,7 +65,7 @@ func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, err
 		keys := make([]deadLetterKey, len(final))
 		for i, f := range final {
 			keys[i] = deadLetterKey{f.QueueID, f.Sequence, f.DeadLetterQueue}
-			changed[rowKey{f.QueueID, f.Sequence}] = true
+			changed[settled(f.QueueID, f.Sequence, f.Token)] = true
 		}
 		moves, err = s.deadLetter(ctx, q, keys)
 		for id, n := range deadLetterArrivals(moves) {
@@ -128,14 +128,14 @@ func (s *Service) SetVisibility(ctx context.Context, handles []string, seconds i
 	if err != nil {
 		return VisibilityResult{}, fromDB("change visibility", err)
 	}
-	changed := map[rowKey]bool{}
-	until := map[rowKey]time.Time{}
+	changed := map[settledKey]bool{}
+	until := map[settledKey]time.Time{}
 	for _, r := range rows {
-		k := rowKey{r.QueueID, r.Sequence}
+		k := settled(r.QueueID, r.Sequence, r.Token)
 		changed[k], until[k] = true, r.VisibleAt
 	}
 	for i, h := range rs.handles {
-		if t, ok := until[rowKey{rs.parsed[i].queueID, rs.parsed[i].sequence}]; ok && rs.valid[i] {
+		if t, ok := until[rs.parsed[i].key()]; ok && rs.valid[i] {
 			res.VisibleUntil[h] = t
 		}
 	}
@@ -153,7 +153,7 @@ func (s *Service) Requeue(ctx context.Context, handles []string, queue string) (
 	if len(rs.tokens) == 0 {
 		return rs.result(nil), nil
 	}
-	changed := map[rowKey]bool{}
+	changed := map[settledKey]bool{}
 	available := map[int64]int{}
 	err := s.inTx(ctx, func(q *db.Queries) error {
 		// The destination lives in each message's own tenant; receipts carry
@@ -195,7 +195,7 @@ func (s *Service) Requeue(ctx context.Context, handles []string, queue string) (
 				return err
 			}
 			for _, m := range moved {
-				changed[rowKey{m.SourceQueueID, m.SourceSequence}] = true
+				changed[settled(m.SourceQueueID, m.SourceSequence, m.SourceToken)] = true
 			}
 			available[dest.ID] += len(moved)
 		}

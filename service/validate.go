@@ -37,6 +37,19 @@ func ValidQueueName(name string) string {
 	return ""
 }
 
+// checkDeadLetterQueue checks a dead-letter queue setting of queue (nil or ""
+// mean none). A queue cannot be its own dead-letter queue: its messages
+// would be moved back into it with a fresh receive count, forever.
+func checkDeadLetterQueue(is *issues, path, queue string, dlq *string) {
+	switch {
+	case dlq == nil || *dlq == "":
+	case ValidQueueName(*dlq) != "":
+		is.add(path, "%s", ValidQueueName(*dlq))
+	case *dlq == queue:
+		is.add(path, "must not be the queue itself")
+	}
+}
+
 func checkQueueName(path, name string) *Error {
 	if msg := ValidQueueName(name); msg != "" {
 		return Invalid(Issue{Path: path, Message: msg})
@@ -63,6 +76,18 @@ func (is issues) err() error {
 		return nil
 	}
 	return Invalid(is...)
+}
+
+// text checks a free-text field that is stored as Postgres text: it must be
+// valid UTF-8 and hold no NUL, which text cannot store (the body is bytea
+// and may hold anything).
+func (is *issues) text(path, v string) {
+	switch {
+	case !utf8.ValidString(v):
+		is.add(path, "must be valid UTF-8")
+	case strings.IndexByte(v, 0) >= 0:
+		is.add(path, "must not contain NUL characters (U+0000)")
+	}
 }
 
 func join(prefix, field string) string {

@@ -43,6 +43,7 @@ func New(svc *service.Service, log *slog.Logger, opts Options) *Worker {
 		{"dead-letter expired leases", 500 * time.Millisecond, svc.DeadLetterExpiredLeases},
 		{"remove expired messages", 2 * time.Second, svc.RemoveExpired},
 		{"drop old dedup keys", 30 * time.Second, svc.DropOldDedupKeys},
+		{"remove messages of deleted queues", 30 * time.Second, svc.RemoveOrphaned},
 		{"refresh queue gauges", 5 * time.Second, svc.RefreshQueueCounts},
 	}
 	if opts.Vacuum {
