@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -18,6 +20,14 @@ type PoolOptions struct {
 
 // NewPool opens a pgx pool. It does not wait for the database: a node starts
 // (and answers 503) while Postgres is away.
+//
+// Nothing on these connections is session state, so they work through
+// PgBouncer in transaction pooling (SPEC §1): no startup parameters beyond
+// the URL's own, and statements are sent as unnamed statements whose
+// descriptions pgx caches (QueryExecModeCacheDescribe), never as named
+// prepared statements that would have to outlive a transaction. A URL that
+// names its own default_query_exec_mode keeps it. The plan settings that
+// skipq's statements need are set per transaction (Planned, TxOptions).
 func NewPool(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -30,16 +40,6 @@ func NewPool(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, 
 		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
 	}
 	cfg.HealthCheckPeriod = 5 * time.Second
-	// Every skipq statement is written for an index. Queue tables are often
-	// analyzed while nearly empty, and with such statistics a sequential or
-	// bitmap scan (or a sort, or a hash join over one) looks free: forbid
-	// them on skipq's own connections so the plans stay the intended index
-	// scans whatever the statistics say (docs/DESIGN.md, "The claim"). The
-	// few statements that must scan (the gauges) allow it for their own
-	// transaction with PlanAllowScans.
-	for param, value := range planSettings {
-		cfg.ConnConfig.RuntimeParams[param] = value
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
@@ -47,17 +47,116 @@ func NewPool(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, 
 	return pool, nil
 }
 
-// planSettings are the session settings that pin skipq's plans.
-var planSettings = map[string]string{
-	"enable_seqscan":    "off",
-	"enable_bitmapscan": "off",
-	// Without sorts, ORDER BY sequence LIMIT n can only be the ordered walk
-	// of the primary key, never "any index on queue_id, then sort".
-	"enable_sort":      "off",
-	"enable_hashjoin":  "off",
-	"enable_mergejoin": "off",
-	// A plan that has to use a "disabled" node (the sort of a batch insert's
-	// ORDER BY, say) costs over 10^10, far above jit_above_cost: without
-	// this, such statements would be JIT-compiled on every call (~270 ms).
-	"jit": "off",
+// planSettings pins skipq's plans for the rest of the transaction it runs in.
+// Every skipq statement is written for an index. Queue tables are often
+// analyzed while nearly empty, and with such statistics a sequential or
+// bitmap scan (or a sort, or a hash join over one) looks free: forbidding
+// them leaves the intended index scans whatever the statistics say
+// (docs/DESIGN.md, "The claim"). Without sorts, ORDER BY sequence LIMIT n
+// can only be the ordered walk of the primary key. A plan that has to use a
+// "disabled" node (the sort of a batch insert's ORDER BY, say) costs over
+// 10^10, far above jit_above_cost: JIT goes off too, or such statements
+// would be compiled on every call (~270 ms). The few statements that must
+// scan (the gauges) lift these for their own transaction (PlanAllowScans).
+const planSettings = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+	set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
+	set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)`
+
+// TxOptions begin a transaction with the plan settings in force, in the same
+// round trip as the BEGIN.
+var TxOptions = pgx.TxOptions{BeginQuery: "BEGIN; " + planSettings}
+
+// Planned runs each statement outside an explicit transaction with the plan
+// settings in force for it alone: the settings and the statement go in one
+// pipeline (one round trip), which Postgres runs as one implicit transaction,
+// so set_config(..., true) reaches exactly that statement and nothing
+// outlives it.
+type Planned struct{ Pool *pgxpool.Pool }
+
+var _ DBTX = Planned{}
+
+func (p Planned) send(ctx context.Context, sql string, args []any) pgx.BatchResults {
+	b := &pgx.Batch{}
+	b.Queue(planSettings)
+	b.Queue(sql, args...)
+	return p.Pool.SendBatch(ctx, b)
+}
+
+// Exec runs one statement with the plan settings.
+func (p Planned) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	br := p.send(ctx, sql, args)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return br.Exec()
+}
+
+// Query runs one statement with the plan settings; closing the rows
+// releases the connection.
+func (p Planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	br := p.send(ctx, sql, args)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// QueryRow runs one statement with the plan settings and reads one row, as
+// pgx's QueryRow does (pgx.ErrNoRows when there is none).
+func (p Planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := p.Query(ctx, sql, args...)
+	return &batchRow{rows: rows, err: err}
+}
+
+// batchRows are a batch's result rows; Close also closes the batch, which
+// gives its connection back to the pool.
+type batchRows struct {
+	pgx.Rows
+	br       pgx.BatchResults
+	closeErr error
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	if r.br != nil {
+		r.closeErr = r.br.Close()
+		r.br = nil
+	}
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.closeErr
+}
+
+type batchRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r *batchRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
 }

@@ -26,7 +26,10 @@ import (
 func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
 	log.Info("starting skipq", "config", cfg)
 	if cfg.Migrate {
-		if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+		// Migrations hold goose's session-level advisory lock while they
+		// run, which a transaction pooler cannot keep: they go over the
+		// direct (listener) URL, which is the database URL unless set.
+		if err := migrations.Up(ctx, cfg.listenerURL()); err != nil {
 			return err
 		}
 	}

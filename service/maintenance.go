@@ -140,5 +140,5 @@ func (s *Service) VacuumMessages(ctx context.Context, _ int) (int, error) {
 	if err != nil || dead < VacuumDeadTuples {
 		return 0, fromDB("vacuum", err)
 	}
-	return 0, fromDB("vacuum", s.q.MessageVacuum(ctx))
+	return 0, fromDB("vacuum", s.direct.MessageVacuum(ctx))
 }

@@ -16,8 +16,11 @@ import (
 // Service is one node's view of skipq: stateless apart from the long-poll
 // waiters it is holding.
 type Service struct {
-	pool   *pgxpool.Pool
-	q      *db.Queries
+	pool *pgxpool.Pool
+	q    *db.Queries // statements with skipq's plan settings (db.Planned)
+	// direct runs statements as they are: VACUUM cannot run inside the
+	// implicit transaction that Planned opens.
+	direct *db.Queries
 	limits Limits
 	log    *slog.Logger
 	hub    *Hub
@@ -48,7 +51,8 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	}
 	s := &Service{
 		pool:   pool,
-		q:      db.New(pool),
+		q:      db.New(db.Planned{Pool: pool}),
+		direct: db.New(pool),
 		limits: opts.Limits,
 		log:    log,
 		now:    func() *time.Time { return nil },
@@ -72,7 +76,7 @@ func (s *Service) Hub() *Hub { return s.hub }
 
 // inTx runs fn in one transaction.
 func (s *Service) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return pgx.BeginTxFunc(ctx, s.pool, db.TxOptions, func(tx pgx.Tx) error {
 		return fn(s.q.WithTx(tx))
 	})
 }
