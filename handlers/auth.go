@@ -53,12 +53,12 @@ func authenticate(svc *service.Service, authOff bool) gin.HandlerFunc {
 			c.Next()
 			return
 		}
-		secret, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-		if !ok || secret == "" {
+		secret, ok := bearerToken(c.GetHeader("Authorization"))
+		if !ok {
 			abortWith(c, http.StatusUnauthorized, "unauthenticated", "an API key is required: Authorization: Bearer <key>", nil)
 			return
 		}
-		key, err := svc.Authenticate(c.Request.Context(), strings.TrimSpace(secret))
+		key, err := svc.Authenticate(c.Request.Context(), secret)
 		if errors.Is(err, service.ErrUnauthenticated) {
 			abortWith(c, http.StatusUnauthorized, "unauthenticated", "the API key is unknown or revoked", nil)
 			return
@@ -70,6 +70,18 @@ func authenticate(svc *service.Service, authOff bool) gin.HandlerFunc {
 		c.Set(identityKey, Identity{Tenant: key.Tenant, Role: service.RoleRank(key.Role), KeyID: key.ID})
 		c.Next()
 	}
+}
+
+// bearerToken is the token of an `Authorization: Bearer <token>` header.
+// Auth schemes are case-insensitive (RFC 7235 §2.1): clients and proxies
+// that send "bearer" or "BEARER" must not be locked out.
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
 }
 
 // require lets the request through when the caller's role is at least min.
