@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"net/http"
 	"strings"
@@ -82,6 +84,23 @@ func bearerToken(header string) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
+}
+
+// requireToken guards a route with one shared bearer token (the metrics
+// scrape token). Both sides are hashed first so the constant-time compare
+// leaks not even the token's length.
+func requireToken(token, what string) gin.HandlerFunc {
+	want := sha256.Sum256([]byte(token))
+	return func(c *gin.Context) {
+		got, ok := bearerToken(c.GetHeader("Authorization"))
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			abortWith(c, http.StatusUnauthorized, "unauthenticated",
+				what+" needs Authorization: Bearer <token> with the configured token", nil)
+			return
+		}
+		c.Next()
+	}
 }
 
 // require lets the request through when the caller's role is at least min.

@@ -70,7 +70,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	handler := handlers.New(svc, pool, handlers.Config{
 		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log, Metrics: m,
-		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(),
+		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
 	})
 	srv := &http.Server{
