@@ -163,3 +163,18 @@ func TestRevocationTakesEffect(t *testing.T) {
 		return n.do(t, "GET", "/v1/queues", nil, auth...).Status == http.StatusUnauthorized
 	})
 }
+
+// The auth scheme is case-insensitive (RFC 7235 §2.1): a client that sends
+// "bearer" is no less authenticated than one that sends "Bearer".
+func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	n := newNode(t, func(c *node.Config) { c.Auth = "required" })
+	_, secret := createKey(t, newPool(t, n.DB), "acme", "read")
+	for _, header := range []string{"Bearer " + secret, "bearer " + secret, "BEARER " + secret, "bEaReR   " + secret} {
+		if r := n.do(t, "GET", "/v1/queues", nil, "Authorization", header); r.Status != http.StatusOK {
+			t.Errorf("Authorization: %q: status %d, want 200: %s", header[:len(header)-len(secret)], r.Status, r.Raw)
+		}
+	}
+	for _, header := range []string{"Basic " + secret, "Bearer" + secret, "Bearer ", secret} {
+		wantError(t, n.do(t, "GET", "/v1/queues", nil, "Authorization", header), http.StatusUnauthorized, "unauthenticated")
+	}
+}

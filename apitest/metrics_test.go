@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skipq/skipq/node"
 )
 
 // metric reads one sample from a node's /metrics: the line starting with
@@ -80,5 +82,40 @@ func TestExpiredMetric(t *testing.T) {
 	n.send(t, "e", map[string]any{"body": "x", "expirationSeconds": 1})
 	eventually(t, 10*time.Second, "the expiry to be counted", func() bool {
 		return metric(t, n, `skipq_messages_expired_total{queue="e",tenant="default"}`) == 1
+	})
+}
+
+// /metrics names every tenant's queues and their depths: open by default
+// (scrapers on a private network), behind a bearer token when one is set.
+func TestMetricsToken(t *testing.T) {
+	t.Run("no token configured", func(t *testing.T) {
+		n := newNode(t)
+		if r := n.do(t, "GET", "/metrics", nil); r.Status != http.StatusOK {
+			t.Fatalf("status %d, want 200: %s", r.Status, r.Raw)
+		}
+	})
+	t.Run("token configured", func(t *testing.T) {
+		const token = "scrape-secret"
+		// Auth is off: the token guards /metrics whatever SKIPQ_AUTH says.
+		n := newNode(t, func(c *node.Config) { c.MetricsToken = token })
+		n.send(t, "private", map[string]any{"body": "x"})
+		for name, headers := range map[string][]string{
+			"no header":           nil,
+			"wrong token":         {"Authorization", "Bearer not-" + token},
+			"token prefix":        {"Authorization", "Bearer " + token[:len(token)-1]},
+			"token, wrong scheme": {"Authorization", "Basic " + token},
+		} {
+			r := n.do(t, "GET", "/metrics", nil, headers...)
+			wantError(t, r, http.StatusUnauthorized, "unauthenticated")
+			if strings.Contains(string(r.Raw), "private") {
+				t.Fatalf("%s: the refusal shows a queue name: %s", name, r.Raw)
+			}
+		}
+		for _, scheme := range []string{"Bearer", "bearer"} {
+			r := n.do(t, "GET", "/metrics", nil, "Authorization", scheme+" "+token)
+			if r.Status != http.StatusOK || !strings.Contains(string(r.Raw), `queue="private"`) {
+				t.Fatalf("%s <token>: status %d, want 200 with the metrics: %.300s", scheme, r.Status, r.Raw)
+			}
+		}
 	})
 }

@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"net/http"
 	"strings"
@@ -53,12 +55,12 @@ func authenticate(svc *service.Service, authOff bool) gin.HandlerFunc {
 			c.Next()
 			return
 		}
-		secret, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-		if !ok || secret == "" {
+		secret, ok := bearerToken(c.GetHeader("Authorization"))
+		if !ok {
 			abortWith(c, http.StatusUnauthorized, "unauthenticated", "an API key is required: Authorization: Bearer <key>", nil)
 			return
 		}
-		key, err := svc.Authenticate(c.Request.Context(), strings.TrimSpace(secret))
+		key, err := svc.Authenticate(c.Request.Context(), secret)
 		if errors.Is(err, service.ErrUnauthenticated) {
 			abortWith(c, http.StatusUnauthorized, "unauthenticated", "the API key is unknown or revoked", nil)
 			return
@@ -68,6 +70,35 @@ func authenticate(svc *service.Service, authOff bool) gin.HandlerFunc {
 			return
 		}
 		c.Set(identityKey, Identity{Tenant: key.Tenant, Role: service.RoleRank(key.Role), KeyID: key.ID})
+		c.Next()
+	}
+}
+
+// bearerToken is the token of an `Authorization: Bearer <token>` header.
+// Auth schemes are case-insensitive (RFC 7235 §2.1): clients and proxies
+// that send "bearer" or "BEARER" must not be locked out.
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// requireToken guards a route with one shared bearer token (the metrics
+// scrape token). Both sides are hashed first so the constant-time compare
+// leaks not even the token's length.
+func requireToken(token, what string) gin.HandlerFunc {
+	want := sha256.Sum256([]byte(token))
+	return func(c *gin.Context) {
+		got, ok := bearerToken(c.GetHeader("Authorization"))
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			abortWith(c, http.StatusUnauthorized, "unauthenticated",
+				what+" needs Authorization: Bearer <token> with the configured token", nil)
+			return
+		}
 		c.Next()
 	}
 }

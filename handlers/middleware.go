@@ -27,13 +27,17 @@ func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
 func withRequestID(c *gin.Context) {
 	id := c.GetHeader("X-Request-Id")
 	if !requestIDPattern.MatchString(id) {
-		b := make([]byte, 12)
-		_, _ = rand.Read(b)
-		id = hex.EncodeToString(b)
+		id = newRequestID()
 	}
 	c.Set(requestIDKey, id)
 	c.Header("X-Request-Id", id)
 	c.Next()
+}
+
+func newRequestID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // logRequests writes one JSON line per request and times it.

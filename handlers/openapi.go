@@ -14,7 +14,7 @@ import (
 //go:embed openapi.json
 var openAPIDocument []byte
 
-// serveOpenAPI answers GET /v1/openapi.json; it needs no credentials.
+// serveOpenAPI answers GET /v1/openapi.json.
 func serveOpenAPI(c *gin.Context) {
 	c.Data(http.StatusOK, "application/json", openAPIDocument)
 }

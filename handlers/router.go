@@ -29,6 +29,9 @@ type Config struct {
 	// limit), with bursts of RateBurst.
 	RateLimit float64
 	RateBurst int
+	// MetricsToken, when set, is the bearer token /metrics requires: the
+	// metrics name every tenant's queues and their depths.
+	MetricsToken string
 }
 
 type api struct {
@@ -65,7 +68,11 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
 	})
 
-	r.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
+	metricsChain := gin.HandlersChain{gin.WrapH(cfg.Metrics.Handler())}
+	if cfg.MetricsToken != "" {
+		metricsChain = append(gin.HandlersChain{requireToken(cfg.MetricsToken, "/metrics")}, metricsChain...)
+	}
+	r.GET("/metrics", metricsChain...)
 
 	h := &api{svc: svc}
 	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes))

@@ -31,6 +31,7 @@ type Config struct {
 	ReadTimeout         int     // seconds to read a request, headers and body; slow clients are cut off
 	RateLimit           float64 // requests/s per API key (per IP with auth off); 0 = off
 	RateBurst           int     // 0 = max(1, RateLimit)
+	MetricsToken        string  // when set, /metrics needs it as a bearer token
 	Limits              service.Limits
 }
 
@@ -128,6 +129,8 @@ func (c *Config) vars() []envVar {
 		}, func() string { return strconv.FormatFloat(c.RateLimit, 'g', -1, 64) })
 	n, gn = num(&c.RateBurst)
 	add("SKIPQ_RATE_BURST", "rate-burst", "requests a caller may burst above the rate; 0 = the rate, at least 1", n, gn)
+	s, g = str(&c.MetricsToken)
+	add("SKIPQ_METRICS_TOKEN", "metrics-token", "when set, /metrics needs Authorization: Bearer <token> (prefer the variable: flags show in ps)", s, g)
 	l := &c.Limits
 	for _, lim := range []struct {
 		env, flag string
@@ -235,13 +238,16 @@ func (c Config) listenerURL() string {
 	return c.DatabaseURL
 }
 
-// LogValue is the startup log line's view: passwords masked.
+// LogValue is the startup log line's view: passwords and tokens masked.
 func (c Config) LogValue() slog.Value {
 	var attrs []slog.Attr
 	for _, v := range c.vars() {
 		val := v.get()
 		if strings.Contains(v.env, "DATABASE_URL") {
 			val = maskURL(val)
+		}
+		if strings.HasSuffix(v.env, "_TOKEN") && val != "" {
+			val = "xxxxx"
 		}
 		attrs = append(attrs, slog.String(v.env, val))
 	}

@@ -73,7 +73,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	handler := handlers.New(svc, pool, handlers.Config{
 		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log, Metrics: m,
-		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(),
+		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
 	})
 	srv := &http.Server{
@@ -84,12 +84,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		ReadTimeout:       time.Duration(cfg.ReadTimeout) * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
+		// "OPTIONS *" goes to the router (a 404 envelope) instead of
+		// net/http's bare 200 without X-Request-Id.
+		DisableGeneralOptionsHandler: true,
 	}
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return err
 	}
 	log.Info("listening", "addr", ln.Addr().String())
+	// net/http's own refusals of unparseable requests become envelopes too.
+	ln = handlers.EnvelopeListener(ln, log)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

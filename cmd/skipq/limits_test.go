@@ -145,7 +145,15 @@ func TestSlowAndOversizedRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Fatalf("200 KiB of headers: %d, want 431", resp.StatusCode)
+	}
+	// net/http refuses it before any handler runs; the answer is still the
+	// SPEC §4 envelope.
+	id := resp.Header.Get("X-Request-Id")
+	if id == "" || !strings.Contains(string(body), `"code":"request_header_fields_too_large"`) ||
+		!strings.Contains(string(body), `"requestId":"`+id+`"`) {
+		t.Fatalf("200 KiB of headers: X-Request-Id %q, body %s: not the error envelope", id, body)
 	}
 }
