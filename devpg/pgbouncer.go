@@ -229,6 +229,9 @@ func pgBouncerSocketDir(dir string) string {
 
 func (b *PgBouncer) logPath() string { return filepath.Join(b.dir, "pgbouncer.log") }
 
+// LogPath is the file pgbouncer logs to (until Stop removes it).
+func (b *PgBouncer) LogPath() string { return b.logPath() }
+
 // writeConfig writes pgbouncer.ini and the auth file, readable by cred only.
 func (b *PgBouncer) writeConfig(server *pgconn.Config, poolSize int, cred *syscall.Credential) (string, error) {
 	for _, v := range []string{server.Host, b.dir, b.sock} {

@@ -103,16 +103,52 @@ func ThroughPgBouncer(t testing.TB, url string) string {
 	return through
 }
 
-// PgBouncerLog is the end of the log of this process's PgBouncer (see
-// ThroughPgBouncer), "" when there is none: for the messages of tests that
-// fail through it.
-func PgBouncerLog() string {
+// PgBouncerLogOffset is where the log of this process's PgBouncer (see
+// ThroughPgBouncer) ends now, for PgBouncerLog; 0 when there is none.
+func PgBouncerLogOffset() int64 {
+	b := bouncer.Load()
+	if b == nil {
+		return 0
+	}
+	fi, err := os.Stat(b.LogPath())
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// PgBouncerLog quotes, for the message of a test that failed through this
+// process's PgBouncer, what went wrong in it since offset: its last warnings
+// and the reasons it closed connections, other than clients leaving. Lines
+// about a refused client name no database ("(nodb)/(nouser)"), so they are
+// told apart by time, not by database: the tests of a process that run
+// nodes do not run in parallel.
+func PgBouncerLog(offset int64) string {
 	b := bouncer.Load()
 	if b == nil {
 		return ""
 	}
-	return b.LogTail()
+	raw, err := os.ReadFile(b.LogPath())
+	if err != nil {
+		return ""
+	}
+	raw = raw[min(int64(len(raw)), offset):]
+	var lines []string
+	for line := range strings.Lines(string(raw)) {
+		if strings.Contains(line, " WARNING ") || strings.Contains(line, " ERROR ") ||
+			strings.Contains(line, "closing because") && !strings.Contains(line, "client close request") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) == 0 {
+		return "\n(nothing went wrong in " + b.LogPath() + ")"
+	}
+	lines = lines[max(0, len(lines)-maxLogLines):]
+	return fmt.Sprintf("\n--- the last %d warnings in %s ---\n%s", len(lines), b.LogPath(), strings.Join(lines, ""))
 }
+
+// maxLogLines is how much of PgBouncer's log PgBouncerLog quotes.
+const maxLogLines = 15
 
 func ensureSetup(t testing.TB) {
 	t.Helper()

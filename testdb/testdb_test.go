@@ -75,7 +75,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec // no prepared statement outlives a transaction
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		t.Fatalf("%v%s", err, testdb.PgBouncerLog())
+		t.Fatalf("%v%s", err, testdb.PgBouncerLog(0))
 	}
 	defer conn.Close(ctx)
 	var onBouncer, onDirect string

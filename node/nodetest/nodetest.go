@@ -10,11 +10,18 @@ import (
 	"time"
 
 	"github.com/skipq/skipq/node"
+	"github.com/skipq/skipq/testdb"
 )
 
 // Start runs a node on dbURL (auth off, a random loopback port, the rest as
 // configure sets it) until the test ends, and returns its base URL. Set
 // SKIPQ_TEST_LOG to see the node's log on stderr.
+//
+// With SKIPQ_TEST_PGBOUNCER=1 the node runs as it would behind PgBouncer in
+// production (SPEC §1): its database URL goes through PgBouncer 1.18 in
+// transaction-pooling mode (testdb.ThroughPgBouncer) and its LISTEN
+// connection (ListenerDatabaseURL) goes direct to dbURL. The caller's own
+// connections to dbURL stay direct.
 func Start(t testing.TB, dbURL string, configure ...func(*node.Config)) string {
 	t.Helper()
 	cfg := node.DefaultConfig()
@@ -23,6 +30,9 @@ func Start(t testing.TB, dbURL string, configure ...func(*node.Config)) string {
 	cfg.Auth = "off"
 	for _, f := range configure {
 		f(&cfg)
+	}
+	if os.Getenv("SKIPQ_TEST_PGBOUNCER") == "1" {
+		throughPgBouncer(t, &cfg)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -53,4 +63,26 @@ func Start(t testing.TB, dbURL string, configure ...func(*node.Config)) string {
 		t.Fatal("node did not start in 30 s")
 	}
 	return ""
+}
+
+// throughPgBouncer points cfg's pool at the database through PgBouncer and
+// its listener at the database directly, and quotes what went wrong in
+// PgBouncer should the test fail.
+func throughPgBouncer(t testing.TB, cfg *node.Config) {
+	t.Helper()
+	direct := cfg.DatabaseURL
+	if cfg.ListenerDatabaseURL == "" {
+		cfg.ListenerDatabaseURL = direct
+	}
+	cfg.DatabaseURL = testdb.ThroughPgBouncer(t, direct)
+	if cfg.DatabaseURL == direct {
+		return // not on the test server: see ThroughPgBouncer
+	}
+	offset := testdb.PgBouncerLogOffset()
+	t.Cleanup(func() { // after the node has stopped
+		if t.Failed() {
+			t.Logf("SKIPQ_TEST_PGBOUNCER=1: the node's database URL went through PgBouncer 1.18 in transaction-pooling mode (%s), its listener's direct to PostgreSQL.%s",
+				cfg.DatabaseURL, testdb.PgBouncerLog(offset))
+		}
+	})
 }
