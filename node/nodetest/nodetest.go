@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,11 +79,18 @@ func throughPgBouncer(t testing.TB, cfg *node.Config) {
 	if cfg.DatabaseURL == direct {
 		return // not on the test server: see ThroughPgBouncer
 	}
+	if _, seen := bouncing.LoadOrStore(t, true); seen {
+		return // the test's first node quotes the log for all of them
+	}
 	offset := testdb.PgBouncerLogOffset()
-	t.Cleanup(func() { // after the node has stopped
+	t.Cleanup(func() { // after the test's nodes have stopped
+		bouncing.Delete(t)
 		if t.Failed() {
-			t.Logf("SKIPQ_TEST_PGBOUNCER=1: the node's database URL went through PgBouncer 1.18 in transaction-pooling mode (%s), its listener's direct to PostgreSQL.%s",
+			t.Logf("SKIPQ_TEST_PGBOUNCER=1: the nodes' database URL went through PgBouncer 1.18 in transaction-pooling mode (%s), their listener's direct to PostgreSQL.%s",
 				cfg.DatabaseURL, testdb.PgBouncerLog(offset))
 		}
 	})
 }
+
+// bouncing holds the tests whose nodes run behind PgBouncer.
+var bouncing sync.Map
