@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # The test cluster that testdb starts (devpg.EnsureDaemon) and `test` stops.
 TEST_CLUSTER := .skipq/test
 
-.PHONY: postgres-bin build run test fuzz chaos generate clean
+.PHONY: postgres-bin pgbouncer-bin build run test fuzz chaos generate clean
 
 # postgres-bin: the PostgreSQL server binaries (Debian's postgresql package)
 # and the unprivileged "postgres" user that runs private clusters for root.
@@ -20,6 +20,19 @@ postgres-bin:
 	fi
 	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then \
 		useradd --system --user-group --home-dir /var/lib/postgresql --no-create-home --shell /bin/bash postgres; \
+	fi
+
+# pgbouncer-bin: Debian's PgBouncer (1.18 on bookworm), which `test` runs in
+# front of the test cluster for the API suite's second pass. It listens on a
+# private unix socket only, so the system service the package may start on
+# port 6432 is in nobody's way.
+pgbouncer-bin:
+	@if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then \
+		sudo=; \
+		if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null; then sudo=sudo; fi; \
+		echo "Installing PgBouncer (apt-get install pgbouncer)"; \
+		$$sudo apt-get update && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y pgbouncer; \
 	fi
 
 # build: the skipq binary.
@@ -36,13 +49,18 @@ run: postgres-bin build
 	fi
 
 # test: vet, check that sqlc's generated code is current, run every test,
-# then stop the shared test cluster, whether the tests passed or not, keeping
-# their exit status.
-test: postgres-bin
+# run the HTTP API suite (apitest) a second time with the nodes' database URL
+# through PgBouncer in transaction-pooling mode and their LISTEN connection
+# direct (SPEC §1; node/nodetest), then stop the shared test cluster and any
+# PgBouncer left in front of it, whether the tests passed or not, keeping the
+# first failure's exit status.
+test: postgres-bin pgbouncer-bin
 	go vet ./...
 	@if [ -f sqlc.yaml ]; then echo "go tool sqlc diff"; go tool sqlc diff; fi
 	@status=0; \
 	go test -count=1 -timeout 20m ./... || status=$$?; \
+	echo "SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./apitest/"; \
+	SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./apitest/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
 	go run ./devpg/stopcluster $(TEST_CLUSTER) || true; \
 	exit $$status
 

@@ -67,9 +67,10 @@ func EnsureDaemon(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// StopDaemon stops the detached cluster in dir: SIGINT (fast shutdown) to the
-// postmaster named in postmaster.pid, then up to 30s for it to exit. No error
-// if nothing is running.
+// StopDaemon stops the detached cluster in dir: any PgBouncer left in front
+// of it (see Cluster.StartPgBouncer), then SIGINT (fast shutdown) to the
+// postmaster named in postmaster.pid and up to 30s for it to exit. No error if
+// nothing is running.
 func StopDaemon(dir string) error {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -85,6 +86,17 @@ func StopDaemon(dir string) error {
 		return err
 	}
 	defer unlock()
+	// The bouncers in front of it first: they die with the test processes
+	// that started them, so any left would be strays.
+	bouncerErr := StopPgBouncers(pgBouncerDirOf(l))
+	if err := stopServer(l); err != nil {
+		return err
+	}
+	return bouncerErr
+}
+
+// stopServer stops the daemon's postmaster, if one runs.
+func stopServer(l *layout) error {
 	pid := l.serverPID()
 	if pid == 0 {
 		return nil

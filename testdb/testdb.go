@@ -5,6 +5,9 @@
 // <repo>/.skipq/test that devpg.EnsureDaemon starts and shares between test
 // processes (`make test` stops it afterwards). The schema is migrated once
 // into a template database; each test gets a cheap copy of it.
+//
+// ThroughPgBouncer gives the same database through PgBouncer in
+// transaction-pooling mode, for the tests that run nodes behind one.
 package testdb
 
 import (
@@ -20,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,9 +41,17 @@ const templateLock int64 = 0x736b6970_71746462
 // Per-process: only the first test pays for finding the server and template.
 var (
 	setupOnce sync.Once
-	serverURL string // a database on the server, for CREATE/DROP DATABASE
+	serverURL string         // a database on the server, for CREATE/DROP DATABASE
+	cluster   *devpg.Cluster // the private cluster; nil with SKIPQ_TEST_DATABASE_URL
 	template  string
 	setupErr  error
+)
+
+// The PgBouncer of ThroughPgBouncer, one per test process.
+var (
+	bouncerOnce sync.Once
+	bouncer     atomic.Pointer[devpg.PgBouncer] // set once started
+	bouncerErr  error
 )
 
 // New returns the URL of a fresh database for this test, a copy of a migrated
@@ -56,7 +68,89 @@ func NewEmpty(t testing.TB) string {
 	return create(t, func() string { return "template0" })
 }
 
-func create(t testing.TB, templateOf func() string) string {
+// ThroughPgBouncer returns url, a database on the test server (from New),
+// going through PgBouncer in transaction-pooling mode instead, as production
+// may run (SPEC §1): Debian's 1.18, which refuses unknown startup parameters
+// and keeps no prepared statement across transactions. The bouncer is one per
+// test process, started on first use (devpg.StartPgBouncer), and dies with
+// the process. A URL on another server (a test's own proxy in front of the
+// database, say) comes back as it is: the bouncer fronts the test server only.
+func ThroughPgBouncer(t testing.TB, url string) string {
+	t.Helper()
+	ensureSetup(t)
+	bouncerOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var b *devpg.PgBouncer
+		if cluster != nil {
+			b, bouncerErr = cluster.StartPgBouncer(ctx, 0)
+		} else {
+			b, bouncerErr = devpg.StartPgBouncer(ctx, devpg.PgBouncerOptions{Server: serverURL})
+		}
+		bouncer.Store(b)
+	})
+	if bouncerErr != nil {
+		t.Fatalf("testdb: %v", bouncerErr)
+	}
+	through, err := bouncer.Load().Through(url)
+	if errors.Is(err, devpg.ErrNotBehindPgBouncer) {
+		t.Logf("testdb: not through PgBouncer, which fronts only the test server: %v", err)
+		return url
+	}
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	return through
+}
+
+// PgBouncerLogOffset is where the log of this process's PgBouncer (see
+// ThroughPgBouncer) ends now, for PgBouncerLog; 0 when there is none.
+func PgBouncerLogOffset() int64 {
+	b := bouncer.Load()
+	if b == nil {
+		return 0
+	}
+	fi, err := os.Stat(b.LogPath())
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// PgBouncerLog quotes, for the message of a test that failed through this
+// process's PgBouncer, what went wrong in it since offset: its last warnings
+// and the reasons it closed connections, other than clients leaving. Lines
+// about a refused client name no database ("(nodb)/(nouser)"), so they are
+// told apart by time, not by database: the tests of a process that run
+// nodes do not run in parallel.
+func PgBouncerLog(offset int64) string {
+	b := bouncer.Load()
+	if b == nil {
+		return ""
+	}
+	raw, err := os.ReadFile(b.LogPath())
+	if err != nil {
+		return ""
+	}
+	raw = raw[min(int64(len(raw)), offset):]
+	var lines []string
+	for line := range strings.Lines(string(raw)) {
+		if strings.Contains(line, " WARNING ") || strings.Contains(line, " ERROR ") ||
+			strings.Contains(line, "closing because") && !strings.Contains(line, "client close request") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) == 0 {
+		return "\n(nothing went wrong in " + b.LogPath() + ")"
+	}
+	lines = lines[max(0, len(lines)-maxLogLines):]
+	return fmt.Sprintf("\n--- the last %d warnings in %s ---\n%s", len(lines), b.LogPath(), strings.Join(lines, ""))
+}
+
+// maxLogLines is how much of PgBouncer's log PgBouncerLog quotes.
+const maxLogLines = 15
+
+func ensureSetup(t testing.TB) {
 	t.Helper()
 	setupOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -66,6 +160,11 @@ func create(t testing.TB, templateOf func() string) string {
 	if setupErr != nil {
 		t.Fatalf("testdb: %v", setupErr)
 	}
+}
+
+func create(t testing.TB, templateOf func() string) string {
+	t.Helper()
+	ensureSetup(t)
 	template := templateOf()
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -106,7 +205,7 @@ func setup(ctx context.Context) (server, tmpl string, err error) {
 		if err != nil {
 			return "", "", err
 		}
-		server = c.URL("postgres")
+		cluster, server = c, c.URL("postgres")
 	}
 	hash, err := migrationsHash()
 	if err != nil {

@@ -2,6 +2,7 @@ package testdb_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -58,4 +59,51 @@ func TestNewGivesDistinctMigratedDatabases(t *testing.T) {
 	if seen {
 		t.Error("a table made in one test database shows in the other")
 	}
+}
+
+func TestThroughPgBouncer(t *testing.T) {
+	ctx := context.Background()
+	direct := testdb.New(t)
+	through := testdb.ThroughPgBouncer(t, direct)
+	if through == direct {
+		t.Fatalf("ThroughPgBouncer returned the direct URL %s", direct)
+	}
+	cfg, err := pgx.ParseConfig(through)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec // no prepared statement outlives a transaction
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("%v%s", err, testdb.PgBouncerLog(0))
+	}
+	defer conn.Close(ctx)
+	var onBouncer, onDirect string
+	if err := conn.QueryRow(ctx, "SELECT current_database() || ' ' || (to_regclass('skipq.queues') IS NOT NULL)").Scan(&onBouncer); err != nil {
+		t.Fatal(err)
+	}
+	if err := connectQuery(ctx, direct, "SELECT current_database() || ' ' || (to_regclass('skipq.queues') IS NOT NULL)", &onDirect); err != nil {
+		t.Fatal(err)
+	}
+	if onBouncer != onDirect || !strings.HasSuffix(onBouncer, " true") {
+		t.Errorf("through PgBouncer %q, direct %q", onBouncer, onDirect)
+	}
+	if again := testdb.ThroughPgBouncer(t, direct); again != through {
+		t.Errorf("a second call gives %s, want %s (one bouncer per process)", again, through)
+	}
+
+	// Not the test server: left alone.
+	other := "postgres://postgres@127.0.0.1:1/x?sslmode=disable"
+	if got := testdb.ThroughPgBouncer(t, other); got != other {
+		t.Errorf("ThroughPgBouncer(%s) = %s", other, got)
+	}
+}
+
+func connectQuery(ctx context.Context, url, sql string, dest any) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return conn.QueryRow(ctx, sql).Scan(dest)
 }

@@ -1,6 +1,8 @@
 // Command stopcluster stops the detached private cluster that
 // devpg.EnsureDaemon started in a directory (`make test` uses it for
-// .skipq/test once the tests are done). Nothing running is not an error.
+// .skipq/test once the tests are done), and any PgBouncer that a test process
+// started in front of it and left behind (found by its pid file). Nothing
+// running is not an error.
 //
 //	go run ./devpg/stopcluster .skipq/test
 package main

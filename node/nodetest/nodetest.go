@@ -5,16 +5,25 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/skipq/skipq/node"
+	"github.com/skipq/skipq/testdb"
 )
 
 // Start runs a node on dbURL (auth off, a random loopback port, the rest as
 // configure sets it) until the test ends, and returns its base URL. Set
 // SKIPQ_TEST_LOG to see the node's log on stderr.
+//
+// With SKIPQ_TEST_PGBOUNCER=1 the node runs as it would behind PgBouncer in
+// production (SPEC §1): its database URL goes through PgBouncer 1.18 in
+// transaction-pooling mode (testdb.ThroughPgBouncer) and its LISTEN
+// connection (ListenerDatabaseURL) goes direct to dbURL. The caller's own
+// connections to dbURL stay direct.
 func Start(t testing.TB, dbURL string, configure ...func(*node.Config)) string {
 	t.Helper()
 	cfg := node.DefaultConfig()
@@ -23,6 +32,9 @@ func Start(t testing.TB, dbURL string, configure ...func(*node.Config)) string {
 	cfg.Auth = "off"
 	for _, f := range configure {
 		f(&cfg)
+	}
+	if os.Getenv("SKIPQ_TEST_PGBOUNCER") == "1" {
+		throughPgBouncer(t, &cfg)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -54,3 +66,42 @@ func Start(t testing.TB, dbURL string, configure ...func(*node.Config)) string {
 	}
 	return ""
 }
+
+// throughPgBouncer points cfg's pool at the database through PgBouncer and
+// its listener at the database directly, and quotes what went wrong in
+// PgBouncer should the test fail.
+func throughPgBouncer(t testing.TB, cfg *node.Config) {
+	t.Helper()
+	direct := cfg.DatabaseURL
+	if cfg.ListenerDatabaseURL == "" {
+		cfg.ListenerDatabaseURL = direct
+	}
+	pooled := testdb.ThroughPgBouncer(t, direct)
+	if pooled == direct {
+		return // not on the test server: see ThroughPgBouncer
+	}
+	// As docs/OPERATIONS.md tells operators: no prepared statement may
+	// outlive a transaction behind a transaction pooler.
+	u, err := url.Parse(pooled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("default_query_exec_mode", "cache_describe")
+	u.RawQuery = q.Encode()
+	cfg.DatabaseURL = u.String()
+	if _, seen := bouncing.LoadOrStore(t, true); seen {
+		return // the test's first node quotes the log for all of them
+	}
+	offset := testdb.PgBouncerLogOffset()
+	t.Cleanup(func() { // after the test's nodes have stopped
+		bouncing.Delete(t)
+		if t.Failed() {
+			t.Logf("SKIPQ_TEST_PGBOUNCER=1: the nodes' database URL went through PgBouncer 1.18 in transaction-pooling mode (%s), their listener's direct to PostgreSQL.%s",
+				cfg.DatabaseURL, testdb.PgBouncerLog(offset))
+		}
+	})
+}
+
+// bouncing holds the tests whose nodes run behind PgBouncer.
+var bouncing sync.Map
