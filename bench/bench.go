@@ -53,7 +53,10 @@ type Point struct {
 // Default figures. A full default run is about 2.5 minutes on 2 cores: the
 // 6-point lifecycle matrix runs HTTP and raw SQL for 1 s warm-up + 5 s each
 // (~80 s with drains), the backlog preloads 1,000,000 rows and runs twice,
-// the idle scenario holds 1,000 long-polls for 10 s.
+// the idle scenario holds 1,000 long-polls for 10 s. The heads scenario adds
+// about 3 minutes while a claim walks past what sits ahead of it: fills of
+// 1,000,000 delayed and 100,000 in-flight messages, then its cycles (see
+// heads.go for its own figures).
 const (
 	DefaultDuration      = 5 * time.Second
 	QuickDuration        = 3 * time.Second

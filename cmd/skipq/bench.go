@@ -29,15 +29,17 @@ Scenarios (--scenario, comma-separated; default all):
   idle       1,000 waiting long-polls on one node: connections, statements/s
   heads      p50 of one client's send → receive → ack cycle on an empty queue,
              behind 1,000,000 delayed messages (delay 1 h) and behind 100,000
-             in-flight ones (lease 1 h); 300 cycles per queue
+             in-flight ones (lease 1 h); 300 cycles per queue, fewer (at
+             least 50) once a minute of them has passed
   backlog    batch 1 × 4 pairs behind a 1,000,000-message backlog vs empty
 
 A default run takes about 2.5 minutes on 2 cores (5 s per measured run after
-1 s of warm-up) plus the heads scenario (filling 1,100,000 messages, then
-cycles that take as long as a claim behind them: up to 2 minutes); --quick
-about 1.5 minutes (3 s per run, batch 1 and 100 × 4 pairs, a 100,000-message
-backlog, 200 latency samples, 3 s idle, heads behind 100,000 delayed and
-20,000 in flight with 100 cycles per queue).
+1 s of warm-up), plus about 3 minutes for heads while a claim still walks
+past what sits ahead of it (filling 1,100,000 messages through skipq's SQL
+API and HTTP receives, then the cycles); --quick about 1 minute (3 s per run,
+batch 1 and 100 × 4 pairs, a 100,000-message backlog, 200 latency samples,
+3 s idle, heads behind 100,000 delayed and 20,000 in-flight messages with 100
+cycles per queue).
 
 Flags:
 `
