@@ -1,7 +1,8 @@
 // Package bench measures skipq against SPEC §8: the full message lifecycle
 // over HTTP next to the same lifecycle in plain SQL on the same database, wake
-// latency, throughput behind a large backlog, the cost of idle long-polls,
-// and the node's memory. `skipq bench` is its command line.
+// latency, throughput behind a large backlog, what a receive costs behind
+// delayed and in-flight messages, the cost of idle long-polls, and the node's
+// memory. `skipq bench` is its command line.
 //
 // By default it is self-contained: a private, durable PostgreSQL cluster under
 // .skipq/bench (fsync and synchronous_commit on), a fresh database migrated for
@@ -28,17 +29,19 @@ import (
 	"github.com/skipq/skipq/migrations"
 )
 
-// Scenario names, in the order they run. The backlog runs last: it leaves a
-// large table behind.
+// Scenario names, in the order they run. The two that fill large queues run
+// last: heads removes its fills when the backlog runs after it, and the
+// backlog leaves a large table behind.
 const (
 	Lifecycle = "lifecycle"
 	Latency   = "latency"
 	Idle      = "idle"
+	Heads     = "heads"
 	Backlog   = "backlog"
 )
 
 // Scenarios is every scenario, in run order.
-var Scenarios = []string{Lifecycle, Latency, Idle, Backlog}
+var Scenarios = []string{Lifecycle, Latency, Idle, Heads, Backlog}
 
 // Point is one lifecycle measurement: messages per send/receive/ack call and
 // producer/consumer pairs.
@@ -50,7 +53,10 @@ type Point struct {
 // Default figures. A full default run is about 2.5 minutes on 2 cores: the
 // 6-point lifecycle matrix runs HTTP and raw SQL for 1 s warm-up + 5 s each
 // (~80 s with drains), the backlog preloads 1,000,000 rows and runs twice,
-// the idle scenario holds 1,000 long-polls for 10 s.
+// the idle scenario holds 1,000 long-polls for 10 s. The heads scenario adds
+// about 3 minutes while a claim walks past what sits ahead of it: fills of
+// 1,000,000 delayed and 100,000 in-flight messages, then its cycles (see
+// heads.go for its own figures).
 const (
 	DefaultDuration      = 5 * time.Second
 	QuickDuration        = 3 * time.Second
@@ -91,6 +97,9 @@ type Options struct {
 	Preload        int           // backlog size
 	IdleWaiters    int           // concurrent long-polls of the idle scenario
 	IdleDuration   time.Duration // how long they are watched
+	HeadsDelayed   int           // delayed messages ahead of the heads cycle
+	HeadsInFlight  int           // in-flight messages ahead of the heads cycle
+	HeadsSamples   int           // measured heads cycles per queue
 
 	ClusterDir string    // the private cluster's home (default .skipq/bench)
 	CPUProfile io.Writer // CPU profile of the HTTP window of the batch-1 lifecycle point with the most pairs (none: the first point)
@@ -138,6 +147,17 @@ func (o Options) withDefaults() (Options, error) {
 			o.Preload = QuickPreload
 		}
 	}
+	pickN := func(n *int, def, quick int) {
+		if *n <= 0 {
+			*n = def
+			if o.Quick {
+				*n = quick
+			}
+		}
+	}
+	pickN(&o.HeadsDelayed, DefaultHeadsDelayed, QuickHeadsDelayed)
+	pickN(&o.HeadsInFlight, DefaultHeadsInFlight, QuickHeadsInFlight)
+	pickN(&o.HeadsSamples, DefaultHeadsSamples, QuickHeadsSamples)
 	if o.IdleWaiters <= 0 {
 		o.IdleWaiters = DefaultIdleWaiters
 	}
@@ -192,6 +212,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			rep.Latency, err = e.latency(ctx)
 		case Idle:
 			rep.Idle, err = e.idle(ctx)
+		case Heads:
+			rep.Heads, rep.HeadsEvidence, err = e.heads(ctx)
 		case Backlog:
 			rep.Backlog, err = e.backlog(ctx, rep.Lifecycle)
 		}

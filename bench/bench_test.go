@@ -58,13 +58,13 @@ func TestRunShape(t *testing.T) {
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"lifecycle", "latency_ms", "backlog", "idle", "rss_mb_peak"} {
+	for _, k := range []string{"lifecycle", "latency_ms", "backlog", "idle", "heads", "rss_mb_peak"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("key %q missing from %s", k, raw)
 		}
 	}
-	if got["backlog"] != nil || got["idle"] != nil {
-		t.Errorf("backlog and idle did not run, want null: %v, %v", got["backlog"], got["idle"])
+	if got["backlog"] != nil || got["idle"] != nil || got["heads"] != nil {
+		t.Errorf("backlog, idle and heads did not run, want null: %v, %v, %v", got["backlog"], got["idle"], got["heads"])
 	}
 	positive := func(path string, v any) {
 		t.Helper()
@@ -90,6 +90,82 @@ func TestRunShape(t *testing.T) {
 		t.Errorf("latency_ms.samples = %v, want 50", lat["samples"])
 	}
 	positive("rss_mb_peak", got["rss_mb_peak"])
+	if testing.Verbose() {
+		rep.WriteText(os.Stderr)
+	}
+}
+
+// TestHeadsShape runs the heads scenario at tiny sizes and checks SPEC §8's
+// JSON object: exactly its keys, the counts asked for, positive figures,
+// and ratios that are the p50s' quotients. It asserts no speed.
+func TestHeadsShape(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress io.Writer = io.Discard
+	if testing.Verbose() {
+		progress = os.Stderr
+	}
+	rep, err := bench.Run(ctx, bench.Options{
+		DatabaseURL:   testdb.New(t),
+		Scenarios:     []string{bench.Heads},
+		Quick:         true,
+		HeadsDelayed:  2000,
+		HeadsInFlight: 500,
+		HeadsSamples:  20,
+		Progress:      progress,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	heads, ok := got["heads"].(map[string]any)
+	if !ok {
+		t.Fatalf("heads = %v, want an object", got["heads"])
+	}
+	want := []string{"delayed_count", "in_flight_count", "empty_p50_ms", "delayed_p50_ms",
+		"in_flight_p50_ms", "delayed_ratio", "in_flight_ratio"}
+	for _, k := range want {
+		if f, ok := heads[k].(float64); !ok || f <= 0 {
+			t.Errorf("heads.%s = %v, want a positive number", k, heads[k])
+		}
+	}
+	if len(heads) != len(want) {
+		t.Errorf("heads has keys %v, want exactly %v", heads, want)
+	}
+	if heads["delayed_count"] != float64(2000) || heads["in_flight_count"] != float64(500) {
+		t.Errorf("heads counts = %v, %v, want 2000, 500", heads["delayed_count"], heads["in_flight_count"])
+	}
+	h := rep.Heads
+	for _, c := range []struct{ ratio, p50 float64 }{{h.DelayedRatio, h.DelayedP50MS}, {h.InFlightRatio, h.InFlightP50MS}} {
+		if d := c.ratio - c.p50/h.EmptyP50MS; d > 0.01 || d < -0.01 {
+			t.Errorf("ratio %v is not p50 %v / empty p50 %v", c.ratio, c.p50, h.EmptyP50MS)
+		}
+	}
+	ev := rep.HeadsEvidence
+	if ev == nil || len(ev.Queues) != 3 {
+		t.Fatalf("heads evidence = %+v, want three queues", ev)
+	}
+	for _, q := range ev.Queues {
+		if q.Samples != 20 || q.Claim == nil || q.Claim.Rows != 1 {
+			t.Errorf("queue %s: %d samples, claim %+v; want 20 and a claim of one message", q.Queue, q.Samples, q.Claim)
+		}
+	}
+	ratios := 0
+	for _, tg := range rep.Targets {
+		if tg.Unit == "ratio" {
+			ratios++
+		}
+	}
+	if ratios != 2 {
+		t.Errorf("targets = %+v, want the two heads ratios", rep.Targets)
+	}
 	if testing.Verbose() {
 		rep.WriteText(os.Stderr)
 	}

@@ -75,24 +75,10 @@ func (e *env) explainClaim(ctx context.Context, queue string, max int, after str
 		return nil, err
 	}
 	defer conn.Release()
-	rows, err := conn.Query(ctx, monitorMark+"EXPLAIN (ANALYZE, BUFFERS) "+sql, args...)
+	x, err := explain(ctx, conn, sql, args)
 	if err != nil {
-		return nil, fmt.Errorf("explain claim: %w", err)
+		return nil, err
 	}
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		plan = append(plan, line)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("explain claim: %w", err)
-	}
-	x := parseExplain(plan)
 	x.After, x.MaxMessages = after, max
 
 	// The same claim as a node runs it: prepared, then executed.
@@ -113,6 +99,52 @@ func (e *env) explainClaim(ctx context.Context, queue string, max int, after str
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return x, nil
+}
+
+// explainClaimRolledBack is EXPLAIN (ANALYZE, BUFFERS) of skipq's claim as a
+// node runs it, under skipq's plan settings (db.TxOptions), in a
+// transaction that is rolled back: whatever it claims stays as it was.
+func (e *env) explainClaimRolledBack(ctx context.Context, queue string, max int) (*Explain, error) {
+	var tenant string
+	if err := e.mon.QueryRow(ctx, monitorMark+"SELECT tenant FROM skipq.queues WHERE name = $1", queue).Scan(&tenant); err != nil {
+		return nil, fmt.Errorf("explain: queue %s: %w", queue, err)
+	}
+	sql, args := claimStatement(tenant, queue, max)
+	tx, err := e.mon.BeginTx(ctx, db.TxOptions)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	x, err := explain(ctx, tx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	x.MaxMessages = max
+	return x, nil
+}
+
+// explain runs EXPLAIN (ANALYZE, BUFFERS) of a statement and summarizes it.
+func explain(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, args []any) (*Explain, error) {
+	rows, err := q.Query(ctx, monitorMark+"EXPLAIN (ANALYZE, BUFFERS) "+sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("explain claim: %w", err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		plan = append(plan, line)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("explain claim: %w", err)
+	}
+	return parseExplain(plan), nil
 }
 
 func parseExplain(plan []string) *Explain {

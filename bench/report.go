@@ -8,13 +8,15 @@ import (
 )
 
 // Report is what a run measured. The JSON keys lifecycle, latency_ms,
-// backlog, idle and rss_mb_peak are the contract of `skipq bench --json`
-// (null for a scenario that did not run); the rest is evidence.
+// backlog, idle, heads and rss_mb_peak are the contract of `skipq bench
+// --json` (null for a scenario that did not run); the rest is evidence.
 type Report struct {
 	Lifecycle      []LifecyclePoint `json:"lifecycle"`
 	Latency        *LatencyResult   `json:"latency_ms"`
 	Backlog        *BacklogResult   `json:"backlog"`
 	Idle           *IdleResult      `json:"idle"`
+	Heads          *HeadsResult     `json:"heads"`
+	HeadsEvidence  *HeadsEvidence   `json:"heads_evidence,omitempty"`
 	RSSMBPeak      float64          `json:"rss_mb_peak"`
 	RSSScope       string           `json:"rss_scope"`
 	RSSMBHighWater float64          `json:"rss_mb_high_water"`
@@ -133,6 +135,46 @@ type BacklogResult struct {
 	Empty              *RunStats `json:"empty_stats,omitempty"`
 }
 
+// HeadsResult is SPEC §8's heads object, exactly its keys: the p50 of a
+// send → receive → ack cycle on an empty queue, behind delayed_count delayed
+// messages and behind in_flight_count in-flight ones, and the two ratios to
+// the empty queue's p50. What backs the figures is in HeadsEvidence.
+type HeadsResult struct {
+	DelayedCount  int     `json:"delayed_count"`
+	InFlightCount int     `json:"in_flight_count"`
+	EmptyP50MS    float64 `json:"empty_p50_ms"`
+	DelayedP50MS  float64 `json:"delayed_p50_ms"`
+	InFlightP50MS float64 `json:"in_flight_p50_ms"`
+	DelayedRatio  float64 `json:"delayed_ratio"`
+	InFlightRatio float64 `json:"in_flight_ratio"`
+}
+
+// HeadsEvidence is how the heads figures were made: the fills, the rounds,
+// each queue's distribution and one claim at each head.
+type HeadsEvidence struct {
+	DelayedFill   string       `json:"delayed_fill"`
+	DelayedFillS  float64      `json:"delayed_fill_s"`
+	InFlightFill  string       `json:"in_flight_fill"`
+	InFlightFillS float64      `json:"in_flight_fill_s"`
+	VacuumS       float64      `json:"vacuum_analyze_s"` // VACUUM ANALYZE skipq.messages (and CHECKPOINT) after the fills
+	Warmup        int          `json:"warmup_cycles"`    // per queue, unmeasured
+	Seconds       float64      `json:"seconds"`          // the measured rounds
+	Queues        []HeadsQueue `json:"queues"`           // empty, delayed, in_flight
+	CPU           CPUShare     `json:"cpu"`
+}
+
+// HeadsQueue is one queue's cycles, in ms.
+type HeadsQueue struct {
+	Queue   string   `json:"queue"` // empty, delayed or in_flight
+	Ahead   int      `json:"ahead"` // messages ahead of the cycle's
+	Samples int      `json:"samples"`
+	P50     float64  `json:"p50_ms"`
+	P90     float64  `json:"p90_ms"`
+	P99     float64  `json:"p99_ms"`
+	Max     float64  `json:"max_ms"`
+	Claim   *Explain `json:"claim"` // skipq's claim of one message sent behind the head
+}
+
 // Explain summarizes one EXPLAIN (ANALYZE, BUFFERS) of skipq's claim.
 type Explain struct {
 	After         string   `json:"after"` // what ran before it
@@ -205,6 +247,10 @@ func targets(r Report) []Target {
 		add(thousands(float64(b.Preloaded))+"-message backlog / empty queue", "≥ 0.90", b.Ratio, "ratio", b.Ratio >= 0.9, "")
 		add("claim on an empty queue after a heavy run", "< 1 ms", b.EmptyClaimMS, "ms", b.EmptyClaimMS < 1, "")
 	}
+	if h := r.Heads; h != nil {
+		add("cycle behind "+thousands(float64(h.DelayedCount))+" delayed / empty queue (p50)", "≤ 1.5", h.DelayedRatio, "ratio", h.DelayedRatio <= 1.5, "")
+		add("cycle behind "+thousands(float64(h.InFlightCount))+" in flight / empty queue (p50)", "≤ 1.5", h.InFlightRatio, "ratio", h.InFlightRatio <= 1.5, "")
+	}
 	if i := r.Idle; i != nil {
 		add(fmt.Sprintf("%d waiting long-polls: connections in use", i.Waiters), "≤ 10", float64(i.DBConnections), "connections", i.DBConnections <= 10, "")
 		add(fmt.Sprintf("%d waiting long-polls: statements/s", i.Waiters), "≤ 5", i.StatementsPerS, "statements/s", i.StatementsPerS <= 5, i.StatementsSource)
@@ -276,6 +322,9 @@ func (r Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	if h := r.Heads; h != nil {
+		writeHeads(w, h, r.HeadsEvidence)
+	}
 	if b := r.Backlog; b != nil {
 		fmt.Fprintf(w, "backlog: batch %d × %d pairs behind %s preloaded messages (preload %.1f s)\n",
 			b.Batch, b.Pairs, thousands(float64(b.Preloaded)), b.PreloadSeconds)
@@ -307,6 +356,33 @@ func (r Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  %-56s %-16s %12s  %s\n", t.Name, t.Want, trimFloat(t.Value)+" "+shortUnit(t.Unit), mark)
 		}
 	}
+}
+
+func writeHeads(w io.Writer, h *HeadsResult, ev *HeadsEvidence) {
+	fmt.Fprintf(w, "heads: send → receive → ack cycle, one client, rounds interleaved over three queues\n")
+	if ev == nil {
+		fmt.Fprintf(w, "  p50 %.2f ms empty, %.2f ms behind %s delayed (%.2f), %.2f ms behind %s in flight (%.2f)\n\n",
+			h.EmptyP50MS, h.DelayedP50MS, thousands(float64(h.DelayedCount)), h.DelayedRatio,
+			h.InFlightP50MS, thousands(float64(h.InFlightCount)), h.InFlightRatio)
+		return
+	}
+	fmt.Fprintf(w, "  %-10s %10s %8s %8s %8s %8s %7s  %s\n", "queue", "ahead", "cycles", "p50 ms", "p90 ms", "p99 ms", "ratio", "claim of one (EXPLAIN ANALYZE, skipq's plan)")
+	for _, q := range ev.Queues {
+		ratio := "-"
+		switch q.Queue {
+		case headDelayed:
+			ratio = fmt.Sprintf("%.2f", h.DelayedRatio)
+		case headInFlight:
+			ratio = fmt.Sprintf("%.2f", h.InFlightRatio)
+		}
+		claim := ""
+		if x := q.Claim; x != nil {
+			claim = fmt.Sprintf("%.3f ms, %s buffers (%d hit + %d read)", x.ExecutionMS, thousands(float64(x.SharedHit+x.SharedRead)), x.SharedHit, x.SharedRead)
+		}
+		fmt.Fprintf(w, "  %-10s %10s %8d %8.2f %8.2f %8.2f %7s  %s\n", q.Queue, thousands(float64(q.Ahead)), q.Samples, q.P50, q.P90, q.P99, ratio, claim)
+	}
+	fmt.Fprintf(w, "  fills: %s delayed in %.1f s (%s); %s in flight in %.1f s (%s); VACUUM ANALYZE %.1f s\n\n",
+		thousands(float64(h.DelayedCount)), ev.DelayedFillS, ev.DelayedFill, thousands(float64(h.InFlightCount)), ev.InFlightFillS, ev.InFlightFill, ev.VacuumS)
 }
 
 func shortUnit(u string) string {

@@ -27,11 +27,19 @@ Scenarios (--scenario, comma-separated; default all):
              batch 1 and 100 × 1, 4 and 16 producer/consumer pairs
   latency    send answered → waiting receive answered, p50/p90/p99
   idle       1,000 waiting long-polls on one node: connections, statements/s
+  heads      p50 of one client's send → receive → ack cycle on an empty queue,
+             behind 1,000,000 delayed messages (delay 1 h) and behind 100,000
+             in-flight ones (lease 1 h); 300 cycles per queue, fewer (at
+             least 50) once a minute of them has passed
   backlog    batch 1 × 4 pairs behind a 1,000,000-message backlog vs empty
 
 A default run takes about 2.5 minutes on 2 cores (5 s per measured run after
-1 s of warm-up); --quick about 1 minute (3 s per run, batch 1 and 100 × 4
-pairs, a 100,000-message backlog, 200 latency samples, 3 s idle).
+1 s of warm-up), plus about 3 minutes for heads while a claim still walks
+past what sits ahead of it (filling 1,100,000 messages through skipq's SQL
+API and HTTP receives, then the cycles); --quick about 1 minute (3 s per run,
+batch 1 and 100 × 4 pairs, a 100,000-message backlog, 200 latency samples,
+3 s idle, heads behind 100,000 delayed and 20,000 in-flight messages with 100
+cycles per queue).
 
 Flags:
 `
@@ -46,12 +54,14 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
 	quick := fs.Bool("quick", false, "a short smoke run (CI)")
-	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, latency, idle, backlog (default all)")
+	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, latency, idle, heads, backlog (default all)")
 	duration := fs.Duration("duration", 0, "each measured run (default 5s; 3s with --quick)")
 	urls := fs.String("url", "", "comma-separated URLs of running nodes to drive instead of in-process ones (needs --database-url)")
 	dbURL := fs.String("database-url", "", "an existing, migrated database instead of a fresh one on the private cluster")
 	nodes := fs.Int("nodes", 1, "in-process nodes; pairs and latency receivers spread over them")
 	points := fs.String("points", "", "lifecycle points as BATCHxPAIRS, comma-separated (default 1x1,1x4,1x16,100x1,100x4,100x16; --quick 1x4,100x4)")
+	headsDelayed := fs.Int("heads-delayed", 0, "delayed messages ahead of the heads cycle (default 1000000; 100000 with --quick)")
+	headsInFlight := fs.Int("heads-in-flight", 0, "in-flight messages ahead of the heads cycle (default 100000; 20000 with --quick)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one HTTP lifecycle window to this file: the batch-1 point with the most pairs (none: the first point)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -73,6 +83,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *duration < 0 || (*duration > 0 && *duration < 100*time.Millisecond) {
 		return fmt.Errorf("%w: --duration must be at least 100ms", errUsage)
 	}
+	if *headsDelayed < 0 || *headsInFlight < 0 {
+		return fmt.Errorf("%w: --heads-delayed and --heads-in-flight must not be negative", errUsage)
+	}
+	opts.HeadsDelayed, opts.HeadsInFlight = *headsDelayed, *headsInFlight
 	if *nodes < 1 {
 		return fmt.Errorf("%w: --nodes must be at least 1", errUsage)
 	}
