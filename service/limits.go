@@ -18,7 +18,7 @@ func DefaultLimits() Limits {
 		MaxWaitSeconds:       3600,
 		MaxVisibilitySeconds: 43200,
 		MaxDelaySeconds:      43200,
-		MaxExpirationSeconds: 43200,
+		MaxExpirationSeconds: 1209600,
 		MaxReceiveCount:      1024,
 		MaxMessageBytes:      1048576,
 	}
