@@ -70,7 +70,7 @@ func TestSendValidation(t *testing.T) {
 		{"long message id", map[string]any{"body": "x", "messageId": strings.Repeat("a", 129)}, "messageId"},
 		{"negative delay", map[string]any{"body": "x", "delaySeconds": -1}, "delaySeconds"},
 		{"delay too long", map[string]any{"body": "x", "delaySeconds": 43201}, "delaySeconds"},
-		{"expiration too long", map[string]any{"body": "x", "expirationSeconds": 43201}, "expirationSeconds"},
+		{"expiration too long", map[string]any{"body": "x", "expirationSeconds": 1209601}, "expirationSeconds"},
 		{"receive count too high", map[string]any{"body": "x", "maxReceiveCount": 1025}, "maxReceiveCount"},
 		{"bad dead-letter queue", map[string]any{"body": "x", "deadLetterQueue": "a b"}, "deadLetterQueue"},
 		{"reserved tag key", map[string]any{"body": "x", "tags": map[string]any{"skipq.x": "v"}}, "tags.skipq.x"},

@@ -74,7 +74,7 @@ func TestSQLSendValidation(t *testing.T) {
 		"SELECT skipq.send('bad.', 'x')",
 		"SELECT skipq.send('q', '')",
 		"SELECT skipq.send('q', 'x', delay_seconds => -1)",
-		"SELECT skipq.send('q', 'x', expiration_seconds => 43201)",
+		"SELECT skipq.send('q', 'x', expiration_seconds => 1209601)",
 		"SELECT skipq.send('q', 'x', message_id => 'has space')",
 		`SELECT skipq.send('q', 'x', tags => '{"skipq.k":"v"}')`,
 		`SELECT skipq.send('q', 'x', tags => '{"k":1}')`,

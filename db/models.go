@@ -81,3 +81,9 @@ type SkipqQueueCount struct {
 	OldestAvailableAt *time.Time
 	CountedAt         time.Time
 }
+
+type SkipqSqlLimit struct {
+	Name      string
+	Value     int32
+	UpdatedAt time.Time
+}

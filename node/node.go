@@ -49,6 +49,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	defer func() { stopBackground(); wg.Wait() }()
 
 	if cfg.Role != "worker" {
+		// Before the node is ready: once it answers, SQL sends are held to
+		// the same limits as its HTTP sends.
+		publishSQLLimits(ctx, bg, svc, log, &wg)
 		listener := &db.Listener{URL: cfg.listenerURL(), Log: log,
 			OnNotify: hub.HandleNotification, OnConnect: hub.WakeAll}
 		wg.Go(func() { listener.Run(bg) })
@@ -116,6 +119,57 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	return nil
+}
+
+// publishSQLLimits writes the node's SKIPQ_MAX_* into skipq.sql_limits, the
+// only source of skipq.send's limits (migrations/00006). Nodes that serve
+// HTTP write them, so SQL refuses what HTTP refuses; worker-only nodes do
+// not, so a worker started with other settings cannot change them.
+//
+// A node starts while PostgreSQL is away (db.NewPool), so an unavailable
+// database is retried in the background until it answers. Any other failure
+// (typically a role without INSERT and UPDATE on the table) is a
+// configuration error: logged, and the node runs on, because its HTTP API is
+// unaffected; skipq.send keeps the limits already in the table.
+func publishSQLLimits(ctx, bg context.Context, svc *service.Service, log *slog.Logger, wg *sync.WaitGroup) {
+	try := func(ctx context.Context) (retry bool) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		changed, err := svc.PublishSQLLimits(ctx)
+		switch {
+		case err == nil:
+			l := svc.Limits()
+			if changed {
+				log.Info("SQL limits set to this node's", "maxMessageBytes", l.MaxMessageBytes,
+					"maxDelaySeconds", l.MaxDelaySeconds, "maxExpirationSeconds", l.MaxExpirationSeconds,
+					"maxReceiveCount", l.MaxReceiveCount)
+			}
+			return false
+		case service.KindOf(err) == service.KindUnavailable:
+			return true
+		default:
+			log.Error("cannot write the SQL limits: skipq.send keeps the ones already in skipq.sql_limits, "+
+				"which may differ from this node's SKIPQ_MAX_*; grant this node's database role INSERT and UPDATE "+
+				"on skipq.sql_limits, or run it as the schema owner", "err", err)
+			return false
+		}
+	}
+	if !try(ctx) {
+		return
+	}
+	log.Warn("the database is unavailable: the SQL limits will be written when it answers")
+	wg.Go(func() {
+		for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+			select {
+			case <-bg.Done():
+				return
+			case <-time.After(wait):
+			}
+			if !try(bg) {
+				return
+			}
+		}
+	})
 }
 
 // checkReady: the database answers within a second and its schema is the

@@ -53,7 +53,7 @@ func FuzzCursors(f *testing.F) {
 // accepts a message or rejects it with issues (400) or as too large (413).
 func FuzzPrepareMessage(f *testing.F) {
 	f.Add("hello", "", "", "k", "v", "", "", 0, -1)
-	f.Add("AAE=", "base64", "meta", "skipq.x", "v", "id-1", "dlq.", 5, 43201)
+	f.Add("AAE=", "base64", "meta", "skipq.x", "v", "id-1", "dlq.", 5, 1209601)
 	f.Add("", "hex", "", "a b", strings.Repeat("v", 2000), "bad id", "a*b", -5, 0)
 	s := &Service{limits: DefaultLimits()}
 	s.limits.MaxMessageBytes = 64

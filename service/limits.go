@@ -1,5 +1,12 @@
 package service
 
+import (
+	"context"
+	"math"
+
+	"github.com/skipq/skipq/db"
+)
+
 // Limits are the server-wide bounds of SPEC §2; every one is configurable.
 type Limits struct {
 	MaxReceiveMessages   int
@@ -18,7 +25,7 @@ func DefaultLimits() Limits {
 		MaxWaitSeconds:       3600,
 		MaxVisibilitySeconds: 43200,
 		MaxDelaySeconds:      43200,
-		MaxExpirationSeconds: 43200,
+		MaxExpirationSeconds: 1209600,
 		MaxReceiveCount:      1024,
 		MaxMessageBytes:      1048576,
 	}
@@ -36,3 +43,25 @@ const (
 	maxDedupWindow    = 43200
 	maxListLimit      = 1000
 )
+
+// PublishSQLLimits writes the limits the SQL API enforces (skipq.sql_limits,
+// migrations/00006) from this service's Limits, so skipq.send refuses what
+// the HTTP API refuses. It reports whether any value changed. Only the
+// schema owner (or a role granted INSERT, UPDATE on the table) may write
+// them: a producer must not raise its own limits.
+func (s *Service) PublishSQLLimits(ctx context.Context) (changed bool, err error) {
+	n, err := s.q.SQLLimitsPublish(ctx, db.SQLLimitsPublishParams{
+		MaxMessageBytes:      sqlLimit(s.limits.MaxMessageBytes),
+		MaxDelaySeconds:      sqlLimit(s.limits.MaxDelaySeconds),
+		MaxExpirationSeconds: sqlLimit(s.limits.MaxExpirationSeconds),
+		MaxReceiveCount:      sqlLimit(s.limits.MaxReceiveCount),
+	})
+	return n > 0, fromDB("publish the SQL limits", err)
+}
+
+// sqlLimit fits a limit into the table's integer column. In SQL a larger
+// limit means the same as MaxInt32: skipq.send's seconds and counts are
+// integers, and a bytea holds at most 1 GB.
+func sqlLimit(v int) int32 {
+	return int32(min(v, math.MaxInt32))
+}
