@@ -104,13 +104,13 @@ func (e *env) preload(ctx context.Context, queue string, n int) (float64, error)
 	defer conn.Close(context.Background())
 	start := time.Now()
 	_, err = conn.Exec(ctx, `
-INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count)
-SELECT (SELECT id FROM skipq.queues WHERE name = $1), 'preload-' || g, $2::bytea, now(), now(), 1024
+INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count, ready)
+SELECT (SELECT id FROM skipq.queues WHERE name = $1), 'preload-' || g, $2::bytea, now(), now(), 1024, true
 FROM generate_series(1, $3::int) AS g`, queue, []byte(payload), n)
 	if err != nil {
 		return 0, fmt.Errorf("preload: %w", err)
 	}
-	if _, err := conn.Exec(ctx, "ANALYZE skipq.messages"); err != nil {
+	if _, err := conn.Exec(ctx, "ANALYZE skipq.messages, skipq.ready"); err != nil {
 		return 0, fmt.Errorf("analyze: %w", err)
 	}
 	return round(time.Since(start).Seconds(), 1), nil

@@ -395,10 +395,13 @@ func (e *env) setup(ctx context.Context) Setup {
 }
 
 // checkpoint starts each measured run from the same state: no dead tuples
-// left by earlier runs (VACUUM skipq.messages; the statistics stay as they
-// are) and nothing left to write from them (CHECKPOINT, superusers only).
+// left by earlier runs (VACUUM of skipq's and the raw baseline's tables; the
+// statistics stay as they are) and nothing left to write from them
+// (CHECKPOINT, superusers only). The raw table may not exist yet: its VACUUM
+// then fails alone.
 func (e *env) checkpoint(ctx context.Context) {
-	_, _ = e.mon.Exec(ctx, monitorMark+"VACUUM skipq.messages")
+	_, _ = e.mon.Exec(ctx, monitorMark+"VACUUM skipq.messages, skipq.ready, skipq.timers")
+	_, _ = e.mon.Exec(ctx, monitorMark+"VACUUM skipq_bench.raw_messages")
 	if e.super {
 		_, _ = e.mon.Exec(ctx, monitorMark+"CHECKPOINT")
 	}

@@ -75,6 +75,11 @@ func (e *env) explainClaim(ctx context.Context, queue string, max int, after str
 		return nil, err
 	}
 	defer conn.Release()
+	// Under the plan settings the node's statements run with (db.TxOptions).
+	if _, err := conn.Exec(ctx, db.TxOptions.BeginQuery); err != nil {
+		return nil, fmt.Errorf("explain claim: %w", err)
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "COMMIT") }()
 	x, err := explain(ctx, conn, sql, args)
 	if err != nil {
 		return nil, err

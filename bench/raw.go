@@ -10,33 +10,56 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/node"
+	"github.com/skipq/skipq/service"
 )
 
 // The raw-SQL baseline: the same lifecycle as skipq's (insert a batch; one
 // claim statement with FOR UPDATE SKIP LOCKED that sets the lease; delete by
-// key), on the same table and indexes, written as plainly as the work allows.
-// It does what queries/messages.sql does minus skipq's extras: no queue
-// lookup by (tenant, name) (it knows the queue id), no per-message policy
-// resolution, no final-delivery bookkeeping, no lease-token check on delete.
-// Single-message statements use scalar forms; batches use arrays.
+// key), written as plainly as the work allows, on a table of its own with
+// the layout skipq used before its flat claims (rawSchema): one table, the
+// claim walking its primary key with the visibility as a filter -- pgmq's
+// shape, and the best of the plain designs measured on this machine type
+// (../shared/POSTGRES-QUEUE-FACTS.md). It does what queries/messages.sql
+// does minus skipq's extras: no queue lookup by (tenant, name) (it knows the
+// queue id), no per-message policy resolution, no ready table or timers, no
+// triggers, no lease-token check on delete. Single-message statements use
+// scalar forms; batches use arrays.
 const (
+	rawSchema = `CREATE SCHEMA IF NOT EXISTS skipq_bench;
+CREATE TABLE IF NOT EXISTS skipq_bench.raw_messages (
+    queue_id          bigint      NOT NULL,
+    sequence          bigint      NOT NULL DEFAULT nextval('skipq.message_sequence'),
+    message_id        text        NOT NULL,
+    body              bytea       NOT NULL,
+    sent_at           timestamptz NOT NULL,
+    visible_at        timestamptz NOT NULL,
+    expires_at        timestamptz,
+    receive_count     integer     NOT NULL DEFAULT 0,
+    first_received_at timestamptz,
+    max_receive_count integer     NOT NULL,
+    lease_token       bytea,
+    PRIMARY KEY (queue_id, sequence)
+) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01,
+        autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE UNIQUE INDEX IF NOT EXISTS raw_messages_message_id_queue_key ON skipq_bench.raw_messages (message_id, queue_id);`
+
 	rawInsert1 = `-- name: RawInsert1
-INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count)
+INSERT INTO skipq_bench.raw_messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count)
 VALUES ($1, $2, $3, now(), now(), 1024)`
 
 	rawInsertBatch = `-- name: RawInsertBatch
-INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count)
+INSERT INTO skipq_bench.raw_messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count)
 SELECT $1, u.id, u.body, now(), now(), 1024
 FROM unnest($2::text[], $3::bytea[]) AS u(id, body)`
 
 	rawClaim1 = `-- name: RawClaim1
-UPDATE skipq.messages m
+UPDATE skipq_bench.raw_messages m
 SET visible_at = now() + interval '60 seconds',
     receive_count = m.receive_count + 1,
     first_received_at = coalesce(m.first_received_at, now()),
     lease_token = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
 WHERE m.queue_id = $1 AND m.sequence = (
-    SELECT c.sequence FROM skipq.messages c
+    SELECT c.sequence FROM skipq_bench.raw_messages c
     WHERE c.queue_id = $1 AND c.visible_at <= now() AND c.receive_count < c.max_receive_count
       AND (c.expires_at IS NULL OR c.expires_at > now())
     ORDER BY c.sequence LIMIT 1
@@ -44,13 +67,13 @@ WHERE m.queue_id = $1 AND m.sequence = (
 RETURNING m.sequence, m.message_id, m.body, m.receive_count, m.lease_token`
 
 	rawClaimBatch = `-- name: RawClaimBatch
-UPDATE skipq.messages m
+UPDATE skipq_bench.raw_messages m
 SET visible_at = now() + interval '60 seconds',
     receive_count = m.receive_count + 1,
     first_received_at = coalesce(m.first_received_at, now()),
     lease_token = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
 WHERE m.queue_id = $1 AND m.sequence = ANY(ARRAY(
-    SELECT c.sequence FROM skipq.messages c
+    SELECT c.sequence FROM skipq_bench.raw_messages c
     WHERE c.queue_id = $1 AND c.visible_at <= now() AND c.receive_count < c.max_receive_count
       AND (c.expires_at IS NULL OR c.expires_at > now())
     ORDER BY c.sequence LIMIT $2
@@ -58,10 +81,14 @@ WHERE m.queue_id = $1 AND m.sequence = ANY(ARRAY(
 RETURNING m.sequence, m.message_id, m.body, m.receive_count, m.lease_token`
 
 	rawAck1 = `-- name: RawAck1
-DELETE FROM skipq.messages WHERE queue_id = $1 AND sequence = $2`
+DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1 AND sequence = $2`
 
 	rawAckBatch = `-- name: RawAckBatch
-DELETE FROM skipq.messages WHERE queue_id = $1 AND sequence = ANY($2::bigint[])`
+DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1 AND sequence = ANY($2::bigint[])`
+
+	// rawVacuum does for the baseline's table what skipq's worker does for
+	// its own, on the same schedule (service.VacuumPeriod).
+	rawVacuum = `VACUUM (SKIP_LOCKED) skipq_bench.raw_messages`
 )
 
 // rawWorkload runs the lifecycle over a pgx pool with a connection per
@@ -179,15 +206,41 @@ func (e *env) rawLifecycle(ctx context.Context, p Point) (float64, *RunStats, er
 	}
 	q := queueName(fmt.Sprintf("raw-b%d-p%d", p.Batch, p.Pairs))
 	w := &rawWorkload{pool: pool, batch: p.Batch, avail: make(chan struct{}, 4*p.Pairs), body: []byte(payload)}
+	if _, err := pool.Exec(ctx, rawSchema); err != nil {
+		return 0, nil, fmt.Errorf("raw table: %w", err)
+	}
 	if err := pool.QueryRow(ctx, `INSERT INTO skipq.queues (tenant, name) VALUES ('bench-raw', $1) RETURNING id`, q).Scan(&w.queueID); err != nil {
 		return 0, nil, fmt.Errorf("raw queue: %w", err)
 	}
 	e.checkpoint(ctx)
+	runCtx, stopVacuum := context.WithCancel(ctx)
+	var vacuumed sync.WaitGroup
+	vacuumed.Go(func() { vacuumEvery(runCtx, pool, service.VacuumPeriod) })
 	rate, stats, err := e.drive(ctx, w, p, nil)
+	stopVacuum()
+	vacuumed.Wait()
 	if err != nil {
 		return 0, nil, err
 	}
-	return rate, stats, e.deleteLeftovers(ctx, q)
+	if _, err := e.mon.Exec(ctx, monitorMark+`DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1`, w.queueID); err != nil {
+		return 0, nil, fmt.Errorf("empty %s: %w", q, err)
+	}
+	return rate, stats, nil
+}
+
+// vacuumEvery vacuums the baseline's table on skipq's worker schedule until
+// ctx ends.
+func vacuumEvery(ctx context.Context, pool *pgxpool.Pool, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = pool.Exec(ctx, rawVacuum)
+		}
+	}
 }
 
 // warmPool opens n connections before a run, so the run does not pay for them.

@@ -99,6 +99,7 @@ func TestAckRacingReclaimAfterLeaseExpiry(t *testing.T) {
 	f := setup(t, 1)
 	first := claim(t, f.q, 1, nil)[0]
 	later := time.Now().Add(time.Hour) // the first lease (60 s) has expired
+	readyAgain(t, f.q, later)
 	txB, qb := f.begin(t)
 	second := claim(t, qb, 1, &later)
 	if len(second) != 1 {
@@ -156,37 +157,62 @@ func TestAckAndNackOfOneHandleSettleOnce(t *testing.T) {
 	}
 }
 
-// Two workers sweeping expired last leases take disjoint batches.
-func TestFinalLeaseSweepsAreDisjoint(t *testing.T) {
+// Two workers firing due timers take disjoint batches.
+func TestTimerBatchesAreDisjoint(t *testing.T) {
 	f := setup(t, 4)
 	ctx := context.Background()
-	if _, err := f.pool.Exec(ctx, "UPDATE skipq.messages SET max_receive_count = 1"); err != nil {
-		t.Fatal(err)
-	}
-	claimed := claim(t, f.q, 4, nil)
-	if len(claimed) != 4 || claimed[0].FinalLeaseUntil == nil {
+	if claimed := claim(t, f.q, 4, nil); len(claimed) != 4 {
 		t.Fatalf("claimed %v", claimed)
 	}
 	later := time.Now().Add(time.Hour)
 	_, qa := f.begin(t)
-	a, err := qa.MessageFinalLeaseExpired(ctx, db.MessageFinalLeaseExpiredParams{Now: &later, MaxMessages: 2})
+	a, err := qa.TimerTakeDue(ctx, db.TimerTakeDueParams{Now: &later, MaxTimers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, qb := f.begin(t)
-	b, err := qb.MessageFinalLeaseExpired(ctx, db.MessageFinalLeaseExpiredParams{Now: &later, MaxMessages: 10})
+	b, err := qb.TimerTakeDue(ctx, db.TimerTakeDueParams{Now: &later, MaxTimers: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(a) != 2 || len(b) != 2 {
-		t.Fatalf("worker A took %d, worker B took %d; want 2 and 2", len(a), len(b))
+		t.Fatalf("worker A took %d timers, worker B took %d; want 2 and 2", len(a), len(b))
 	}
 	for _, x := range a {
 		for _, y := range b {
 			if x.Sequence == y.Sequence {
-				t.Fatalf("both workers took message %d", x.Sequence)
+				t.Fatalf("both workers took the timer of message %d", x.Sequence)
 			}
 		}
+	}
+}
+
+// readyAgain fires every timer due at `at` and readies the messages whose
+// lease or delay ended, as the worker's FireTimers does.
+func readyAgain(t *testing.T, q *db.Queries, at time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	timers, err := q.TimerTakeDue(ctx, db.TimerTakeDueParams{Now: &at, MaxTimers: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lock db.MessageLockDueParams
+	for _, tm := range timers {
+		lock.QueueIds = append(lock.QueueIds, tm.QueueID)
+		lock.Sequences = append(lock.Sequences, tm.Sequence)
+	}
+	lock.Now = &at
+	due, err := q.MessageLockDue(ctx, lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready db.MessageReadyParams
+	for _, d := range due {
+		ready.QueueIds = append(ready.QueueIds, d.QueueID)
+		ready.Sequences = append(ready.Sequences, d.Sequence)
+	}
+	if _, err := q.MessageReady(ctx, ready); err != nil {
+		t.Fatal(err)
 	}
 }
 

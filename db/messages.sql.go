@@ -58,7 +58,7 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 
 const messageBrowse = `-- name: MessageBrowse :many
 WITH t AS (SELECT coalesce($5::timestamptz, now()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until, s.state::text AS state
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, s.state::text AS state
 FROM skipq.messages m, t
 CROSS JOIN LATERAL (SELECT CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
@@ -124,7 +124,7 @@ func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([
 			&i.SkipqMessage.ReRoutedFrom,
 			&i.SkipqMessage.DeadLetteredAt,
 			&i.SkipqMessage.LeaseToken,
-			&i.SkipqMessage.FinalLeaseUntil,
+			&i.SkipqMessage.Ready,
 			&i.State,
 		); err != nil {
 			return nil, err
@@ -138,55 +138,74 @@ func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([
 }
 
 const messageClaim = `-- name: MessageClaim :many
+WITH t AS (
+    SELECT coalesce($1::timestamptz, now()) AS now,
+           coalesce($2::integer,
+                    (SELECT q.visibility_seconds FROM skipq.queues q
+                     WHERE q.tenant = $3 AND q.name = $4)) AS visibility_seconds
+), picked AS (
+    SELECT c.queue_id, c.sequence
+    FROM skipq.ready r
+    JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
+    WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $3 AND q.name = $4)
+      AND c.ready
+      AND (c.expires_at IS NULL OR c.expires_at > coalesce($1::timestamptz, now()))
+    ORDER BY r.sequence
+    LIMIT $5
+    FOR UPDATE OF c SKIP LOCKED
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING picked p
+    WHERE r.queue_id = p.queue_id AND r.sequence = p.sequence
+), timed AS (
+    INSERT INTO skipq.timers (due_at, queue_id, sequence)
+    SELECT t.now + make_interval(secs => t.visibility_seconds), p.queue_id, p.sequence
+    FROM picked p, t
+)
 UPDATE skipq.messages m
 SET visible_at        = t.now + make_interval(secs => t.visibility_seconds),
     receive_count     = m.receive_count + 1,
     first_received_at = coalesce(m.first_received_at, t.now),
     lease_token       = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()),
-    final_lease_until = CASE WHEN m.receive_count + 1 >= m.max_receive_count
-                             THEN t.now + make_interval(secs => t.visibility_seconds) END
-FROM (SELECT coalesce($3::timestamptz, now()) AS now,
-             coalesce($5::integer,
-                      (SELECT q.visibility_seconds FROM skipq.queues q
-                       WHERE q.tenant = $1 AND q.name = $2)) AS visibility_seconds) t
-WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
-  AND m.sequence = ANY(ARRAY(
-      SELECT c.sequence FROM skipq.messages c
-      WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
-        AND c.visible_at <= coalesce($3::timestamptz, now())
-        AND c.receive_count < c.max_receive_count
-        AND (c.expires_at IS NULL OR c.expires_at > coalesce($3::timestamptz, now()))
-      ORDER BY c.sequence
-      LIMIT $4
-      FOR UPDATE SKIP LOCKED))
-RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until
+    ready             = false
+FROM picked p, t
+WHERE m.queue_id = p.queue_id AND m.sequence = p.sequence
+RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
 `
 
 type MessageClaimParams struct {
+	Now               *time.Time
+	VisibilitySeconds *int32
 	Tenant            string
 	Queue             string
-	Now               *time.Time
 	MaxMessages       int32
-	VisibilitySeconds *int32
 }
 
 // Claims up to @max_messages available messages, oldest sequence first, for
 // @visibility_seconds (NULL: the queue's default). The queue is resolved by
 // name in an InitPlan, so a receive is one round trip.
-// The inner SELECT walks the primary key from the queue's head and filters on
-// visibility; SKIP LOCKED lets concurrent receivers pass each other's rows
-// instead of queueing behind them. `sequence = ANY(ARRAY(...))` keeps the
-// outer UPDATE a primary-key probe under generic plans too. Each claim
-// mints a fresh lease token (two strong random UUIDs: 244 random bits), so
-// older receipt handles go stale. final_lease_until is set only on the last
-// allowed delivery, for the worker's dead-letter sweep.
+//
+// `picked` walks skipq.ready, which holds only the messages a claim may take,
+// so the walk reads what it returns plus dead entries of recent claims until
+// VACUUM -- never the delayed or leased messages of the queue, however many.
+// It locks the messages themselves (FOR UPDATE OF c SKIP LOCKED): concurrent
+// receivers pass each other's rows instead of queueing behind them, and a
+// message is always locked before its ready row is deleted (the lock order
+// of every statement). `c.ready` is re-checked on the newest version when a
+// concurrent claim committed after this statement's snapshot, so it cannot
+// take a message twice. The claim then updates only unindexed columns (a HOT
+// update), deletes the ready rows, and files a timer at the lease's end, when
+// the worker readies the message again -- or dead-letters it, if that was
+// its last allowed delivery -- unless it was settled. Each claim mints a
+// fresh lease token (two strong random UUIDs: 244 random bits), so older
+// receipt handles go stale.
 func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]SkipqMessage, error) {
 	rows, err := q.db.Query(ctx, messageClaim,
+		arg.Now,
+		arg.VisibilitySeconds,
 		arg.Tenant,
 		arg.Queue,
-		arg.Now,
 		arg.MaxMessages,
-		arg.VisibilitySeconds,
 	)
 	if err != nil {
 		return nil, err
@@ -215,7 +234,7 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 			&i.ReRoutedFrom,
 			&i.DeadLetteredAt,
 			&i.LeaseToken,
-			&i.FinalLeaseUntil,
+			&i.Ready,
 		); err != nil {
 			return nil, err
 		}
@@ -228,18 +247,21 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 }
 
 const messageClaimAndDelete = `-- name: MessageClaimAndDelete :many
+WITH picked AS (
+    SELECT c.queue_id, c.sequence
+    FROM skipq.ready r
+    JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
+    WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
+      AND c.ready
+      AND (c.expires_at IS NULL OR c.expires_at > coalesce($3::timestamptz, now()))
+    ORDER BY r.sequence
+    LIMIT $4
+    FOR UPDATE OF c SKIP LOCKED
+)
 DELETE FROM skipq.messages m
-WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
-  AND m.sequence = ANY(ARRAY(
-      SELECT c.sequence FROM skipq.messages c
-      WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
-        AND c.visible_at <= coalesce($3::timestamptz, now())
-        AND c.receive_count < c.max_receive_count
-        AND (c.expires_at IS NULL OR c.expires_at > coalesce($3::timestamptz, now()))
-      ORDER BY c.sequence
-      LIMIT $4
-      FOR UPDATE SKIP LOCKED))
-RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until
+USING picked p
+WHERE m.queue_id = p.queue_id AND m.sequence = p.sequence
+RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
 `
 
 type MessageClaimAndDeleteParams struct {
@@ -250,7 +272,8 @@ type MessageClaimAndDeleteParams struct {
 }
 
 // autoAck receive: claims like MessageClaim and removes what it returns in
-// the same statement. receive_count is reported as this delivery's count.
+// the same statement (the messages_deleted trigger takes the ready rows).
+// receive_count is reported as this delivery's count.
 func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAndDeleteParams) ([]SkipqMessage, error) {
 	rows, err := q.db.Query(ctx, messageClaimAndDelete,
 		arg.Tenant,
@@ -285,7 +308,7 @@ func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAnd
 			&i.ReRoutedFrom,
 			&i.DeadLetteredAt,
 			&i.LeaseToken,
-			&i.FinalLeaseUntil,
+			&i.Ready,
 		); err != nil {
 			return nil, err
 		}
@@ -306,9 +329,9 @@ WITH moved AS (
       AND (m.dead_letter_queue = '' OR EXISTS (
           SELECT 1 FROM skipq.queues e, skipq.queues s
           WHERE s.id = m.queue_id AND e.tenant = s.tenant AND e.name = m.dead_letter_queue))
-    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until
+    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
 ), target AS (
-    SELECT moved.queue_id, moved.sequence, moved.message_id, moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags, moved.sent_at, moved.visible_at, moved.delayed_to, moved.expires_at, moved.receive_count, moved.first_received_at, moved.max_receive_count, moved.dead_letter_queue, moved.re_routed_from, moved.dead_lettered_at, moved.lease_token, moved.final_lease_until, sq.tenant, sq.name AS source_name, dq.id AS dq_id, dq.name AS dq_name,
+    SELECT moved.queue_id, moved.sequence, moved.message_id, moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags, moved.sent_at, moved.visible_at, moved.delayed_to, moved.expires_at, moved.receive_count, moved.first_received_at, moved.max_receive_count, moved.dead_letter_queue, moved.re_routed_from, moved.dead_lettered_at, moved.lease_token, moved.ready, sq.tenant, sq.name AS source_name, dq.id AS dq_id, dq.name AS dq_name,
            dq.delay_seconds AS dq_delay_seconds, dq.expiration_seconds AS dq_expiration_seconds,
            dq.max_receive_count AS dq_max_receive_count, dq.dead_letter_queue AS dq_dead_letter_queue,
            row_number() OVER (PARTITION BY dq.id, moved.message_id ORDER BY moved.sequence) AS id_rank
@@ -321,7 +344,7 @@ WITH moved AS (
     INSERT INTO skipq.messages (
         queue_id, message_id, client_id, metadata, body, body_binary, tags,
         sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue,
-        re_routed_from, dead_lettered_at)
+        re_routed_from, dead_lettered_at, ready)
     SELECT target.dq_id,
            CASE WHEN target.id_rank > 1 OR EXISTS (
                     SELECT 1 FROM skipq.messages x
@@ -337,7 +360,8 @@ WITH moved AS (
                 ELSE $4::integer END,
            target.dq_dead_letter_queue,
            target.source_name,
-           t.now
+           t.now,
+           target.dq_delay_seconds = 0
     FROM target, t
     WHERE target.dq_id IS NOT NULL
     RETURNING queue_id
@@ -415,7 +439,7 @@ func (q *Queries) MessageDeadLetteredCount(ctx context.Context, queueID int64) (
 }
 
 const messageDeadLetteredList = `-- name: MessageDeadLetteredList :many
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until, q.name::text AS queue_name
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, q.name::text AS queue_name
 FROM skipq.messages m
 JOIN skipq.queues q ON q.id = m.queue_id
 WHERE m.dead_lettered_at IS NOT NULL
@@ -478,7 +502,7 @@ func (q *Queries) MessageDeadLetteredList(ctx context.Context, arg MessageDeadLe
 			&i.SkipqMessage.ReRoutedFrom,
 			&i.SkipqMessage.DeadLetteredAt,
 			&i.SkipqMessage.LeaseToken,
-			&i.SkipqMessage.FinalLeaseUntil,
+			&i.SkipqMessage.Ready,
 			&i.QueueName,
 		); err != nil {
 			return nil, err
@@ -728,74 +752,9 @@ func (q *Queries) MessageFinalByReceipt(ctx context.Context, arg MessageFinalByR
 	return items, nil
 }
 
-const messageFinalLeaseDue = `-- name: MessageFinalLeaseDue :one
-SELECT EXISTS (
-    SELECT 1 FROM skipq.messages m
-    WHERE m.final_lease_until <= coalesce($1::timestamptz, now())
-)::boolean AS due
-`
-
-// Worker: is any last allowed lease over? One probe of the partial index.
-func (q *Queries) MessageFinalLeaseDue(ctx context.Context, now *time.Time) (bool, error) {
-	row := q.db.QueryRow(ctx, messageFinalLeaseDue, now)
-	var due bool
-	err := row.Scan(&due)
-	return due, err
-}
-
-const messageFinalLeaseExpired = `-- name: MessageFinalLeaseExpired :many
-SELECT m.queue_id, m.sequence, m.dead_letter_queue, q.tenant
-FROM skipq.messages m
-JOIN skipq.queues q ON q.id = m.queue_id
-WHERE m.final_lease_until <= coalesce($1::timestamptz, now())
-ORDER BY m.final_lease_until
-LIMIT $2
-FOR UPDATE OF m SKIP LOCKED
-`
-
-type MessageFinalLeaseExpiredParams struct {
-	Now         *time.Time
-	MaxMessages int32
-}
-
-type MessageFinalLeaseExpiredRow struct {
-	QueueID         int64
-	Sequence        int64
-	DeadLetterQueue string
-	Tenant          string
-}
-
-// Worker: messages whose last allowed lease ran out, oldest first, locked for
-// MessageDeadLetter in the same transaction. SKIP LOCKED lets several workers
-// take disjoint batches; the partial index holds only last deliveries.
-func (q *Queries) MessageFinalLeaseExpired(ctx context.Context, arg MessageFinalLeaseExpiredParams) ([]MessageFinalLeaseExpiredRow, error) {
-	rows, err := q.db.Query(ctx, messageFinalLeaseExpired, arg.Now, arg.MaxMessages)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessageFinalLeaseExpiredRow
-	for rows.Next() {
-		var i MessageFinalLeaseExpiredRow
-		if err := rows.Scan(
-			&i.QueueID,
-			&i.Sequence,
-			&i.DeadLetterQueue,
-			&i.Tenant,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const messageGetByID = `-- name: MessageGetByID :one
 WITH t AS (SELECT coalesce($3::timestamptz, now()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until, (CASE
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, (CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
     WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
     ELSE 'in_flight' END)::text AS state
@@ -838,7 +797,7 @@ func (q *Queries) MessageGetByID(ctx context.Context, arg MessageGetByIDParams) 
 		&i.SkipqMessage.ReRoutedFrom,
 		&i.SkipqMessage.DeadLetteredAt,
 		&i.SkipqMessage.LeaseToken,
-		&i.SkipqMessage.FinalLeaseUntil,
+		&i.SkipqMessage.Ready,
 		&i.State,
 	)
 	return i, err
@@ -876,17 +835,80 @@ func (q *Queries) MessageLockByID(ctx context.Context, arg MessageLockByIDParams
 	return i, err
 }
 
+const messageLockDue = `-- name: MessageLockDue :many
+SELECT m.queue_id, m.sequence, m.dead_letter_queue,
+       (m.receive_count >= m.max_receive_count)::boolean AS exhausted
+FROM skipq.messages m,
+     (SELECT DISTINCT u.queue_id, u.sequence
+      FROM (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence) u) k
+WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
+  AND NOT m.ready
+  AND m.visible_at <= coalesce($3::timestamptz, now())
+  AND (m.expires_at IS NULL OR m.expires_at > coalesce($3::timestamptz, now()))
+FOR UPDATE OF m
+`
+
+type MessageLockDueParams struct {
+	QueueIds  []int64
+	Sequences []int64
+	Now       *time.Time
+}
+
+type MessageLockDueRow struct {
+	QueueID         int64
+	Sequence        int64
+	DeadLetterQueue string
+	Exhausted       bool
+}
+
+// Worker: of the messages whose timers fired, those still waiting for that
+// moment, locked: not ready, visible now (an extended lease moved visible_at
+// on), not expired (the expiry sweep removes those). A settled message is
+// simply gone. `exhausted` marks a last allowed delivery whose lease ran
+// out: it is dead-lettered, the others are readied (MessageReady).
+func (q *Queries) MessageLockDue(ctx context.Context, arg MessageLockDueParams) ([]MessageLockDueRow, error) {
+	rows, err := q.db.Query(ctx, messageLockDue, arg.QueueIds, arg.Sequences, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageLockDueRow
+	for rows.Next() {
+		var i MessageLockDueRow
+		if err := rows.Scan(
+			&i.QueueID,
+			&i.Sequence,
+			&i.DeadLetterQueue,
+			&i.Exhausted,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageNackByReceipt = `-- name: MessageNackByReceipt :many
-UPDATE skipq.messages m
-SET visible_at = coalesce($1::timestamptz, now()),
-    lease_token = NULL,
-    final_lease_until = NULL
-FROM (SELECT unnest($2::bigint[]) AS queue_id, unnest($3::bigint[]) AS sequence,
-        unnest($4::bytea[]) AS token) k
-WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-  AND m.receive_count < m.max_receive_count
-  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
-RETURNING m.queue_id, m.sequence, k.token::bytea AS token
+WITH nacked AS (
+    UPDATE skipq.messages m
+    SET visible_at = coalesce($1::timestamptz, now()),
+        lease_token = NULL,
+        ready = true
+    FROM (SELECT unnest($2::bigint[]) AS queue_id, unnest($3::bigint[]) AS sequence,
+            unnest($4::bytea[]) AS token) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+      AND m.receive_count < m.max_receive_count
+      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+    RETURNING m.queue_id, m.sequence, k.token::bytea AS token
+), readied AS (
+    INSERT INTO skipq.ready (queue_id, sequence)
+    SELECT n.queue_id, n.sequence FROM nacked n
+    ON CONFLICT DO NOTHING
+)
+SELECT nacked.queue_id, nacked.sequence, nacked.token FROM nacked
 `
 
 type MessageNackByReceiptParams struct {
@@ -902,9 +924,12 @@ type MessageNackByReceiptRow struct {
 	Token    []byte
 }
 
-// Makes messages available again now. A message on its last allowed delivery
-// is left alone here: MessageDeadLetterByReceipt moves it in the same
-// transaction.
+// Makes messages available again now: ready, with the lease cleared. A
+// message on its last allowed delivery is left alone here:
+// MessageDeadLetter moves it in the same transaction. The message row is
+// locked by the UPDATE before its ready row is written (the lock order of
+// every statement), and a message that is already ready (its lease ran out
+// and the worker readied it before this nack) keeps its one ready row.
 func (q *Queries) MessageNackByReceipt(ctx context.Context, arg MessageNackByReceiptParams) ([]MessageNackByReceiptRow, error) {
 	rows, err := q.db.Query(ctx, messageNackByReceipt,
 		arg.Now,
@@ -931,12 +956,13 @@ func (q *Queries) MessageNackByReceipt(ctx context.Context, arg MessageNackByRec
 }
 
 const messagePeek = `-- name: MessagePeek :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, final_lease_until FROM skipq.messages c
-WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
-  AND c.visible_at <= coalesce($3::timestamptz, now())
-  AND c.receive_count < c.max_receive_count
+SELECT c.queue_id, c.sequence, c.message_id, c.client_id, c.metadata, c.body, c.body_binary, c.tags, c.sent_at, c.visible_at, c.delayed_to, c.expires_at, c.receive_count, c.first_received_at, c.max_receive_count, c.dead_letter_queue, c.re_routed_from, c.dead_lettered_at, c.lease_token, c.ready
+FROM skipq.ready r
+JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
+WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
+  AND c.ready
   AND (c.expires_at IS NULL OR c.expires_at > coalesce($3::timestamptz, now()))
-ORDER BY c.sequence
+ORDER BY r.sequence
 LIMIT $4
 `
 
@@ -947,8 +973,12 @@ type MessagePeekParams struct {
 	MaxMessages int32
 }
 
+type MessagePeekRow struct {
+	SkipqMessage SkipqMessage
+}
+
 // isPeek receive: the messages a claim would take, unchanged and unlocked.
-func (q *Queries) MessagePeek(ctx context.Context, arg MessagePeekParams) ([]SkipqMessage, error) {
+func (q *Queries) MessagePeek(ctx context.Context, arg MessagePeekParams) ([]MessagePeekRow, error) {
 	rows, err := q.db.Query(ctx, messagePeek,
 		arg.Tenant,
 		arg.Queue,
@@ -959,34 +989,76 @@ func (q *Queries) MessagePeek(ctx context.Context, arg MessagePeekParams) ([]Ski
 		return nil, err
 	}
 	defer rows.Close()
-	var items []SkipqMessage
+	var items []MessagePeekRow
 	for rows.Next() {
-		var i SkipqMessage
+		var i MessagePeekRow
 		if err := rows.Scan(
-			&i.QueueID,
-			&i.Sequence,
-			&i.MessageID,
-			&i.ClientID,
-			&i.Metadata,
-			&i.Body,
-			&i.BodyBinary,
-			&i.Tags,
-			&i.SentAt,
-			&i.VisibleAt,
-			&i.DelayedTo,
-			&i.ExpiresAt,
-			&i.ReceiveCount,
-			&i.FirstReceivedAt,
-			&i.MaxReceiveCount,
-			&i.DeadLetterQueue,
-			&i.ReRoutedFrom,
-			&i.DeadLetteredAt,
-			&i.LeaseToken,
-			&i.FinalLeaseUntil,
+			&i.SkipqMessage.QueueID,
+			&i.SkipqMessage.Sequence,
+			&i.SkipqMessage.MessageID,
+			&i.SkipqMessage.ClientID,
+			&i.SkipqMessage.Metadata,
+			&i.SkipqMessage.Body,
+			&i.SkipqMessage.BodyBinary,
+			&i.SkipqMessage.Tags,
+			&i.SkipqMessage.SentAt,
+			&i.SkipqMessage.VisibleAt,
+			&i.SkipqMessage.DelayedTo,
+			&i.SkipqMessage.ExpiresAt,
+			&i.SkipqMessage.ReceiveCount,
+			&i.SkipqMessage.FirstReceivedAt,
+			&i.SkipqMessage.MaxReceiveCount,
+			&i.SkipqMessage.DeadLetterQueue,
+			&i.SkipqMessage.ReRoutedFrom,
+			&i.SkipqMessage.DeadLetteredAt,
+			&i.SkipqMessage.LeaseToken,
+			&i.SkipqMessage.Ready,
 		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageReady = `-- name: MessageReady :many
+WITH readied AS (
+    UPDATE skipq.messages m
+    SET ready = true
+    FROM (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
+    RETURNING m.queue_id, m.sequence
+)
+INSERT INTO skipq.ready (queue_id, sequence)
+SELECT r.queue_id, r.sequence FROM readied r
+RETURNING queue_id
+`
+
+type MessageReadyParams struct {
+	QueueIds  []int64
+	Sequences []int64
+}
+
+// Worker: readies messages that TimerFire locked (a delay ended, or a lease
+// that was not the last allowed one). The lease token stays: the receiver
+// whose lease ran out may still settle the message until it is claimed
+// again. Returns the queues, to wake their waiting receivers.
+func (q *Queries) MessageReady(ctx context.Context, arg MessageReadyParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, messageReady, arg.QueueIds, arg.Sequences)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var queue_id int64
+		if err := rows.Scan(&queue_id); err != nil {
+			return nil, err
+		}
+		items = append(items, queue_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -1005,13 +1077,13 @@ WITH src AS (
       AND EXISTS (SELECT 1 FROM skipq.queues d, src
                   WHERE d.tenant = src.tenant
                     AND d.name = CASE WHEN $2::text = '' THEN m.re_routed_from ELSE $2::text END)
-    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until
+    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
 ), t AS (
     SELECT coalesce($5::timestamptz, now()) AS now
 )
 INSERT INTO skipq.messages (
     queue_id, message_id, client_id, metadata, body, body_binary, tags,
-    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from)
+    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready)
 SELECT dq.id, skipq.uuid_v7()::text,
        moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
        t.now,
@@ -1021,7 +1093,8 @@ SELECT dq.id, skipq.uuid_v7()::text,
             THEN t.now + make_interval(secs => dq.delay_seconds + dq.expiration_seconds) END,
        CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count ELSE $1::integer END,
        dq.dead_letter_queue,
-       src.name
+       src.name,
+       dq.delay_seconds = 0
 FROM moved, src, t, skipq.queues dq
 WHERE dq.tenant = src.tenant
   AND dq.name = CASE WHEN $2::text = '' THEN moved.re_routed_from ELSE $2::text END
@@ -1089,9 +1162,9 @@ WITH moved AS (
             unnest($3::bytea[]) AS token) k
     WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
       AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
-    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until
+    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
 ), source AS (
-    SELECT moved.queue_id, moved.sequence, moved.message_id, moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags, moved.sent_at, moved.visible_at, moved.delayed_to, moved.expires_at, moved.receive_count, moved.first_received_at, moved.max_receive_count, moved.dead_letter_queue, moved.re_routed_from, moved.dead_lettered_at, moved.lease_token, moved.final_lease_until, sq.name AS source_name,
+    SELECT moved.queue_id, moved.sequence, moved.message_id, moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags, moved.sent_at, moved.visible_at, moved.delayed_to, moved.expires_at, moved.receive_count, moved.first_received_at, moved.max_receive_count, moved.dead_letter_queue, moved.re_routed_from, moved.dead_lettered_at, moved.lease_token, moved.ready, sq.name AS source_name,
            row_number() OVER (PARTITION BY moved.message_id ORDER BY moved.sequence) AS id_rank
     FROM moved JOIN skipq.queues sq ON sq.id = moved.queue_id
 ), dq AS (
@@ -1101,7 +1174,7 @@ WITH moved AS (
 ), inserted AS (
     INSERT INTO skipq.messages (
         queue_id, message_id, client_id, metadata, body, body_binary, tags,
-        sent_at, visible_at, expires_at, max_receive_count, dead_letter_queue, re_routed_from)
+        sent_at, visible_at, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready)
     SELECT dq.id,
            CASE WHEN source.id_rank > 1 OR EXISTS (
                     SELECT 1 FROM skipq.messages x
@@ -1113,7 +1186,8 @@ WITH moved AS (
            CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count
                 ELSE $6::integer END,
            dq.dead_letter_queue,
-           source.source_name
+           source.source_name,
+           true
     FROM source, dq, t
     RETURNING queue_id
 )
@@ -1179,14 +1253,14 @@ const messageSend = `-- name: MessageSend :many
 
 INSERT INTO skipq.messages (
     queue_id, message_id, client_id, metadata, body, body_binary, tags,
-    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue)
+    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready)
 SELECT q.id, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags::jsonb,
        t.now,
        t.now + make_interval(secs => p.delay_seconds),
        CASE WHEN p.delay_seconds > 0 THEN t.now + make_interval(secs => p.delay_seconds) END,
        CASE WHEN p.expiration_seconds > 0
             THEN t.now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
-       p.max_receive_count, p.dead_letter_queue
+       p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0
 FROM skipq.queues q
 CROSS JOIN (SELECT coalesce($1::timestamptz, now()) AS now) t
 CROSS JOIN generate_subscripts($2::text[], 1) AS i
@@ -1256,8 +1330,10 @@ type MessageSendRow struct {
 // probe is the only plan left.
 // Inserts a batch into a queue, resolving each message's policies against the
 // queue's defaults once, at send time (-1 / 0 / dead_letter_queue_given=false
-// mean "absent"). The expiration clock starts after the delay. Returns no rows
-// when the queue does not exist; the caller creates it and retries.
+// mean "absent"). The expiration clock starts after the delay. A message with
+// no delay is ready at once; a delayed one waits for its timer (the
+// messages_inserted trigger files either). Returns no rows when the queue
+// does not exist; the caller creates it and retries.
 func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) ([]MessageSendRow, error) {
 	rows, err := q.db.Query(ctx, messageSend,
 		arg.Now,
@@ -1302,16 +1378,25 @@ func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) ([]Mes
 }
 
 const messageSetVisibilityByReceipt = `-- name: MessageSetVisibilityByReceipt :many
-UPDATE skipq.messages m
-SET visible_at = t.now + make_interval(secs => $1::integer),
-    final_lease_until = CASE WHEN m.receive_count >= m.max_receive_count
-                             THEN t.now + make_interval(secs => $1::integer) END
-FROM (SELECT coalesce($2::timestamptz, now()) AS now) t,
-     (SELECT unnest($3::bigint[]) AS queue_id, unnest($4::bigint[]) AS sequence,
-        unnest($5::bytea[]) AS token) k
-WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
-RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.visible_at
+WITH extended AS (
+    UPDATE skipq.messages m
+    SET visible_at = t.now + make_interval(secs => $1::integer),
+        ready = false
+    FROM (SELECT coalesce($2::timestamptz, now()) AS now) t,
+         (SELECT unnest($3::bigint[]) AS queue_id, unnest($4::bigint[]) AS sequence,
+            unnest($5::bytea[]) AS token) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+    RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.visible_at
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING extended e
+    WHERE r.queue_id = e.queue_id AND r.sequence = e.sequence
+), timed AS (
+    INSERT INTO skipq.timers (due_at, queue_id, sequence)
+    SELECT e.visible_at, e.queue_id, e.sequence FROM extended e
+)
+SELECT extended.queue_id, extended.sequence, extended.token, extended.visible_at FROM extended
 `
 
 type MessageSetVisibilityByReceiptParams struct {
@@ -1330,8 +1415,10 @@ type MessageSetVisibilityByReceiptRow struct {
 }
 
 // The lease now ends @visibility_seconds (>= 1) from now; the handle stays
-// valid. On the last allowed delivery the worker's dead-letter sweep follows
-// the new lease end. (A release, visibility 0, is a nack.)
+// valid, and a timer at the new end readies the message (or dead-letters a
+// last allowed delivery) if nobody settles it first. A message whose lease
+// had run out and that the worker already readied is taken off the ready
+// table again. (A release, visibility 0, is a nack.)
 func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg MessageSetVisibilityByReceiptParams) ([]MessageSetVisibilityByReceiptRow, error) {
 	rows, err := q.db.Query(ctx, messageSetVisibilityByReceipt,
 		arg.VisibilitySeconds,
@@ -1364,14 +1451,77 @@ func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg Message
 }
 
 const messageVacuum = `-- name: MessageVacuum :exec
-VACUUM (SKIP_LOCKED) skipq.messages
+VACUUM (SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers
 `
 
 // Worker: VACUUM sooner than autovacuum's one-minute nap. Every message
-// leaves dead versions, and until VACUUM removes their index entries a claim
-// steps over them at the head of the primary key. SKIP_LOCKED: never wait
-// behind a running (auto)vacuum.
+// leaves dead versions, and every claim a dead ready row; until VACUUM
+// removes their index entries a claim steps over them at the head of
+// ready_pkey. SKIP_LOCKED: never wait behind a running (auto)vacuum.
 func (q *Queries) MessageVacuum(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, messageVacuum)
 	return err
+}
+
+const timerDue = `-- name: TimerDue :one
+SELECT EXISTS (
+    SELECT 1 FROM skipq.timers t
+    WHERE t.due_at <= coalesce($1::timestamptz, now())
+)::boolean AS due
+`
+
+// Worker: is any timer due? One probe of the due_at index, so an idle
+// database sees a single statement per tick, not a transaction.
+func (q *Queries) TimerDue(ctx context.Context, now *time.Time) (bool, error) {
+	row := q.db.QueryRow(ctx, timerDue, now)
+	var due bool
+	err := row.Scan(&due)
+	return due, err
+}
+
+const timerTakeDue = `-- name: TimerTakeDue :many
+DELETE FROM skipq.timers t
+WHERE t.ctid = ANY(ARRAY(
+    SELECT c.ctid FROM skipq.timers c
+    WHERE c.due_at <= coalesce($1::timestamptz, now())
+    ORDER BY c.due_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED))
+RETURNING t.queue_id, t.sequence
+`
+
+type TimerTakeDueParams struct {
+	Now       *time.Time
+	MaxTimers int32
+}
+
+type TimerTakeDueRow struct {
+	QueueID  int64
+	Sequence int64
+}
+
+// Worker: takes up to @max_timers due timers, oldest first. SKIP LOCKED, so
+// workers on several nodes take disjoint batches. The caller then locks the
+// messages (MessageLockDue) in the same transaction: timers are locked
+// before messages, and as no statement holds a message and then waits for a
+// timer (timers are only ever inserted otherwise), this order cannot
+// deadlock.
+func (q *Queries) TimerTakeDue(ctx context.Context, arg TimerTakeDueParams) ([]TimerTakeDueRow, error) {
+	rows, err := q.db.Query(ctx, timerTakeDue, arg.Now, arg.MaxTimers)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TimerTakeDueRow
+	for rows.Next() {
+		var i TimerTakeDueRow
+		if err := rows.Scan(&i.QueueID, &i.Sequence); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -54,7 +54,7 @@ type SkipqMessage struct {
 	ReRoutedFrom    *string
 	DeadLetteredAt  *time.Time
 	LeaseToken      []byte
-	FinalLeaseUntil *time.Time
+	Ready           bool
 }
 
 type SkipqQueue struct {
@@ -82,8 +82,19 @@ type SkipqQueueCount struct {
 	CountedAt         time.Time
 }
 
+type SkipqReady struct {
+	QueueID  int64
+	Sequence int64
+}
+
 type SkipqSqlLimit struct {
 	Name      string
 	Value     int32
 	UpdatedAt time.Time
+}
+
+type SkipqTimer struct {
+	DueAt    time.Time
+	QueueID  int64
+	Sequence int64
 }

@@ -13,18 +13,20 @@
 -- name: MessageSend :many
 -- Inserts a batch into a queue, resolving each message's policies against the
 -- queue's defaults once, at send time (-1 / 0 / dead_letter_queue_given=false
--- mean "absent"). The expiration clock starts after the delay. Returns no rows
--- when the queue does not exist; the caller creates it and retries.
+-- mean "absent"). The expiration clock starts after the delay. A message with
+-- no delay is ready at once; a delayed one waits for its timer (the
+-- messages_inserted trigger files either). Returns no rows when the queue
+-- does not exist; the caller creates it and retries.
 INSERT INTO skipq.messages (
     queue_id, message_id, client_id, metadata, body, body_binary, tags,
-    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue)
+    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready)
 SELECT q.id, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags::jsonb,
        t.now,
        t.now + make_interval(secs => p.delay_seconds),
        CASE WHEN p.delay_seconds > 0 THEN t.now + make_interval(secs => p.delay_seconds) END,
        CASE WHEN p.expiration_seconds > 0
             THEN t.now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
-       p.max_receive_count, p.dead_letter_queue
+       p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0
 FROM skipq.queues q
 CROSS JOIN (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t
 CROSS JOIN generate_subscripts(@message_ids::text[], 1) AS i
@@ -57,60 +59,84 @@ RETURNING queue_id, message_id, sequence, sent_at, delayed_to, expires_at;
 -- Claims up to @max_messages available messages, oldest sequence first, for
 -- @visibility_seconds (NULL: the queue's default). The queue is resolved by
 -- name in an InitPlan, so a receive is one round trip.
--- The inner SELECT walks the primary key from the queue's head and filters on
--- visibility; SKIP LOCKED lets concurrent receivers pass each other's rows
--- instead of queueing behind them. `sequence = ANY(ARRAY(...))` keeps the
--- outer UPDATE a primary-key probe under generic plans too. Each claim
--- mints a fresh lease token (two strong random UUIDs: 244 random bits), so
--- older receipt handles go stale. final_lease_until is set only on the last
--- allowed delivery, for the worker's dead-letter sweep.
+--
+-- `picked` walks skipq.ready, which holds only the messages a claim may take,
+-- so the walk reads what it returns plus dead entries of recent claims until
+-- VACUUM -- never the delayed or leased messages of the queue, however many.
+-- It locks the messages themselves (FOR UPDATE OF c SKIP LOCKED): concurrent
+-- receivers pass each other's rows instead of queueing behind them, and a
+-- message is always locked before its ready row is deleted (the lock order
+-- of every statement). `c.ready` is re-checked on the newest version when a
+-- concurrent claim committed after this statement's snapshot, so it cannot
+-- take a message twice. The claim then updates only unindexed columns (a HOT
+-- update), deletes the ready rows, and files a timer at the lease's end, when
+-- the worker readies the message again -- or dead-letters it, if that was
+-- its last allowed delivery -- unless it was settled. Each claim mints a
+-- fresh lease token (two strong random UUIDs: 244 random bits), so older
+-- receipt handles go stale.
+WITH t AS (
+    SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now,
+           coalesce(sqlc.narg('visibility_seconds')::integer,
+                    (SELECT q.visibility_seconds FROM skipq.queues q
+                     WHERE q.tenant = @tenant AND q.name = @queue)) AS visibility_seconds
+), picked AS (
+    SELECT c.queue_id, c.sequence
+    FROM skipq.ready r
+    JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
+    WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+      AND c.ready
+      AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+    ORDER BY r.sequence
+    LIMIT @max_messages
+    FOR UPDATE OF c SKIP LOCKED
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING picked p
+    WHERE r.queue_id = p.queue_id AND r.sequence = p.sequence
+), timed AS (
+    INSERT INTO skipq.timers (due_at, queue_id, sequence)
+    SELECT t.now + make_interval(secs => t.visibility_seconds), p.queue_id, p.sequence
+    FROM picked p, t
+)
 UPDATE skipq.messages m
 SET visible_at        = t.now + make_interval(secs => t.visibility_seconds),
     receive_count     = m.receive_count + 1,
     first_received_at = coalesce(m.first_received_at, t.now),
     lease_token       = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()),
-    final_lease_until = CASE WHEN m.receive_count + 1 >= m.max_receive_count
-                             THEN t.now + make_interval(secs => t.visibility_seconds) END
-FROM (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now,
-             coalesce(sqlc.narg('visibility_seconds')::integer,
-                      (SELECT q.visibility_seconds FROM skipq.queues q
-                       WHERE q.tenant = @tenant AND q.name = @queue)) AS visibility_seconds) t
-WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-  AND m.sequence = ANY(ARRAY(
-      SELECT c.sequence FROM skipq.messages c
-      WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-        AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-        AND c.receive_count < c.max_receive_count
-        AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-      ORDER BY c.sequence
-      LIMIT @max_messages
-      FOR UPDATE SKIP LOCKED))
+    ready             = false
+FROM picked p, t
+WHERE m.queue_id = p.queue_id AND m.sequence = p.sequence
 RETURNING m.*;
 
 -- name: MessageClaimAndDelete :many
 -- autoAck receive: claims like MessageClaim and removes what it returns in
--- the same statement. receive_count is reported as this delivery's count.
+-- the same statement (the messages_deleted trigger takes the ready rows).
+-- receive_count is reported as this delivery's count.
+WITH picked AS (
+    SELECT c.queue_id, c.sequence
+    FROM skipq.ready r
+    JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
+    WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+      AND c.ready
+      AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+    ORDER BY r.sequence
+    LIMIT @max_messages
+    FOR UPDATE OF c SKIP LOCKED
+)
 DELETE FROM skipq.messages m
-WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-  AND m.sequence = ANY(ARRAY(
-      SELECT c.sequence FROM skipq.messages c
-      WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-        AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-        AND c.receive_count < c.max_receive_count
-        AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-      ORDER BY c.sequence
-      LIMIT @max_messages
-      FOR UPDATE SKIP LOCKED))
+USING picked p
+WHERE m.queue_id = p.queue_id AND m.sequence = p.sequence
 RETURNING m.*;
 
 -- name: MessagePeek :many
 -- isPeek receive: the messages a claim would take, unchanged and unlocked.
-SELECT * FROM skipq.messages c
-WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-  AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-  AND c.receive_count < c.max_receive_count
+SELECT sqlc.embed(c)
+FROM skipq.ready r
+JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
+WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+  AND c.ready
   AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-ORDER BY c.sequence
+ORDER BY r.sequence
 LIMIT @max_messages;
 
 -- name: MessageAckByReceipt :many
@@ -127,34 +153,55 @@ WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.
 RETURNING m.queue_id, m.sequence, m.lease_token AS token;
 
 -- name: MessageNackByReceipt :many
--- Makes messages available again now. A message on its last allowed delivery
--- is left alone here: MessageDeadLetterByReceipt moves it in the same
--- transaction.
-UPDATE skipq.messages m
-SET visible_at = coalesce(sqlc.narg('now')::timestamptz, now()),
-    lease_token = NULL,
-    final_lease_until = NULL
-FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
-        unnest(@tokens::bytea[]) AS token) k
-WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-  AND m.receive_count < m.max_receive_count
-  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
-RETURNING m.queue_id, m.sequence, k.token::bytea AS token;
+-- Makes messages available again now: ready, with the lease cleared. A
+-- message on its last allowed delivery is left alone here:
+-- MessageDeadLetter moves it in the same transaction. The message row is
+-- locked by the UPDATE before its ready row is written (the lock order of
+-- every statement), and a message that is already ready (its lease ran out
+-- and the worker readied it before this nack) keeps its one ready row.
+WITH nacked AS (
+    UPDATE skipq.messages m
+    SET visible_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+        lease_token = NULL,
+        ready = true
+    FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
+            unnest(@tokens::bytea[]) AS token) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+      AND m.receive_count < m.max_receive_count
+      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+    RETURNING m.queue_id, m.sequence, k.token::bytea AS token
+), readied AS (
+    INSERT INTO skipq.ready (queue_id, sequence)
+    SELECT n.queue_id, n.sequence FROM nacked n
+    ON CONFLICT DO NOTHING
+)
+SELECT nacked.queue_id, nacked.sequence, nacked.token FROM nacked;
 
 -- name: MessageSetVisibilityByReceipt :many
 -- The lease now ends @visibility_seconds (>= 1) from now; the handle stays
--- valid. On the last allowed delivery the worker's dead-letter sweep follows
--- the new lease end. (A release, visibility 0, is a nack.)
-UPDATE skipq.messages m
-SET visible_at = t.now + make_interval(secs => @visibility_seconds::integer),
-    final_lease_until = CASE WHEN m.receive_count >= m.max_receive_count
-                             THEN t.now + make_interval(secs => @visibility_seconds::integer) END
-FROM (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t,
-     (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
-        unnest(@tokens::bytea[]) AS token) k
-WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
-RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.visible_at;
+-- valid, and a timer at the new end readies the message (or dead-letters a
+-- last allowed delivery) if nobody settles it first. A message whose lease
+-- had run out and that the worker already readied is taken off the ready
+-- table again. (A release, visibility 0, is a nack.)
+WITH extended AS (
+    UPDATE skipq.messages m
+    SET visible_at = t.now + make_interval(secs => @visibility_seconds::integer),
+        ready = false
+    FROM (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t,
+         (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
+            unnest(@tokens::bytea[]) AS token) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+    RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.visible_at
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING extended e
+    WHERE r.queue_id = e.queue_id AND r.sequence = e.sequence
+), timed AS (
+    INSERT INTO skipq.timers (due_at, queue_id, sequence)
+    SELECT e.visible_at, e.queue_id, e.sequence FROM extended e
+)
+SELECT extended.queue_id, extended.sequence, extended.token, extended.visible_at FROM extended;
 
 -- name: MessageFinalByReceipt :many
 -- Nack of a last allowed delivery: the messages to dead-letter, locked until
@@ -200,7 +247,7 @@ WITH moved AS (
     INSERT INTO skipq.messages (
         queue_id, message_id, client_id, metadata, body, body_binary, tags,
         sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue,
-        re_routed_from, dead_lettered_at)
+        re_routed_from, dead_lettered_at, ready)
     SELECT target.dq_id,
            CASE WHEN target.id_rank > 1 OR EXISTS (
                     SELECT 1 FROM skipq.messages x
@@ -216,7 +263,8 @@ WITH moved AS (
                 ELSE @server_max_receive_count::integer END,
            target.dq_dead_letter_queue,
            target.source_name,
-           t.now
+           t.now,
+           target.dq_delay_seconds = 0
     FROM target, t
     WHERE target.dq_id IS NOT NULL
     RETURNING queue_id
@@ -249,7 +297,7 @@ WITH moved AS (
 ), inserted AS (
     INSERT INTO skipq.messages (
         queue_id, message_id, client_id, metadata, body, body_binary, tags,
-        sent_at, visible_at, expires_at, max_receive_count, dead_letter_queue, re_routed_from)
+        sent_at, visible_at, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready)
     SELECT dq.id,
            CASE WHEN source.id_rank > 1 OR EXISTS (
                     SELECT 1 FROM skipq.messages x
@@ -261,7 +309,8 @@ WITH moved AS (
            CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count
                 ELSE @server_max_receive_count::integer END,
            dq.dead_letter_queue,
-           source.source_name
+           source.source_name,
+           true
     FROM source, dq, t
     RETURNING queue_id
 )
@@ -302,24 +351,62 @@ WHERE (m.queue_id, m.sequence) IN (
     FOR UPDATE SKIP LOCKED)
 RETURNING m.queue_id;
 
--- name: MessageFinalLeaseDue :one
--- Worker: is any last allowed lease over? One probe of the partial index.
+-- name: TimerDue :one
+-- Worker: is any timer due? One probe of the due_at index, so an idle
+-- database sees a single statement per tick, not a transaction.
 SELECT EXISTS (
-    SELECT 1 FROM skipq.messages m
-    WHERE m.final_lease_until <= coalesce(sqlc.narg('now')::timestamptz, now())
+    SELECT 1 FROM skipq.timers t
+    WHERE t.due_at <= coalesce(sqlc.narg('now')::timestamptz, now())
 )::boolean AS due;
 
--- name: MessageFinalLeaseExpired :many
--- Worker: messages whose last allowed lease ran out, oldest first, locked for
--- MessageDeadLetter in the same transaction. SKIP LOCKED lets several workers
--- take disjoint batches; the partial index holds only last deliveries.
-SELECT m.queue_id, m.sequence, m.dead_letter_queue, q.tenant
-FROM skipq.messages m
-JOIN skipq.queues q ON q.id = m.queue_id
-WHERE m.final_lease_until <= coalesce(sqlc.narg('now')::timestamptz, now())
-ORDER BY m.final_lease_until
-LIMIT @max_messages
-FOR UPDATE OF m SKIP LOCKED;
+-- name: TimerTakeDue :many
+-- Worker: takes up to @max_timers due timers, oldest first. SKIP LOCKED, so
+-- workers on several nodes take disjoint batches. The caller then locks the
+-- messages (MessageLockDue) in the same transaction: timers are locked
+-- before messages, and as no statement holds a message and then waits for a
+-- timer (timers are only ever inserted otherwise), this order cannot
+-- deadlock.
+DELETE FROM skipq.timers t
+WHERE t.ctid = ANY(ARRAY(
+    SELECT c.ctid FROM skipq.timers c
+    WHERE c.due_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+    ORDER BY c.due_at
+    LIMIT @max_timers
+    FOR UPDATE SKIP LOCKED))
+RETURNING t.queue_id, t.sequence;
+
+-- name: MessageLockDue :many
+-- Worker: of the messages whose timers fired, those still waiting for that
+-- moment, locked: not ready, visible now (an extended lease moved visible_at
+-- on), not expired (the expiry sweep removes those). A settled message is
+-- simply gone. `exhausted` marks a last allowed delivery whose lease ran
+-- out: it is dead-lettered, the others are readied (MessageReady).
+SELECT m.queue_id, m.sequence, m.dead_letter_queue,
+       (m.receive_count >= m.max_receive_count)::boolean AS exhausted
+FROM skipq.messages m,
+     (SELECT DISTINCT u.queue_id, u.sequence
+      FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) u) k
+WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
+  AND NOT m.ready
+  AND m.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+  AND (m.expires_at IS NULL OR m.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+FOR UPDATE OF m;
+
+-- name: MessageReady :many
+-- Worker: readies messages that TimerFire locked (a delay ended, or a lease
+-- that was not the last allowed one). The lease token stays: the receiver
+-- whose lease ran out may still settle the message until it is claimed
+-- again. Returns the queues, to wake their waiting receivers.
+WITH readied AS (
+    UPDATE skipq.messages m
+    SET ready = true
+    FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
+    RETURNING m.queue_id, m.sequence
+)
+INSERT INTO skipq.ready (queue_id, sequence)
+SELECT r.queue_id, r.sequence FROM readied r
+RETURNING queue_id;
 
 -- name: MessageDeleteExpired :many
 -- Worker: removes up to @max_messages expired messages that are not in a live
@@ -432,7 +519,7 @@ WITH src AS (
 )
 INSERT INTO skipq.messages (
     queue_id, message_id, client_id, metadata, body, body_binary, tags,
-    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from)
+    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready)
 SELECT dq.id, skipq.uuid_v7()::text,
        moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
        t.now,
@@ -442,7 +529,8 @@ SELECT dq.id, skipq.uuid_v7()::text,
             THEN t.now + make_interval(secs => dq.delay_seconds + dq.expiration_seconds) END,
        CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count ELSE @server_max_receive_count::integer END,
        dq.dead_letter_queue,
-       src.name
+       src.name,
+       dq.delay_seconds = 0
 FROM moved, src, t, skipq.queues dq
 WHERE dq.tenant = src.tenant
   AND dq.name = CASE WHEN @to_queue::text = '' THEN moved.re_routed_from ELSE @to_queue::text END
@@ -455,7 +543,7 @@ SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead;
 
 -- name: MessageVacuum :exec
 -- Worker: VACUUM sooner than autovacuum's one-minute nap. Every message
--- leaves dead versions, and until VACUUM removes their index entries a claim
--- steps over them at the head of the primary key. SKIP_LOCKED: never wait
--- behind a running (auto)vacuum.
-VACUUM (SKIP_LOCKED) skipq.messages;
+-- leaves dead versions, and every claim a dead ready row; until VACUUM
+-- removes their index entries a claim steps over them at the head of
+-- ready_pkey. SKIP_LOCKED: never wait behind a running (auto)vacuum.
+VACUUM (SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers;

@@ -11,39 +11,72 @@ import (
 // SKIP LOCKED, so any number of nodes may run them at once: they split the
 // work instead of waiting on each other, and a batch holds few locks briefly.
 
-// DeadLetterExpiredLeases moves up to max messages whose last allowed lease
-// ran out to their dead-letter queues (or discards them). It returns how
-// many it handled.
-func (s *Service) DeadLetterExpiredLeases(ctx context.Context, max int) (int, error) {
-	// One cheap probe of the partial index first: an idle database sees a
+// FireTimers acts on up to max due timers: a message whose delay or
+// (non-final) lease ended is readied and its queue's waiting receivers are
+// woken; a last allowed delivery whose lease ran out is moved to its
+// dead-letter queue (or discarded). Timers of messages settled meanwhile are
+// dropped. It returns how many timers it took, so the worker runs it again
+// at once while it fills batches. The readied counts are only published
+// after the commit, when a woken receiver can claim the messages.
+func (s *Service) FireTimers(ctx context.Context, max int) (int, error) {
+	// One cheap probe of the timers index first: an idle database sees a
 	// single statement per tick, not a transaction.
-	due, err := s.q.MessageFinalLeaseDue(ctx, s.now())
+	due, err := s.q.TimerDue(ctx, s.now())
 	if err != nil || !due {
-		return 0, fromDB("dead-letter expired leases", err)
+		return 0, fromDB("fire timers", err)
 	}
-	var n int
+	var taken int
+	readied := map[int64]int{}
 	var moves []db.MessageDeadLetterRow
 	err = s.inTx(ctx, func(q *db.Queries) error {
-		rows, err := q.MessageFinalLeaseExpired(ctx, db.MessageFinalLeaseExpiredParams{Now: s.now(), MaxMessages: int32(max)})
-		if err != nil || len(rows) == 0 {
+		timers, err := q.TimerTakeDue(ctx, db.TimerTakeDueParams{Now: s.now(), MaxTimers: int32(max)})
+		if err != nil || len(timers) == 0 {
 			return err
 		}
-		keys := make([]deadLetterKey, len(rows))
-		for i, r := range rows {
-			keys[i] = deadLetterKey{r.QueueID, r.Sequence, r.DeadLetterQueue}
+		taken = len(timers)
+		var lock db.MessageLockDueParams
+		for _, t := range timers {
+			lock.QueueIds = append(lock.QueueIds, t.QueueID)
+			lock.Sequences = append(lock.Sequences, t.Sequence)
 		}
-		n = len(rows)
+		lock.Now = s.now()
+		fired, err := q.MessageLockDue(ctx, lock)
+		if err != nil || len(fired) == 0 {
+			return err
+		}
+		var keys []deadLetterKey
+		var ready db.MessageReadyParams
+		for _, f := range fired {
+			if f.Exhausted {
+				keys = append(keys, deadLetterKey{f.QueueID, f.Sequence, f.DeadLetterQueue})
+				continue
+			}
+			ready.QueueIds = append(ready.QueueIds, f.QueueID)
+			ready.Sequences = append(ready.Sequences, f.Sequence)
+		}
+		if len(ready.QueueIds) > 0 {
+			ids, err := q.MessageReady(ctx, ready)
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				readied[id]++
+			}
+		}
 		moves, err = s.deadLetter(ctx, q, keys)
 		return err
 	})
 	if err != nil {
-		return 0, fromDB("dead-letter expired leases", err)
+		return 0, fromDB("fire timers", err)
 	}
-	for id, c := range deadLetterArrivals(moves) {
-		s.hub.Publish(id, c)
+	for id, n := range readied {
+		s.hub.Publish(id, n)
+	}
+	for id, n := range deadLetterArrivals(moves) {
+		s.hub.Publish(id, n)
 	}
 	s.observeMoves(moves)
-	return n, nil
+	return taken, nil
 }
 
 // RemoveExpired deletes up to max expired messages that are not in a live

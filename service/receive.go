@@ -137,7 +137,11 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 	var err error
 	switch {
 	case o.IsPeek:
-		rows, err = s.q.MessagePeek(ctx, db.MessagePeekParams{Tenant: tenant, Queue: queue, Now: s.now(), MaxMessages: int32(max)})
+		var peeked []db.MessagePeekRow
+		peeked, err = s.q.MessagePeek(ctx, db.MessagePeekParams{Tenant: tenant, Queue: queue, Now: s.now(), MaxMessages: int32(max)})
+		for _, p := range peeked {
+			rows = append(rows, p.SkipqMessage)
+		}
 	case o.AutoAck:
 		rows, err = s.q.MessageClaimAndDelete(ctx, db.MessageClaimAndDeleteParams{Tenant: tenant, Queue: queue, Now: s.now(), MaxMessages: int32(max)})
 		for i := range rows {

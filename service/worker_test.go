@@ -78,7 +78,7 @@ func TestConcurrentWorkersMoveEachMessageOnce(t *testing.T) {
 	for range 2 {
 		wg.Go(func() {
 			for {
-				m, err1 := svc.DeadLetterExpiredLeases(ctx, 100)
+				m, err1 := svc.FireTimers(ctx, 100)
 				r, err2 := svc.RemoveExpired(ctx, 100)
 				if err1 != nil || err2 != nil {
 					t.Error(err1, err2)

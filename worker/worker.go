@@ -40,7 +40,7 @@ type Options struct {
 // within 5 s) at about three statements per second on an idle database.
 func New(svc *service.Service, log *slog.Logger, opts Options) *Worker {
 	jobs := []job{
-		{"dead-letter expired leases", 500 * time.Millisecond, svc.DeadLetterExpiredLeases},
+		{"fire timers (delays and leases that ended)", 500 * time.Millisecond, svc.FireTimers},
 		{"remove expired messages", 2 * time.Second, svc.RemoveExpired},
 		{"drop old dedup keys", 30 * time.Second, svc.DropOldDedupKeys},
 		{"remove messages of deleted queues", 30 * time.Second, svc.RemoveOrphaned},
