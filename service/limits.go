@@ -9,6 +9,13 @@ type Limits struct {
 	MaxExpirationSeconds int
 	MaxReceiveCount      int
 	MaxMessageBytes      int
+	// MaxResponseBytes is a receive's (or peek's) answer budget: it stops
+	// taking messages when the estimated answer would pass it, but always
+	// returns at least one message (queries/messages.sql, MessageClaim).
+	MaxResponseBytes int
+	// MaxWaiters is how many receives may wait (long-poll) on this node at
+	// once; one more that would wait is refused with ErrTooManyWaiters.
+	MaxWaiters int
 }
 
 // DefaultLimits are SPEC §2's defaults.
@@ -21,8 +28,15 @@ func DefaultLimits() Limits {
 		MaxExpirationSeconds: 43200,
 		MaxReceiveCount:      1024,
 		MaxMessageBytes:      1048576,
+		MaxResponseBytes:     16 << 20,
+		MaxWaiters:           DefaultMaxWaiters,
 	}
 }
+
+// DefaultMaxWaiters keeps a node within SPEC §8's 100 MB RSS with every
+// waiter slot taken (docs/OPERATIONS.md has the measurement), and above
+// the 1,000 waiting long-polls SPEC §8 requires.
+const DefaultMaxWaiters = 2000
 
 const (
 	// MaxBatchMessages is the most messages one batch send may carry.
