@@ -76,6 +76,13 @@ func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOp
 	if err != nil || wait <= 0 {
 		return nil, err
 	}
+	// Every waiting receive holds a goroutine, its connection's buffers and
+	// a hub entry until it ends: past the node's cap, refuse at once rather
+	// than let open long polls grow the node without bound.
+	if !s.hub.park() {
+		return nil, ErrTooManyWaiters
+	}
+	defer s.hub.unpark()
 	deadline := time.NewTimer(time.Duration(wait) * time.Second)
 	defer deadline.Stop()
 	for {
