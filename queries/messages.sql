@@ -55,15 +55,38 @@ RETURNING queue_id, message_id, sequence, sent_at, delayed_to, expires_at;
 
 -- name: MessageClaim :many
 -- Claims up to @max_messages available messages, oldest sequence first, for
--- @visibility_seconds (NULL: the queue's default). The queue is resolved by
--- name in an InitPlan, so a receive is one round trip.
--- The inner SELECT walks the primary key from the queue's head and filters on
--- visibility; SKIP LOCKED lets concurrent receivers pass each other's rows
--- instead of queueing behind them. `sequence = ANY(ARRAY(...))` keeps the
--- outer UPDATE a primary-key probe under generic plans too. Each claim
--- mints a fresh lease token (two strong random UUIDs: 244 random bits), so
--- older receipt handles go stale. final_lease_until is set only on the last
--- allowed delivery, for the worker's dead-letter sweep.
+-- @visibility_seconds (NULL: the queue's default), within the response
+-- budget. The queue is resolved by name in an InitPlan, so a receive is one
+-- round trip.
+-- The innermost SELECT walks the primary key from the queue's head and
+-- filters on visibility; SKIP LOCKED lets concurrent receivers pass each
+-- other's rows instead of queueing behind them. `sequence = ANY(ARRAY(...))`
+-- keeps the outer UPDATE a primary-key probe under generic plans too. Each
+-- claim mints a fresh lease token (two strong random UUIDs: 244 random
+-- bits), so older receipt handles go stale. final_lease_until is set only on
+-- the last allowed delivery, for the worker's dead-letter sweep.
+--
+-- The response budget (here, in MessageClaimAndDelete and in MessagePeek):
+-- a receive stops taking messages when its answer would pass
+-- @max_response_bytes (SKIPQ_MAX_RESPONSE_BYTES). Of the rows the walk took,
+-- in sequence order, a row is kept while the estimated size of the rows
+-- before it is under the budget, and the first row always, so at least one
+-- message is returned however large. The walk's other rows are locked only
+-- for this statement (autocommit) and never leased: they stay available to
+-- the next receive. One message's estimate is the size of its JSON without
+-- escaping: the body (base64, 4/3 of it, when binary), metadata, tags as
+-- JSON text, messageId, clientId and reRoutedFrom, plus @message_overhead
+-- for the fixed fields (names, timestamps, receipt handle, queue name),
+-- which the caller computes; service.EstimatedMessageBytes is the same sum
+-- in Go. octet_length of a bytea or text reads the raw size from the TOAST
+-- pointer without detoasting (a 1 MiB body costs no TOAST page);
+-- pg_column_size would be as cheap but gives the compressed size, which
+-- understates. tags::text does detoast, but tags are small (at most
+-- 32 x 1 KiB), and their stored size could understate them the same way.
+-- LockRows does not keep the walk's order as far as the planner knows (a
+-- locked row may be replaced by its newest version), so the window sorts its
+-- at most @max_messages (sequence, size) pairs again: a small in-memory sort
+-- above the LIMIT; the walk itself stays the primary-key walk.
 UPDATE skipq.messages m
 SET visible_at        = t.now + make_interval(secs => t.visibility_seconds),
     receive_count     = m.receive_count + 1,
@@ -77,41 +100,81 @@ FROM (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now,
                        WHERE q.tenant = @tenant AND q.name = @queue)) AS visibility_seconds) t
 WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
   AND m.sequence = ANY(ARRAY(
-      SELECT c.sequence FROM skipq.messages c
-      WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-        AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-        AND c.receive_count < c.max_receive_count
-        AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-      ORDER BY c.sequence
-      LIMIT @max_messages
-      FOR UPDATE SKIP LOCKED))
+      SELECT b.sequence FROM (
+          SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+          FROM (
+              SELECT c.sequence,
+                     CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                          ELSE octet_length(c.body)::bigint END
+                     + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                     + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                     + @message_overhead::bigint AS size
+              FROM skipq.messages c
+              WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+                AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+                AND c.receive_count < c.max_receive_count
+                AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+              ORDER BY c.sequence
+              LIMIT @max_messages
+              FOR UPDATE SKIP LOCKED) c
+          WINDOW w AS (ORDER BY c.sequence ROWS UNBOUNDED PRECEDING)) b
+      WHERE b.n = 1 OR b.before < @max_response_bytes::bigint))
 RETURNING m.*;
 
 -- name: MessageClaimAndDelete :many
--- autoAck receive: claims like MessageClaim and removes what it returns in
--- the same statement. receive_count is reported as this delivery's count.
+-- autoAck receive: claims like MessageClaim (the same walk and response
+-- budget) and removes what it returns in the same statement. receive_count is reported
+-- as this delivery's count.
 DELETE FROM skipq.messages m
 WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
   AND m.sequence = ANY(ARRAY(
-      SELECT c.sequence FROM skipq.messages c
-      WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-        AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-        AND c.receive_count < c.max_receive_count
-        AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-      ORDER BY c.sequence
-      LIMIT @max_messages
-      FOR UPDATE SKIP LOCKED))
+      SELECT b.sequence FROM (
+          SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+          FROM (
+              SELECT c.sequence,
+                     CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                          ELSE octet_length(c.body)::bigint END
+                     + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                     + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                     + @message_overhead::bigint AS size
+              FROM skipq.messages c
+              WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+                AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+                AND c.receive_count < c.max_receive_count
+                AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+              ORDER BY c.sequence
+              LIMIT @max_messages
+              FOR UPDATE SKIP LOCKED) c
+          WINDOW w AS (ORDER BY c.sequence ROWS UNBOUNDED PRECEDING)) b
+      WHERE b.n = 1 OR b.before < @max_response_bytes::bigint))
 RETURNING m.*;
 
 -- name: MessagePeek :many
--- isPeek receive: the messages a claim would take, unchanged and unlocked.
-SELECT * FROM skipq.messages c
-WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-  AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-  AND c.receive_count < c.max_receive_count
-  AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-ORDER BY c.sequence
-LIMIT @max_messages;
+-- isPeek receive: the messages a claim would take (the same walk and
+-- response budget as MessageClaim), unchanged and unlocked. Nothing is
+-- locked, so the walk's order reaches the window and it needs no sort. Rows
+-- come back in no particular order; the caller sorts them.
+SELECT * FROM skipq.messages m
+WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+  AND m.sequence = ANY(ARRAY(
+      SELECT b.sequence FROM (
+          SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+          FROM (
+              SELECT c.sequence,
+                     CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                          ELSE octet_length(c.body)::bigint END
+                     + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                     + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                     + @message_overhead::bigint AS size
+              FROM skipq.messages c
+              WHERE c.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+                AND c.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+                AND c.receive_count < c.max_receive_count
+                AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+              ORDER BY c.sequence
+              LIMIT @max_messages) c
+          WINDOW w AS (ORDER BY c.sequence ROWS UNBOUNDED PRECEDING)) b
+      WHERE b.n = 1 OR b.before < @max_response_bytes::bigint));
 
 -- name: MessageAckByReceipt :many
 DELETE FROM skipq.messages m
