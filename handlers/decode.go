@@ -1,7 +1,7 @@
 package handlers
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"mime"
@@ -26,8 +26,7 @@ import (
 // send of SKIPQ_MAX_REQUEST_BYTES then costs the decoded strings and a
 // buffer of about its largest string, not another copy of the request.
 func decode(c *gin.Context, v any) bool {
-	body := bufio.NewReader(c.Request.Body)
-	empty, err := onlySpace(body)
+	body, empty, err := skipSpace(c.Request.Body)
 	if err != nil {
 		readFailed(c, err)
 		return false
@@ -58,18 +57,21 @@ func decode(c *gin.Context, v any) bool {
 	return true
 }
 
-// onlySpace skips leading JSON whitespace and reports whether that was all
-// the body held.
-func onlySpace(r *bufio.Reader) (bool, error) {
+// skipSpace reads past leading JSON whitespace and returns the rest of the
+// body (empty: that was all). It reads a byte at a time, without a buffer
+// of its own: a waiting receive keeps its request alive for up to an hour,
+// and JSON bodies rarely start with more than a byte or two of space.
+func skipSpace(body io.Reader) (rest io.Reader, empty bool, err error) {
+	var b [1]byte
 	for {
-		b, err := r.ReadByte()
+		n, err := body.Read(b[:])
 		switch {
+		case n == 1 && b[0] != ' ' && b[0] != '\t' && b[0] != '\n' && b[0] != '\r':
+			return io.MultiReader(bytes.NewReader(b[:]), body), false, nil
 		case err == io.EOF:
-			return true, nil
+			return nil, true, nil
 		case err != nil:
-			return false, err
-		case b != ' ' && b != '\t' && b != '\n' && b != '\r':
-			return false, r.UnreadByte()
+			return nil, false, err
 		}
 	}
 }

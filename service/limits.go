@@ -33,10 +33,13 @@ func DefaultLimits() Limits {
 	}
 }
 
-// DefaultMaxWaiters keeps a node within SPEC §8's 100 MB RSS with every
-// waiter slot taken (docs/OPERATIONS.md has the measurement), and above
-// the 1,000 waiting long-polls SPEC §8 requires.
-const DefaultMaxWaiters = 2000
+// DefaultMaxWaiters is sized by measurement (docs/OPERATIONS.md): a waiting
+// receive costs a node about 33 KB (two goroutines, the connection's
+// buffers, the request), so 1,500 of them take an idle node from 20 MB to
+// 72 MB RSS, leaving room under SPEC §8's 100 MB for a receive at the
+// response budget; and it is above the 1,000 waiting long-polls SPEC §8
+// requires.
+const DefaultMaxWaiters = 1500
 
 const (
 	// MaxBatchMessages is the most messages one batch send may carry.
