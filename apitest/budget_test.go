@@ -134,3 +134,77 @@ func TestReceiveStopsAtResponseBudget(t *testing.T) {
 		t.Fatalf("one receive allocated %d bytes, over 8× the %d-byte budget", allocated, budget)
 	}
 }
+
+// Browsing a queue and listing dead letters (read-key routes with limits up
+// to 1,000) stop at the response budget too: each page is within the
+// budget plus one message, and following nextCursor still yields every
+// message exactly once.
+func TestBrowseAndDeadLettersStopAtResponseBudget(t *testing.T) {
+	const budget = 4 * mib
+	n := newNode(t, func(c *node.Config) { c.Limits.MaxResponseBytes = budget })
+	const total = 9
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/src", map[string]any{"maxReceiveCount": 1, "deadLetterQueue": "src.dlq"})
+	sendBig(t, n, "src", total)
+
+	// pages follows nextCursor from path and returns every page's bodies.
+	pages := func(path string) [][]string {
+		t.Helper()
+		var out [][]string
+		cursor := ""
+		for {
+			p := path
+			if cursor != "" {
+				p += "&cursor=" + cursor
+			}
+			body := n.must(t, http.StatusOK, "GET", p, nil)
+			var page []string
+			size := 0
+			for _, m := range objects(t, body["messages"]) {
+				page = append(page, m["body"].(string)[:3])
+				size += len(m["body"].(string))
+			}
+			if len(page) >= total || size > budget+mib {
+				t.Fatalf("GET %s: a page of %d messages, %d body bytes; the budget is %d", p, len(page), size, budget)
+			}
+			out = append(out, page)
+			next, _ := body["nextCursor"].(string)
+			if next == "" {
+				return out
+			}
+			cursor = next
+		}
+	}
+	all := func(ps [][]string) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p...)
+		}
+		return out
+	}
+	browsed := pages("/v1/queues/src/messages?limit=1000")
+	if got := all(browsed); len(got) != total || got[0] != "000" || got[total-1] != fmt.Sprintf("%03d", total-1) {
+		t.Fatalf("browsing in pages of %v: %v", len(browsed), got)
+	}
+
+	// Dead-letter all of them: receive (within the budget) and nack each
+	// last allowed delivery.
+	var handles []any
+	for len(handles) < total {
+		msgs := n.receive(t, "src", map[string]any{"maxMessages": 1024})
+		if len(msgs) == 0 {
+			t.Fatalf("received %d of %d", len(handles), total)
+		}
+		for _, m := range msgs {
+			handles = append(handles, m["receiptHandle"])
+		}
+	}
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/nack", map[string]any{"receiptHandles": handles})
+	dead := all(pages("/v1/dlq?limit=1000"))
+	seen := map[string]bool{}
+	for _, b := range dead {
+		seen[b] = true
+	}
+	if len(dead) != total || len(seen) != total {
+		t.Fatalf("dead letters listed in pages: %v", dead)
+	}
+}

@@ -50,27 +50,46 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 }
 
 const messageBrowse = `-- name: MessageBrowse :many
-WITH t AS (SELECT coalesce($5::timestamptz, now()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until, s.state::text AS state
-FROM skipq.messages m, t
-CROSS JOIN LATERAL (SELECT CASE
+WITH t AS (SELECT coalesce($7::timestamptz, now()) AS now)
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until, (CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
     WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
-    ELSE 'in_flight' END AS state) s
+    ELSE 'in_flight' END)::text AS state
+FROM skipq.messages m, t
 WHERE m.queue_id = $1
-  AND m.sequence > $2::bigint
-  AND (m.expires_at IS NULL OR m.expires_at > t.now)
-  AND ($3::text = '' OR s.state = $3::text)
-ORDER BY m.sequence
-LIMIT $4
+  AND m.sequence = ANY(ARRAY(
+      SELECT b.sequence FROM (
+          SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+          FROM (
+              SELECT c.sequence,
+                     CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                          ELSE octet_length(c.body)::bigint END
+                     + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                     + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                     + $2::bigint AS size
+              FROM skipq.messages c, t
+              CROSS JOIN LATERAL (SELECT CASE
+                  WHEN c.visible_at <= t.now AND c.receive_count < c.max_receive_count THEN 'available'
+                  WHEN c.lease_token IS NULL AND c.visible_at > t.now THEN 'delayed'
+                  ELSE 'in_flight' END AS state) s
+              WHERE c.queue_id = $1
+                AND c.sequence > $3::bigint
+                AND (c.expires_at IS NULL OR c.expires_at > t.now)
+                AND ($4::text = '' OR s.state = $4::text)
+              ORDER BY c.sequence
+              LIMIT $5) c
+          WINDOW w AS (ORDER BY c.sequence ROWS UNBOUNDED PRECEDING)) b
+      WHERE b.n = 1 OR b.before < $6::bigint))
 `
 
 type MessageBrowseParams struct {
-	QueueID       int64
-	AfterSequence int64
-	State         string
-	MaxMessages   int32
-	Now           *time.Time
+	QueueID          int64
+	MessageOverhead  int64
+	AfterSequence    int64
+	State            string
+	MaxMessages      int32
+	MaxResponseBytes int64
+	Now              *time.Time
 }
 
 type MessageBrowseRow struct {
@@ -81,13 +100,19 @@ type MessageBrowseRow struct {
 // Operator browse: a queue's messages by sequence after the cursor, with
 // their state, optionally only one state (@state ” = all). Keyset
 // pagination on the primary key: no offset scans. Expired messages not yet
-// removed are not shown.
+// removed are not shown. The page stops at the response budget like a
+// receive (MessageClaim): the walk measures sizes without fetching bodies,
+// and only the rows kept are read whole, by primary key. Rows come back in
+// no particular order (an ORDER BY here could make the planner walk the
+// whole queue to avoid a sort); the caller sorts them.
 func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([]MessageBrowseRow, error) {
 	rows, err := q.db.Query(ctx, messageBrowse,
 		arg.QueueID,
+		arg.MessageOverhead,
 		arg.AfterSequence,
 		arg.State,
 		arg.MaxMessages,
+		arg.MaxResponseBytes,
 		arg.Now,
 	)
 	if err != nil {
@@ -462,24 +487,41 @@ func (q *Queries) MessageDeadLetteredCount(ctx context.Context, queueID int64) (
 }
 
 const messageDeadLetteredList = `-- name: MessageDeadLetteredList :many
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until, q.name::text AS queue_name
-FROM skipq.messages m
-JOIN skipq.queues q ON q.id = m.queue_id
-WHERE m.dead_lettered_at IS NOT NULL
-  AND q.tenant = $1
-  AND ($2::text = '' OR m.re_routed_from = $2::text)
-  AND ($3::timestamptz IS NULL
-       OR (m.dead_lettered_at, m.sequence) < ($3::timestamptz, $4::bigint))
-ORDER BY m.dead_lettered_at DESC, m.sequence DESC
-LIMIT $5
+WITH page AS MATERIALIZED (
+    SELECT b.queue_id, b.sequence FROM (
+        SELECT c.queue_id, c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+        FROM (
+            SELECT m.queue_id, m.sequence, m.dead_lettered_at,
+                   CASE WHEN m.body_binary THEN (octet_length(m.body)::bigint + 2) / 3 * 4
+                        ELSE octet_length(m.body)::bigint END
+                   + octet_length(m.metadata) + octet_length(m.tags::text) + octet_length(m.message_id)
+                   + octet_length(m.client_id) + coalesce(octet_length(m.re_routed_from), 0)
+                   + $1::bigint AS size
+            FROM skipq.messages m
+            JOIN skipq.queues q ON q.id = m.queue_id
+            WHERE m.dead_lettered_at IS NOT NULL
+              AND q.tenant = $2
+              AND ($3::text = '' OR m.re_routed_from = $3::text)
+              AND ($4::timestamptz IS NULL
+                   OR (m.dead_lettered_at, m.sequence) < ($4::timestamptz, $5::bigint))
+            ORDER BY m.dead_lettered_at DESC, m.sequence DESC
+            LIMIT $6) c
+        WINDOW w AS (ORDER BY c.dead_lettered_at DESC, c.sequence DESC ROWS UNBOUNDED PRECEDING)) b
+    WHERE b.n = 1 OR b.before < $7::bigint
+)
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.final_lease_until, (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
+FROM page
+JOIN skipq.messages m ON m.queue_id = page.queue_id AND m.sequence = page.sequence
 `
 
 type MessageDeadLetteredListParams struct {
+	MessageOverhead     int64
 	Tenant              string
 	SourceQueue         string
 	AfterDeadLetteredAt *time.Time
 	AfterSequence       int64
 	MaxMessages         int32
+	MaxResponseBytes    int64
 }
 
 type MessageDeadLetteredListRow struct {
@@ -489,14 +531,23 @@ type MessageDeadLetteredListRow struct {
 
 // GET /v1/dlq: a tenant's dead-lettered messages, newest deadLetteredAt
 // first, after the cursor (dead_lettered_at, sequence), optionally only
-// those that came from @source_queue. Walks messages_dead_lettered_idx.
+// those that came from @source_queue. Walks messages_dead_lettered_idx,
+// measuring sizes without fetching bodies, and stops at the response budget
+// like a receive (MessageClaim); then reads the rows kept by primary key
+// (the queue's name is a subquery: joined, it let the planner reach the
+// messages through the queue instead of the key).
+// Rows come back in no particular order (an ORDER BY here could make the
+// planner drive the join from the index to avoid a sort); the caller sorts
+// them.
 func (q *Queries) MessageDeadLetteredList(ctx context.Context, arg MessageDeadLetteredListParams) ([]MessageDeadLetteredListRow, error) {
 	rows, err := q.db.Query(ctx, messageDeadLetteredList,
+		arg.MessageOverhead,
 		arg.Tenant,
 		arg.SourceQueue,
 		arg.AfterDeadLetteredAt,
 		arg.AfterSequence,
 		arg.MaxMessages,
+		arg.MaxResponseBytes,
 	)
 	if err != nil {
 		return nil, err

@@ -129,21 +129,22 @@ func toMessageJSON(m service.Message) messageJSON {
 	return out
 }
 
-func toMessagesJSON(ms []service.Message) []messageJSON {
-	out := make([]messageJSON, len(ms))
-	for i, m := range ms {
-		out[i] = toMessageJSON(m)
-	}
-	return out
+// writeMessages answers 200 {"messages": [...]} (a receive).
+func writeMessages(c *gin.Context, msgs []service.Message) {
+	writePage(c, len(msgs), func(i int) any {
+		m := toMessageJSON(msgs[i])
+		msgs[i] = service.Message{} // m holds the body until it is written
+		return m
+	}, "")
 }
 
-// writeMessages answers 200 {"messages": [...]}, encoding one message at a
-// time straight into the response: a receive's answer (up to
-// SKIPQ_MAX_RESPONSE_BYTES and more) is never built whole in memory, and
-// each message is dropped from msgs once written, so its body can be
-// collected while the rest is still being sent. A write error means the
-// client left; there is no one to tell.
-func writeMessages(c *gin.Context, msgs []service.Message) {
+// writePage answers 200 {"messages": [...], "nextCursor": ...}, encoding
+// one message at a time straight into the response: an answer of up to
+// SKIPQ_MAX_RESPONSE_BYTES and more is never built whole in memory. item
+// returns message i's JSON form and should let go of the message, so its
+// body can be collected once written while the rest is still being sent.
+// A write error means the client left; there is no one to tell.
+func writePage(c *gin.Context, n int, item func(i int) any, next string) {
 	c.Header("Content-Type", "application/json; charset=utf-8")
 	c.Status(http.StatusOK)
 	w := c.Writer
@@ -154,16 +155,20 @@ func writeMessages(c *gin.Context, msgs []service.Message) {
 	if _, err := io.WriteString(w, `{"messages":[`); err != nil {
 		return
 	}
-	for i := range msgs {
+	for i := range n {
 		if i > 0 {
 			if _, err := io.WriteString(w, ","); err != nil {
 				return
 			}
 		}
-		if err := enc.Encode(toMessageJSON(msgs[i])); err != nil {
+		if err := enc.Encode(item(i)); err != nil {
 			return
 		}
-		msgs[i] = service.Message{}
 	}
-	_, _ = io.WriteString(w, "]}")
+	end := "]}"
+	if next != "" {
+		cursor, _ := json.Marshal(next) // a string always marshals
+		end = `],"nextCursor":` + string(cursor) + "}"
+	}
+	_, _ = io.WriteString(w, end)
 }

@@ -363,20 +363,41 @@ RETURNING m.queue_id;
 -- Operator browse: a queue's messages by sequence after the cursor, with
 -- their state, optionally only one state (@state '' = all). Keyset
 -- pagination on the primary key: no offset scans. Expired messages not yet
--- removed are not shown.
+-- removed are not shown. The page stops at the response budget like a
+-- receive (MessageClaim): the walk measures sizes without fetching bodies,
+-- and only the rows kept are read whole, by primary key. Rows come back in
+-- no particular order (an ORDER BY here could make the planner walk the
+-- whole queue to avoid a sort); the caller sorts them.
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
-SELECT sqlc.embed(m), s.state::text AS state
-FROM skipq.messages m, t
-CROSS JOIN LATERAL (SELECT CASE
+SELECT sqlc.embed(m), (CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
     WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
-    ELSE 'in_flight' END AS state) s
+    ELSE 'in_flight' END)::text AS state
+FROM skipq.messages m, t
 WHERE m.queue_id = @queue_id
-  AND m.sequence > @after_sequence::bigint
-  AND (m.expires_at IS NULL OR m.expires_at > t.now)
-  AND (@state::text = '' OR s.state = @state::text)
-ORDER BY m.sequence
-LIMIT @max_messages;
+  AND m.sequence = ANY(ARRAY(
+      SELECT b.sequence FROM (
+          SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+          FROM (
+              SELECT c.sequence,
+                     CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                          ELSE octet_length(c.body)::bigint END
+                     + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                     + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                     + @message_overhead::bigint AS size
+              FROM skipq.messages c, t
+              CROSS JOIN LATERAL (SELECT CASE
+                  WHEN c.visible_at <= t.now AND c.receive_count < c.max_receive_count THEN 'available'
+                  WHEN c.lease_token IS NULL AND c.visible_at > t.now THEN 'delayed'
+                  ELSE 'in_flight' END AS state) s
+              WHERE c.queue_id = @queue_id
+                AND c.sequence > @after_sequence::bigint
+                AND (c.expires_at IS NULL OR c.expires_at > t.now)
+                AND (@state::text = '' OR s.state = @state::text)
+              ORDER BY c.sequence
+              LIMIT @max_messages) c
+          WINDOW w AS (ORDER BY c.sequence ROWS UNBOUNDED PRECEDING)) b
+      WHERE b.n = 1 OR b.before < @max_response_bytes::bigint));
 
 -- name: MessageGetByID :one
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
@@ -396,17 +417,39 @@ WHERE queue_id = @queue_id AND message_id = @message_id;
 -- name: MessageDeadLetteredList :many
 -- GET /v1/dlq: a tenant's dead-lettered messages, newest deadLetteredAt
 -- first, after the cursor (dead_lettered_at, sequence), optionally only
--- those that came from @source_queue. Walks messages_dead_lettered_idx.
-SELECT sqlc.embed(m), q.name::text AS queue_name
-FROM skipq.messages m
-JOIN skipq.queues q ON q.id = m.queue_id
-WHERE m.dead_lettered_at IS NOT NULL
-  AND q.tenant = @tenant
-  AND (@source_queue::text = '' OR m.re_routed_from = @source_queue::text)
-  AND (sqlc.narg('after_dead_lettered_at')::timestamptz IS NULL
-       OR (m.dead_lettered_at, m.sequence) < (sqlc.narg('after_dead_lettered_at')::timestamptz, @after_sequence::bigint))
-ORDER BY m.dead_lettered_at DESC, m.sequence DESC
-LIMIT @max_messages;
+-- those that came from @source_queue. Walks messages_dead_lettered_idx,
+-- measuring sizes without fetching bodies, and stops at the response budget
+-- like a receive (MessageClaim); then reads the rows kept by primary key
+-- (the queue's name is a subquery: joined, it let the planner reach the
+-- messages through the queue instead of the key).
+-- Rows come back in no particular order (an ORDER BY here could make the
+-- planner drive the join from the index to avoid a sort); the caller sorts
+-- them.
+WITH page AS MATERIALIZED (
+    SELECT b.queue_id, b.sequence FROM (
+        SELECT c.queue_id, c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+        FROM (
+            SELECT m.queue_id, m.sequence, m.dead_lettered_at,
+                   CASE WHEN m.body_binary THEN (octet_length(m.body)::bigint + 2) / 3 * 4
+                        ELSE octet_length(m.body)::bigint END
+                   + octet_length(m.metadata) + octet_length(m.tags::text) + octet_length(m.message_id)
+                   + octet_length(m.client_id) + coalesce(octet_length(m.re_routed_from), 0)
+                   + @message_overhead::bigint AS size
+            FROM skipq.messages m
+            JOIN skipq.queues q ON q.id = m.queue_id
+            WHERE m.dead_lettered_at IS NOT NULL
+              AND q.tenant = @tenant
+              AND (@source_queue::text = '' OR m.re_routed_from = @source_queue::text)
+              AND (sqlc.narg('after_dead_lettered_at')::timestamptz IS NULL
+                   OR (m.dead_lettered_at, m.sequence) < (sqlc.narg('after_dead_lettered_at')::timestamptz, @after_sequence::bigint))
+            ORDER BY m.dead_lettered_at DESC, m.sequence DESC
+            LIMIT @max_messages) c
+        WINDOW w AS (ORDER BY c.dead_lettered_at DESC, c.sequence DESC ROWS UNBOUNDED PRECEDING)) b
+    WHERE b.n = 1 OR b.before < @max_response_bytes::bigint
+)
+SELECT sqlc.embed(m), (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
+FROM page
+JOIN skipq.messages m ON m.queue_id = page.queue_id AND m.sequence = page.sequence;
 
 -- name: MessageDeadLetteredPick :many
 -- Redrive: up to @max_messages dead-lettered messages of a queue (or the one
