@@ -1233,48 +1233,52 @@ const messageSend = `-- name: MessageSend :many
 INSERT INTO skipq.messages (
     queue_id, message_id, client_id, metadata, body, body_binary, tags,
     sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue)
-SELECT q.id, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags::jsonb,
+SELECT q.id, m.message_id, m.client_id, m.metadata, b.body, m.body_binary, m.tags::jsonb,
        t.now,
        t.now + make_interval(secs => p.delay_seconds),
        CASE WHEN p.delay_seconds > 0 THEN t.now + make_interval(secs => p.delay_seconds) END,
        CASE WHEN p.expiration_seconds > 0
             THEN t.now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
        p.max_receive_count, p.dead_letter_queue
-FROM skipq.queues q
-CROSS JOIN (SELECT coalesce($1::timestamptz, now()) AS now) t
-CROSS JOIN generate_subscripts($2::text[], 1) AS i
+FROM (SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at FROM skipq.queues WHERE tenant = $1 AND name = $2) q
+CROSS JOIN (SELECT coalesce($3::timestamptz, now()) AS now) t
+CROSS JOIN generate_subscripts($4::text[], 1) AS i
 CROSS JOIN LATERAL (SELECT
-    ($2::text[])[i] AS message_id,
-    ($3::text[])[i] AS client_id,
-    ($4::text[])[i] AS metadata,
-    ($5::bytea[])[i] AS body,
-    ($6::boolean[])[i] AS body_binary,
-    ($7::text[])[i] AS tags,
-    ($8::integer[])[i] AS delay_seconds,
-    ($9::integer[])[i] AS expiration_seconds,
-    ($10::integer[])[i] AS max_receive_count,
-    ($11::text[])[i] AS dead_letter_queue,
-    ($12::boolean[])[i] AS dead_letter_queue_given
+    ($4::text[])[i] AS message_id,
+    ($5::text[])[i] AS client_id,
+    ($6::text[])[i] AS metadata,
+    ($7::boolean[])[i] AS body_binary,
+    ($8::text[])[i] AS tags,
+    ($9::integer[])[i] AS delay_seconds,
+    ($10::integer[])[i] AS expiration_seconds,
+    ($11::integer[])[i] AS max_receive_count,
+    ($12::text[])[i] AS dead_letter_queue,
+    ($13::boolean[])[i] AS dead_letter_queue_given,
+    ($14::integer[])[i] AS body_offset,
+    ($15::integer[])[i] AS body_length
 ) m
 CROSS JOIN LATERAL (SELECT
     CASE WHEN m.delay_seconds < 0 THEN q.delay_seconds ELSE m.delay_seconds END AS delay_seconds,
     CASE WHEN m.expiration_seconds < 0 THEN q.expiration_seconds ELSE m.expiration_seconds END AS expiration_seconds,
     CASE WHEN m.max_receive_count > 0 THEN m.max_receive_count
          WHEN q.max_receive_count > 0 THEN q.max_receive_count
-         ELSE $13::integer END AS max_receive_count,
+         ELSE $16::integer END AS max_receive_count,
     CASE WHEN m.dead_letter_queue_given THEN m.dead_letter_queue ELSE q.dead_letter_queue END AS dead_letter_queue
 ) p
-WHERE q.tenant = $14 AND q.name = $15
+CROSS JOIN LATERAL (SELECT
+    substring($17::bytea FROM m.body_offset FOR m.body_length) AS body
+) b
 ORDER BY i
 RETURNING queue_id, message_id, sequence, sent_at, delayed_to, expires_at
 `
 
 type MessageSendParams struct {
+	Tenant                string
+	Queue                 string
 	Now                   *time.Time
 	MessageIds            []string
 	ClientIds             []string
 	Metadatas             []string
-	Bodies                [][]byte
 	BodyBinaries          []bool
 	Tags                  []string
 	DelaySeconds          []int32
@@ -1282,9 +1286,10 @@ type MessageSendParams struct {
 	MaxReceiveCounts      []int32
 	DeadLetterQueues      []string
 	DeadLetterQueueGiven  []bool
+	BodyOffsets           []int32
+	BodyLengths           []int32
 	ServerMaxReceiveCount int32
-	Tenant                string
-	Queue                 string
+	BodyData              []byte
 }
 
 type MessageSendRow struct {
@@ -1311,13 +1316,20 @@ type MessageSendRow struct {
 // queue's defaults once, at send time (-1 / 0 / dead_letter_queue_given=false
 // mean "absent"). The expiration clock starts after the delay. Returns no rows
 // when the queue does not exist; the caller creates it and retries.
+// The bodies come as one bytea, @body_data, cut at @body_offsets (1-based)
+// and @body_lengths: a bytea[] parameter is built by the driver one element
+// at a time in a growing buffer, five times its size in garbage for a large
+// batch, where one bytea is one copy. @body_data is the statement's last
+// parameter (the queue is named first, the body cut last) so that nothing is
+// appended after it in that buffer either.
 func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) ([]MessageSendRow, error) {
 	rows, err := q.db.Query(ctx, messageSend,
+		arg.Tenant,
+		arg.Queue,
 		arg.Now,
 		arg.MessageIds,
 		arg.ClientIds,
 		arg.Metadatas,
-		arg.Bodies,
 		arg.BodyBinaries,
 		arg.Tags,
 		arg.DelaySeconds,
@@ -1325,9 +1337,10 @@ func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) ([]Mes
 		arg.MaxReceiveCounts,
 		arg.DeadLetterQueues,
 		arg.DeadLetterQueueGiven,
+		arg.BodyOffsets,
+		arg.BodyLengths,
 		arg.ServerMaxReceiveCount,
-		arg.Tenant,
-		arg.Queue,
+		arg.BodyData,
 	)
 	if err != nil {
 		return nil, err

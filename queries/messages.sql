@@ -15,31 +15,38 @@
 -- queue's defaults once, at send time (-1 / 0 / dead_letter_queue_given=false
 -- mean "absent"). The expiration clock starts after the delay. Returns no rows
 -- when the queue does not exist; the caller creates it and retries.
+-- The bodies come as one bytea, @body_data, cut at @body_offsets (1-based)
+-- and @body_lengths: a bytea[] parameter is built by the driver one element
+-- at a time in a growing buffer, five times its size in garbage for a large
+-- batch, where one bytea is one copy. @body_data is the statement's last
+-- parameter (the queue is named first, the body cut last) so that nothing is
+-- appended after it in that buffer either.
 INSERT INTO skipq.messages (
     queue_id, message_id, client_id, metadata, body, body_binary, tags,
     sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue)
-SELECT q.id, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags::jsonb,
+SELECT q.id, m.message_id, m.client_id, m.metadata, b.body, m.body_binary, m.tags::jsonb,
        t.now,
        t.now + make_interval(secs => p.delay_seconds),
        CASE WHEN p.delay_seconds > 0 THEN t.now + make_interval(secs => p.delay_seconds) END,
        CASE WHEN p.expiration_seconds > 0
             THEN t.now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
        p.max_receive_count, p.dead_letter_queue
-FROM skipq.queues q
+FROM (SELECT * FROM skipq.queues WHERE tenant = @tenant AND name = @queue) q
 CROSS JOIN (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t
 CROSS JOIN generate_subscripts(@message_ids::text[], 1) AS i
 CROSS JOIN LATERAL (SELECT
     (@message_ids::text[])[i] AS message_id,
     (@client_ids::text[])[i] AS client_id,
     (@metadatas::text[])[i] AS metadata,
-    (@bodies::bytea[])[i] AS body,
     (@body_binaries::boolean[])[i] AS body_binary,
     (@tags::text[])[i] AS tags,
     (@delay_seconds::integer[])[i] AS delay_seconds,
     (@expiration_seconds::integer[])[i] AS expiration_seconds,
     (@max_receive_counts::integer[])[i] AS max_receive_count,
     (@dead_letter_queues::text[])[i] AS dead_letter_queue,
-    (@dead_letter_queue_given::boolean[])[i] AS dead_letter_queue_given
+    (@dead_letter_queue_given::boolean[])[i] AS dead_letter_queue_given,
+    (@body_offsets::integer[])[i] AS body_offset,
+    (@body_lengths::integer[])[i] AS body_length
 ) m
 CROSS JOIN LATERAL (SELECT
     CASE WHEN m.delay_seconds < 0 THEN q.delay_seconds ELSE m.delay_seconds END AS delay_seconds,
@@ -49,7 +56,9 @@ CROSS JOIN LATERAL (SELECT
          ELSE @server_max_receive_count::integer END AS max_receive_count,
     CASE WHEN m.dead_letter_queue_given THEN m.dead_letter_queue ELSE q.dead_letter_queue END AS dead_letter_queue
 ) p
-WHERE q.tenant = @tenant AND q.name = @queue
+CROSS JOIN LATERAL (SELECT
+    substring(@body_data::bytea FROM m.body_offset FOR m.body_length) AS body
+) b
 ORDER BY i
 RETURNING queue_id, message_id, sequence, sent_at, delayed_to, expires_at;
 

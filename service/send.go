@@ -262,11 +262,21 @@ func (s *Service) insertParams(tenant, queue string, msgs []prepared) db.Message
 		Now: s.now(), Tenant: tenant, Queue: queue,
 		ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount),
 	}
+	// The bodies go as one bytea cut by offsets (queries/messages.sql,
+	// MessageSend): one exact copy here instead of the driver growing a
+	// bytea[] parameter element by element.
+	size := 0
+	for _, m := range msgs {
+		size += len(m.body)
+	}
+	p.BodyData = make([]byte, 0, size)
 	for _, m := range msgs {
 		p.MessageIds = append(p.MessageIds, m.MessageID)
 		p.ClientIds = append(p.ClientIds, m.ClientID)
 		p.Metadatas = append(p.Metadatas, m.Metadata)
-		p.Bodies = append(p.Bodies, m.body)
+		p.BodyOffsets = append(p.BodyOffsets, int32(len(p.BodyData)+1))
+		p.BodyLengths = append(p.BodyLengths, int32(len(m.body)))
+		p.BodyData = append(p.BodyData, m.body...)
 		p.BodyBinaries = append(p.BodyBinaries, m.binary)
 		p.Tags = append(p.Tags, m.tagsJSON)
 		p.DelaySeconds = append(p.DelaySeconds, intOr(m.DelaySeconds, -1))
