@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/skipq/skipq/db"
+	"github.com/skipq/skipq/service"
 )
 
 // captureDB is a db.DBTX that records the statement sqlc would send instead
@@ -45,11 +46,13 @@ type errRow struct{}
 func (errRow) Scan(...any) error { return errCaptured }
 
 // claimStatement is skipq's MessageClaim as a receive of max messages with
-// the queue's visibility would send it.
+// the queue's visibility and the default response budget would send it.
 func claimStatement(tenant, queue string, max int) (string, []any) {
 	var c captureDB
 	_, _ = db.New(&c).MessageClaim(context.Background(), db.MessageClaimParams{
-		Tenant: tenant, Queue: queue, MaxMessages: int32(max)})
+		Tenant: tenant, Queue: queue, MaxMessages: int32(max),
+		MaxResponseBytes: int64(service.DefaultLimits().MaxResponseBytes),
+		MessageOverhead:  int64(service.MessageOverheadBytes + len(queue))})
 	return c.sql, c.args
 }
 

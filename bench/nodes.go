@@ -42,6 +42,9 @@ func (e *env) startNodes(ctx context.Context) (*nodes, error) {
 		cfg.ListenAddr = "127.0.0.1:0"
 		cfg.Auth = "off"
 		cfg.Migrate = false // the database is migrated already
+		// The idle scenario parks IdleWaiters long polls on one node; the
+		// default cap must not refuse some of what it measures.
+		cfg.Limits.MaxWaiters = max(cfg.Limits.MaxWaiters, e.o.IdleWaiters)
 		if err := cfg.Validate(); err != nil {
 			n.stop()
 			return nil, err

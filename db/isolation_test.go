@@ -33,24 +33,37 @@ func setup(t *testing.T, messages int) fixture {
 	if err := q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: "t", Names: []string{"q"}}); err != nil {
 		t.Fatal(err)
 	}
-	p := db.MessageSendParams{Tenant: "t", Queue: "q", ServerMaxReceiveCount: 10}
-	for i := range messages {
-		p.MessageIds = append(p.MessageIds, string(rune('a'+i)))
+	ids := make([]string, messages)
+	for i := range ids {
+		ids[i] = string(rune('a' + i))
+	}
+	p := sendParams("q", 0, ids...)
+	if rows, err := q.MessageSend(ctx, p); err != nil || len(rows) != messages {
+		t.Fatalf("send: %v (%d rows)", err, len(rows))
+	}
+	return fixture{pool: pool, q: q}
+}
+
+// sendParams sends one-byte messages with the given ids to queue (tenant
+// "t"), delayed by delay seconds.
+func sendParams(queue string, delay int32, ids ...string) db.MessageSendParams {
+	p := db.MessageSendParams{Tenant: "t", Queue: queue, ServerMaxReceiveCount: 10}
+	for _, id := range ids {
+		p.MessageIds = append(p.MessageIds, id)
 		p.ClientIds = append(p.ClientIds, "")
 		p.Metadatas = append(p.Metadatas, "")
-		p.Bodies = append(p.Bodies, []byte("x"))
+		p.BodyOffsets = append(p.BodyOffsets, int32(len(p.BodyData)+1))
+		p.BodyLengths = append(p.BodyLengths, 1)
+		p.BodyData = append(p.BodyData, 'x')
 		p.BodyBinaries = append(p.BodyBinaries, false)
 		p.Tags = append(p.Tags, "{}")
-		p.DelaySeconds = append(p.DelaySeconds, 0)
+		p.DelaySeconds = append(p.DelaySeconds, delay)
 		p.ExpirationSeconds = append(p.ExpirationSeconds, 0)
 		p.MaxReceiveCounts = append(p.MaxReceiveCounts, 0)
 		p.DeadLetterQueues = append(p.DeadLetterQueues, "")
 		p.DeadLetterQueueGiven = append(p.DeadLetterQueueGiven, false)
 	}
-	if rows, err := q.MessageSend(ctx, p); err != nil || len(rows) != messages {
-		t.Fatalf("send: %v (%d rows)", err, len(rows))
-	}
-	return fixture{pool: pool, q: q}
+	return p
 }
 
 func (f fixture) begin(t *testing.T) (pgx.Tx, *db.Queries) {
@@ -67,7 +80,8 @@ func claim(t *testing.T, q *db.Queries, max int32, now *time.Time) []db.SkipqMes
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rows, err := q.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q", MaxMessages: max, Now: now})
+	rows, err := q.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q", MaxMessages: max, Now: now,
+		MaxResponseBytes: 1 << 30}) // no budget cut: these specs are about locks
 	if err != nil {
 		t.Fatalf("claim (a timeout here means it blocked): %v", err)
 	}

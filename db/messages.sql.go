@@ -11,12 +11,19 @@ import (
 )
 
 const messageAckByReceipt = `-- name: MessageAckByReceipt :many
-DELETE FROM skipq.messages m
-USING (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
-        unnest($3::bytea[]) AS token) k
-WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
-RETURNING m.queue_id, m.sequence, m.lease_token AS token
+WITH gone AS (
+    DELETE FROM skipq.messages m
+    USING (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
+            unnest($3::bytea[]) AS token) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+    RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING gone g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
+)
+SELECT gone.queue_id, gone.sequence, gone.token::bytea AS token FROM gone
 `
 
 type MessageAckByReceiptParams struct {
@@ -36,6 +43,10 @@ type MessageAckByReceiptRow struct {
 // and checks that the queue still exists: a message that a send racing a
 // queue deletion left behind (QueueDelete) is never settled, and the worker
 // removes it (MessageDeleteOrphaned).
+// Every statement that deletes messages also deletes the ready rows of those
+// that were ready (a leased message usually is not; one whose lease ran out
+// and that the worker readied is), after the message row: the lock order of
+// every statement (docs/DESIGN.md, "The claim").
 func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByReceiptParams) ([]MessageAckByReceiptRow, error) {
 	rows, err := q.db.Query(ctx, messageAckByReceipt, arg.QueueIds, arg.Sequences, arg.Tokens)
 	if err != nil {
@@ -57,27 +68,46 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 }
 
 const messageBrowse = `-- name: MessageBrowse :many
-WITH t AS (SELECT coalesce($5::timestamptz, now()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, s.state::text AS state
-FROM skipq.messages m, t
-CROSS JOIN LATERAL (SELECT CASE
+WITH t AS (SELECT coalesce($7::timestamptz, now()) AS now)
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, (CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
     WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
-    ELSE 'in_flight' END AS state) s
+    ELSE 'in_flight' END)::text AS state
+FROM skipq.messages m, t
 WHERE m.queue_id = $1
-  AND m.sequence > $2::bigint
-  AND (m.expires_at IS NULL OR m.expires_at > t.now)
-  AND ($3::text = '' OR s.state = $3::text)
-ORDER BY m.sequence
-LIMIT $4
+  AND m.sequence = ANY(ARRAY(
+      SELECT b.sequence FROM (
+          SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+          FROM (
+              SELECT c.sequence,
+                     CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                          ELSE octet_length(c.body)::bigint END
+                     + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                     + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                     + $2::bigint AS size
+              FROM skipq.messages c, t
+              CROSS JOIN LATERAL (SELECT CASE
+                  WHEN c.visible_at <= t.now AND c.receive_count < c.max_receive_count THEN 'available'
+                  WHEN c.lease_token IS NULL AND c.visible_at > t.now THEN 'delayed'
+                  ELSE 'in_flight' END AS state) s
+              WHERE c.queue_id = $1
+                AND c.sequence > $3::bigint
+                AND (c.expires_at IS NULL OR c.expires_at > t.now)
+                AND ($4::text = '' OR s.state = $4::text)
+              ORDER BY c.sequence
+              LIMIT $5) c
+          WINDOW w AS (ORDER BY c.sequence ROWS UNBOUNDED PRECEDING)) b
+      WHERE b.n = 1 OR b.before < $6::bigint))
 `
 
 type MessageBrowseParams struct {
-	QueueID       int64
-	AfterSequence int64
-	State         string
-	MaxMessages   int32
-	Now           *time.Time
+	QueueID          int64
+	MessageOverhead  int64
+	AfterSequence    int64
+	State            string
+	MaxMessages      int32
+	MaxResponseBytes int64
+	Now              *time.Time
 }
 
 type MessageBrowseRow struct {
@@ -88,13 +118,19 @@ type MessageBrowseRow struct {
 // Operator browse: a queue's messages by sequence after the cursor, with
 // their state, optionally only one state (@state ” = all). Keyset
 // pagination on the primary key: no offset scans. Expired messages not yet
-// removed are not shown.
+// removed are not shown. The page stops at the response budget like a
+// receive (MessageClaim): the walk measures sizes without fetching bodies,
+// and only the rows kept are read whole, by primary key. Rows come back in
+// no particular order (an ORDER BY here could make the planner walk the
+// whole queue to avoid a sort); the caller sorts them.
 func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([]MessageBrowseRow, error) {
 	rows, err := q.db.Query(ctx, messageBrowse,
 		arg.QueueID,
+		arg.MessageOverhead,
 		arg.AfterSequence,
 		arg.State,
 		arg.MaxMessages,
+		arg.MaxResponseBytes,
 		arg.Now,
 	)
 	if err != nil {
@@ -143,16 +179,27 @@ WITH t AS (
            coalesce($2::integer,
                     (SELECT q.visibility_seconds FROM skipq.queues q
                      WHERE q.tenant = $3 AND q.name = $4)) AS visibility_seconds
-), picked AS (
-    SELECT c.queue_id, c.sequence
+), walked AS (
+    SELECT c.queue_id, c.sequence,
+           CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                     ELSE octet_length(c.body)::bigint END
+                + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                + $5::bigint AS size
     FROM skipq.ready r
     JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
     WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $3 AND q.name = $4)
       AND c.ready
       AND (c.expires_at IS NULL OR c.expires_at > coalesce($1::timestamptz, now()))
     ORDER BY r.sequence
-    LIMIT $5
+    LIMIT $6
     FOR UPDATE OF c SKIP LOCKED
+), picked AS (
+    SELECT w.queue_id, w.sequence FROM (
+        SELECT w.queue_id, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+        FROM walked w
+        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+    WHERE w.n = 1 OR w.before < $7::bigint
 ), unready AS (
     DELETE FROM skipq.ready r
     USING picked p
@@ -178,34 +225,59 @@ type MessageClaimParams struct {
 	VisibilitySeconds *int32
 	Tenant            string
 	Queue             string
+	MessageOverhead   int64
 	MaxMessages       int32
+	MaxResponseBytes  int64
 }
 
 // Claims up to @max_messages available messages, oldest sequence first, for
-// @visibility_seconds (NULL: the queue's default). The queue is resolved by
-// name in an InitPlan, so a receive is one round trip.
+// @visibility_seconds (NULL: the queue's default), within the response
+// budget. The queue is resolved by name in an InitPlan, so a receive is one
+// round trip.
 //
-// `picked` walks skipq.ready, which holds only the messages a claim may take,
-// so the walk reads what it returns plus dead entries of recent claims until
-// VACUUM -- never the delayed or leased messages of the queue, however many.
-// It locks the messages themselves (FOR UPDATE OF c SKIP LOCKED): concurrent
-// receivers pass each other's rows instead of queueing behind them, and a
-// message is always locked before its ready row is deleted (the lock order
-// of every statement). `c.ready` is re-checked on the newest version when a
-// concurrent claim committed after this statement's snapshot, so it cannot
-// take a message twice. The claim then updates only unindexed columns (a HOT
-// update), deletes the ready rows, and files a timer at the lease's end, when
-// the worker readies the message again -- or dead-letters it, if that was
-// its last allowed delivery -- unless it was settled. Each claim mints a
-// fresh lease token (two strong random UUIDs: 244 random bits), so older
-// receipt handles go stale.
+// `walked` walks skipq.ready, which holds only the messages a claim may
+// take, so the walk reads what it returns plus dead entries of recent claims
+// until VACUUM -- never the delayed or leased messages of the queue, however
+// many. It locks the messages themselves (FOR UPDATE OF c SKIP LOCKED):
+// concurrent receivers pass each other's rows instead of queueing behind
+// them, and a message is always locked before its ready row is deleted (the
+// lock order of every statement, docs/DESIGN.md). `c.ready` is re-checked on
+// the newest version when a concurrent claim committed after this
+// statement's snapshot, so no message is taken twice. The claim then
+// updates only unindexed columns (a HOT update), deletes the ready rows, and
+// files a timer at the lease's end, when the worker readies the message
+// again -- or dead-letters it, if that was its last allowed delivery --
+// unless it was settled first. Each claim mints a fresh lease token (two
+// strong random UUIDs: 244 random bits), so older receipt handles go stale.
+//
+// The response budget (here, in MessageClaimAndDelete and in MessagePeek):
+// a receive stops taking messages when its answer would pass
+// @max_response_bytes (SKIPQ_MAX_RESPONSE_BYTES). Of the rows the walk took,
+// in sequence order, a row is kept while the estimated size of the rows
+// before it is under the budget, and the first row always, so at least one
+// message is returned however large. The walk's other rows are locked only
+// for this statement (autocommit) and never leased: they stay ready for the
+// next receive. One message's estimate is the size of its JSON without
+// escaping: the body (base64, 4/3 of it, when binary), metadata, tags as
+// JSON text, messageId, clientId and reRoutedFrom, plus @message_overhead
+// for the fixed fields (names, timestamps, receipt handle, queue name),
+// which the caller computes; service.EstimatedMessageBytes is the same sum
+// in Go. octet_length of a bytea or text reads the raw size from the TOAST
+// pointer without detoasting (a 1 MiB body costs no TOAST page);
+// pg_column_size would be as cheap but gives the compressed size, which
+// understates. tags::text does detoast, but tags are small (at most
+// 32 x 1 KiB). LockRows does not keep the walk's order as far as the planner
+// knows, so the window sorts its at most @max_messages (sequence, size)
+// pairs again: a small in-memory sort above the LIMIT.
 func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]SkipqMessage, error) {
 	rows, err := q.db.Query(ctx, messageClaim,
 		arg.Now,
 		arg.VisibilitySeconds,
 		arg.Tenant,
 		arg.Queue,
+		arg.MessageOverhead,
 		arg.MaxMessages,
+		arg.MaxResponseBytes,
 	)
 	if err != nil {
 		return nil, err
@@ -247,16 +319,31 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 }
 
 const messageClaimAndDelete = `-- name: MessageClaimAndDelete :many
-WITH picked AS (
-    SELECT c.queue_id, c.sequence
+WITH walked AS (
+    SELECT c.queue_id, c.sequence,
+           CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                     ELSE octet_length(c.body)::bigint END
+                + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                + $1::bigint AS size
     FROM skipq.ready r
     JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
-    WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
+    WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $2 AND q.name = $3)
       AND c.ready
-      AND (c.expires_at IS NULL OR c.expires_at > coalesce($3::timestamptz, now()))
+      AND (c.expires_at IS NULL OR c.expires_at > coalesce($4::timestamptz, now()))
     ORDER BY r.sequence
-    LIMIT $4
+    LIMIT $5
     FOR UPDATE OF c SKIP LOCKED
+), picked AS (
+    SELECT w.queue_id, w.sequence FROM (
+        SELECT w.queue_id, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+        FROM walked w
+        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+    WHERE w.n = 1 OR w.before < $6::bigint
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING picked p
+    WHERE r.queue_id = p.queue_id AND r.sequence = p.sequence
 )
 DELETE FROM skipq.messages m
 USING picked p
@@ -265,21 +352,25 @@ RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body,
 `
 
 type MessageClaimAndDeleteParams struct {
-	Tenant      string
-	Queue       string
-	Now         *time.Time
-	MaxMessages int32
+	MessageOverhead  int64
+	Tenant           string
+	Queue            string
+	Now              *time.Time
+	MaxMessages      int32
+	MaxResponseBytes int64
 }
 
-// autoAck receive: claims like MessageClaim and removes what it returns in
-// the same statement (the messages_deleted trigger takes the ready rows).
-// receive_count is reported as this delivery's count.
+// autoAck receive: claims like MessageClaim (the same walk and response
+// budget) and removes what it returns, with its ready rows, in the same
+// statement. receive_count is reported as this delivery's count.
 func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAndDeleteParams) ([]SkipqMessage, error) {
 	rows, err := q.db.Query(ctx, messageClaimAndDelete,
+		arg.MessageOverhead,
 		arg.Tenant,
 		arg.Queue,
 		arg.Now,
 		arg.MaxMessages,
+		arg.MaxResponseBytes,
 	)
 	if err != nil {
 		return nil, err
@@ -330,6 +421,10 @@ WITH moved AS (
           SELECT 1 FROM skipq.queues e, skipq.queues s
           WHERE s.id = m.queue_id AND e.tenant = s.tenant AND e.name = m.dead_letter_queue))
     RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING moved g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
 ), target AS (
     SELECT moved.queue_id, moved.sequence, moved.message_id, moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags, moved.sent_at, moved.visible_at, moved.delayed_to, moved.expires_at, moved.receive_count, moved.first_received_at, moved.max_receive_count, moved.dead_letter_queue, moved.re_routed_from, moved.dead_lettered_at, moved.lease_token, moved.ready, sq.tenant, sq.name AS source_name, dq.id AS dq_id, dq.name AS dq_name,
            dq.delay_seconds AS dq_delay_seconds, dq.expiration_seconds AS dq_expiration_seconds,
@@ -364,7 +459,13 @@ WITH moved AS (
            target.dq_delay_seconds = 0
     FROM target, t
     WHERE target.dq_id IS NOT NULL
-    RETURNING queue_id
+    RETURNING queue_id, sequence, visible_at, ready
+), readied AS (
+    INSERT INTO skipq.ready (queue_id, sequence)
+    SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
+), timed AS (
+    INSERT INTO skipq.timers (due_at, queue_id, sequence)
+    SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
 )
 SELECT target.queue_id AS source_queue_id, target.tenant, target.dq_id AS dead_letter_queue_id,
        target.dq_name AS dead_letter_queue_name,
@@ -439,24 +540,41 @@ func (q *Queries) MessageDeadLetteredCount(ctx context.Context, queueID int64) (
 }
 
 const messageDeadLetteredList = `-- name: MessageDeadLetteredList :many
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, q.name::text AS queue_name
-FROM skipq.messages m
-JOIN skipq.queues q ON q.id = m.queue_id
-WHERE m.dead_lettered_at IS NOT NULL
-  AND q.tenant = $1
-  AND ($2::text = '' OR m.re_routed_from = $2::text)
-  AND ($3::timestamptz IS NULL
-       OR (m.dead_lettered_at, m.sequence) < ($3::timestamptz, $4::bigint))
-ORDER BY m.dead_lettered_at DESC, m.sequence DESC
-LIMIT $5
+WITH page AS MATERIALIZED (
+    SELECT b.queue_id, b.sequence FROM (
+        SELECT c.queue_id, c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+        FROM (
+            SELECT m.queue_id, m.sequence, m.dead_lettered_at,
+                   CASE WHEN m.body_binary THEN (octet_length(m.body)::bigint + 2) / 3 * 4
+                        ELSE octet_length(m.body)::bigint END
+                   + octet_length(m.metadata) + octet_length(m.tags::text) + octet_length(m.message_id)
+                   + octet_length(m.client_id) + coalesce(octet_length(m.re_routed_from), 0)
+                   + $1::bigint AS size
+            FROM skipq.messages m
+            JOIN skipq.queues q ON q.id = m.queue_id
+            WHERE m.dead_lettered_at IS NOT NULL
+              AND q.tenant = $2
+              AND ($3::text = '' OR m.re_routed_from = $3::text)
+              AND ($4::timestamptz IS NULL
+                   OR (m.dead_lettered_at, m.sequence) < ($4::timestamptz, $5::bigint))
+            ORDER BY m.dead_lettered_at DESC, m.sequence DESC
+            LIMIT $6) c
+        WINDOW w AS (ORDER BY c.dead_lettered_at DESC, c.sequence DESC ROWS UNBOUNDED PRECEDING)) b
+    WHERE b.n = 1 OR b.before < $7::bigint
+)
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
+FROM page
+JOIN skipq.messages m ON m.queue_id = page.queue_id AND m.sequence = page.sequence
 `
 
 type MessageDeadLetteredListParams struct {
+	MessageOverhead     int64
 	Tenant              string
 	SourceQueue         string
 	AfterDeadLetteredAt *time.Time
 	AfterSequence       int64
 	MaxMessages         int32
+	MaxResponseBytes    int64
 }
 
 type MessageDeadLetteredListRow struct {
@@ -466,14 +584,23 @@ type MessageDeadLetteredListRow struct {
 
 // GET /v1/dlq: a tenant's dead-lettered messages, newest deadLetteredAt
 // first, after the cursor (dead_lettered_at, sequence), optionally only
-// those that came from @source_queue. Walks messages_dead_lettered_idx.
+// those that came from @source_queue. Walks messages_dead_lettered_idx,
+// measuring sizes without fetching bodies, and stops at the response budget
+// like a receive (MessageClaim); then reads the rows kept by primary key
+// (the queue's name is a subquery: joined, it let the planner reach the
+// messages through the queue instead of the key).
+// Rows come back in no particular order (an ORDER BY here could make the
+// planner drive the join from the index to avoid a sort); the caller sorts
+// them.
 func (q *Queries) MessageDeadLetteredList(ctx context.Context, arg MessageDeadLetteredListParams) ([]MessageDeadLetteredListRow, error) {
 	rows, err := q.db.Query(ctx, messageDeadLetteredList,
+		arg.MessageOverhead,
 		arg.Tenant,
 		arg.SourceQueue,
 		arg.AfterDeadLetteredAt,
 		arg.AfterSequence,
 		arg.MaxMessages,
+		arg.MaxResponseBytes,
 	)
 	if err != nil {
 		return nil, err
@@ -580,9 +707,17 @@ func (q *Queries) MessageDeadTuples(ctx context.Context) (int64, error) {
 	return dead, err
 }
 
-const messageDeleteByID = `-- name: MessageDeleteByID :execrows
-DELETE FROM skipq.messages
-WHERE queue_id = $1 AND message_id = $2
+const messageDeleteByID = `-- name: MessageDeleteByID :one
+WITH gone AS (
+    DELETE FROM skipq.messages m
+    WHERE m.queue_id = $1 AND m.message_id = $2
+    RETURNING m.queue_id, m.sequence, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING gone g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
+)
+SELECT count(*)::bigint AS deleted FROM gone
 `
 
 type MessageDeleteByIDParams struct {
@@ -590,38 +725,53 @@ type MessageDeleteByIDParams struct {
 	MessageID string
 }
 
-// Operator delete of one message; its receipt handles go stale with it.
+// Operator delete of one message (and its ready row); its receipt handles go
+// stale with it. Returns how many messages (0 or 1).
 func (q *Queries) MessageDeleteByID(ctx context.Context, arg MessageDeleteByIDParams) (int64, error) {
-	result, err := q.db.Exec(ctx, messageDeleteByID, arg.QueueID, arg.MessageID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := q.db.QueryRow(ctx, messageDeleteByID, arg.QueueID, arg.MessageID)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
 }
 
-const messageDeleteByQueue = `-- name: MessageDeleteByQueue :execrows
-DELETE FROM skipq.messages WHERE queue_id = $1
+const messageDeleteByQueue = `-- name: MessageDeleteByQueue :one
+WITH gone AS (
+    DELETE FROM skipq.messages m WHERE m.queue_id = $1
+    RETURNING m.queue_id, m.sequence, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING gone g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
+)
+SELECT count(*)::bigint AS deleted FROM gone
 `
 
-// Purge and queue deletion: every message of the queue, in every state.
+// Purge and queue deletion: every message of the queue, in every state, and
+// their ready rows. Returns how many messages.
 func (q *Queries) MessageDeleteByQueue(ctx context.Context, queueID int64) (int64, error) {
-	result, err := q.db.Exec(ctx, messageDeleteByQueue, queueID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := q.db.QueryRow(ctx, messageDeleteByQueue, queueID)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
 }
 
 const messageDeleteExpired = `-- name: MessageDeleteExpired :many
-DELETE FROM skipq.messages m
-WHERE (m.queue_id, m.sequence) IN (
-    SELECT c.queue_id, c.sequence FROM skipq.messages c
-    WHERE c.expires_at <= coalesce($1::timestamptz, now())
-      AND NOT (c.lease_token IS NOT NULL AND c.visible_at > coalesce($1::timestamptz, now()))
-    ORDER BY c.expires_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED)
-RETURNING m.queue_id
+WITH gone AS (
+    DELETE FROM skipq.messages m
+    WHERE (m.queue_id, m.sequence) IN (
+        SELECT c.queue_id, c.sequence FROM skipq.messages c
+        WHERE c.expires_at <= coalesce($1::timestamptz, now())
+          AND NOT (c.lease_token IS NOT NULL AND c.visible_at > coalesce($1::timestamptz, now()))
+        ORDER BY c.expires_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED)
+    RETURNING m.queue_id, m.sequence, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING gone g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
+)
+SELECT gone.queue_id FROM gone
 `
 
 type MessageDeleteExpiredParams struct {
@@ -659,17 +809,23 @@ WITH RECURSIVE present(queue_id) AS (
     SELECT (SELECT m.queue_id FROM skipq.messages m
             WHERE m.queue_id > present.queue_id ORDER BY m.queue_id LIMIT 1)
     FROM present WHERE present.queue_id IS NOT NULL
+), gone AS (
+    DELETE FROM skipq.messages m
+    WHERE (m.queue_id, m.sequence) IN (
+        SELECT c.queue_id, c.sequence FROM skipq.messages c
+        WHERE c.queue_id IN (
+            SELECT p.queue_id FROM present p
+            WHERE p.queue_id IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = p.queue_id))
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED)
+    RETURNING m.queue_id, m.sequence, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING gone g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
 )
-DELETE FROM skipq.messages m
-WHERE (m.queue_id, m.sequence) IN (
-    SELECT c.queue_id, c.sequence FROM skipq.messages c
-    WHERE c.queue_id IN (
-        SELECT p.queue_id FROM present p
-        WHERE p.queue_id IS NOT NULL
-          AND NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = p.queue_id))
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED)
-RETURNING m.queue_id
+SELECT gone.queue_id FROM gone
 `
 
 // Worker: removes up to @max_messages messages whose queue no longer exists.
@@ -956,34 +1112,56 @@ func (q *Queries) MessageNackByReceipt(ctx context.Context, arg MessageNackByRec
 }
 
 const messagePeek = `-- name: MessagePeek :many
-SELECT c.queue_id, c.sequence, c.message_id, c.client_id, c.metadata, c.body, c.body_binary, c.tags, c.sent_at, c.visible_at, c.delayed_to, c.expires_at, c.receive_count, c.first_received_at, c.max_receive_count, c.dead_letter_queue, c.re_routed_from, c.dead_lettered_at, c.lease_token, c.ready
-FROM skipq.ready r
-JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
-WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
-  AND c.ready
-  AND (c.expires_at IS NULL OR c.expires_at > coalesce($3::timestamptz, now()))
-ORDER BY r.sequence
-LIMIT $4
+WITH walked AS (
+    SELECT c.queue_id, c.sequence,
+           CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                     ELSE octet_length(c.body)::bigint END
+                + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                + $1::bigint AS size
+    FROM skipq.ready r
+    JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
+    WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $2 AND q.name = $3)
+      AND c.ready
+      AND (c.expires_at IS NULL OR c.expires_at > coalesce($4::timestamptz, now()))
+    ORDER BY r.sequence
+    LIMIT $5
+), picked AS (
+    SELECT w.queue_id, w.sequence FROM (
+        SELECT w.queue_id, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+        FROM walked w
+        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+    WHERE w.n = 1 OR w.before < $6::bigint
+)
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
+FROM picked p
+JOIN skipq.messages m ON m.queue_id = p.queue_id AND m.sequence = p.sequence
 `
 
 type MessagePeekParams struct {
-	Tenant      string
-	Queue       string
-	Now         *time.Time
-	MaxMessages int32
+	MessageOverhead  int64
+	Tenant           string
+	Queue            string
+	Now              *time.Time
+	MaxMessages      int32
+	MaxResponseBytes int64
 }
 
 type MessagePeekRow struct {
 	SkipqMessage SkipqMessage
 }
 
-// isPeek receive: the messages a claim would take, unchanged and unlocked.
+// isPeek receive: the messages a claim would take (the same walk and
+// response budget as MessageClaim), unchanged and unlocked. Rows come back
+// in no particular order; the caller sorts them.
 func (q *Queries) MessagePeek(ctx context.Context, arg MessagePeekParams) ([]MessagePeekRow, error) {
 	rows, err := q.db.Query(ctx, messagePeek,
+		arg.MessageOverhead,
 		arg.Tenant,
 		arg.Queue,
 		arg.Now,
 		arg.MaxMessages,
+		arg.MaxResponseBytes,
 	)
 	if err != nil {
 		return nil, err
@@ -1068,45 +1246,60 @@ func (q *Queries) MessageReady(ctx context.Context, arg MessageReadyParams) ([]i
 
 const messageRedrive = `-- name: MessageRedrive :many
 WITH src AS (
-    SELECT q.id, q.tenant, q.name FROM skipq.queues q WHERE q.id = $3
+    SELECT q.id, q.tenant, q.name FROM skipq.queues q WHERE q.id = $1
 ), moved AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = $3
-      AND m.sequence = ANY($4::bigint[])
+    WHERE m.queue_id = $1
+      AND m.sequence = ANY($2::bigint[])
       AND m.dead_lettered_at IS NOT NULL
       AND EXISTS (SELECT 1 FROM skipq.queues d, src
                   WHERE d.tenant = src.tenant
-                    AND d.name = CASE WHEN $2::text = '' THEN m.re_routed_from ELSE $2::text END)
+                    AND d.name = CASE WHEN $3::text = '' THEN m.re_routed_from ELSE $3::text END)
     RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING moved g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
 ), t AS (
-    SELECT coalesce($5::timestamptz, now()) AS now
+    SELECT coalesce($4::timestamptz, now()) AS now
+), inserted AS (
+    INSERT INTO skipq.messages (
+        queue_id, message_id, client_id, metadata, body, body_binary, tags,
+        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready)
+    SELECT dq.id, skipq.uuid_v7()::text,
+           moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
+           t.now,
+           t.now + make_interval(secs => dq.delay_seconds),
+           CASE WHEN dq.delay_seconds > 0 THEN t.now + make_interval(secs => dq.delay_seconds) END,
+           CASE WHEN dq.expiration_seconds > 0
+                THEN t.now + make_interval(secs => dq.delay_seconds + dq.expiration_seconds) END,
+           CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count ELSE $5::integer END,
+           dq.dead_letter_queue,
+           src.name,
+           dq.delay_seconds = 0
+    FROM moved, src, t, skipq.queues dq
+    WHERE dq.tenant = src.tenant
+      AND dq.name = CASE WHEN $3::text = '' THEN moved.re_routed_from ELSE $3::text END
+    RETURNING queue_id, message_id, sequence, delayed_to, visible_at, ready
+), readied AS (
+    INSERT INTO skipq.ready (queue_id, sequence)
+    SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
+), timed AS (
+    INSERT INTO skipq.timers (due_at, queue_id, sequence)
+    SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
 )
-INSERT INTO skipq.messages (
-    queue_id, message_id, client_id, metadata, body, body_binary, tags,
-    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready)
-SELECT dq.id, skipq.uuid_v7()::text,
-       moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
-       t.now,
-       t.now + make_interval(secs => dq.delay_seconds),
-       CASE WHEN dq.delay_seconds > 0 THEN t.now + make_interval(secs => dq.delay_seconds) END,
-       CASE WHEN dq.expiration_seconds > 0
-            THEN t.now + make_interval(secs => dq.delay_seconds + dq.expiration_seconds) END,
-       CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count ELSE $1::integer END,
-       dq.dead_letter_queue,
-       src.name,
-       dq.delay_seconds = 0
-FROM moved, src, t, skipq.queues dq
-WHERE dq.tenant = src.tenant
-  AND dq.name = CASE WHEN $2::text = '' THEN moved.re_routed_from ELSE $2::text END
-RETURNING queue_id, message_id, sequence, (SELECT dq2.name FROM skipq.queues dq2 WHERE dq2.id = queue_id)::text AS queue_name, delayed_to
+SELECT inserted.queue_id, inserted.message_id, inserted.sequence,
+       (SELECT dq2.name FROM skipq.queues dq2 WHERE dq2.id = inserted.queue_id)::text AS queue_name,
+       inserted.delayed_to
+FROM inserted
 `
 
 type MessageRedriveParams struct {
-	ServerMaxReceiveCount int32
-	ToQueue               string
 	QueueID               int64
 	Sequences             []int64
+	ToQueue               string
 	Now                   *time.Time
+	ServerMaxReceiveCount int32
 }
 
 type MessageRedriveRow struct {
@@ -1125,11 +1318,11 @@ type MessageRedriveRow struct {
 // A message whose destination does not exist is left in place.
 func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) ([]MessageRedriveRow, error) {
 	rows, err := q.db.Query(ctx, messageRedrive,
-		arg.ServerMaxReceiveCount,
-		arg.ToQueue,
 		arg.QueueID,
 		arg.Sequences,
+		arg.ToQueue,
 		arg.Now,
+		arg.ServerMaxReceiveCount,
 	)
 	if err != nil {
 		return nil, err
@@ -1163,6 +1356,10 @@ WITH moved AS (
     WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
       AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
     RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING moved g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
 ), source AS (
     SELECT moved.queue_id, moved.sequence, moved.message_id, moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags, moved.sent_at, moved.visible_at, moved.delayed_to, moved.expires_at, moved.receive_count, moved.first_received_at, moved.max_receive_count, moved.dead_letter_queue, moved.re_routed_from, moved.dead_lettered_at, moved.lease_token, moved.ready, sq.name AS source_name,
            row_number() OVER (PARTITION BY moved.message_id ORDER BY moved.sequence) AS id_rank
@@ -1189,7 +1386,10 @@ WITH moved AS (
            source.source_name,
            true
     FROM source, dq, t
-    RETURNING queue_id
+    RETURNING queue_id, sequence
+), readied AS (
+    INSERT INTO skipq.ready (queue_id, sequence)
+    SELECT n.queue_id, n.sequence FROM inserted n
 )
 SELECT moved.queue_id AS source_queue_id, moved.sequence AS source_sequence,
        moved.lease_token AS source_token,
@@ -1251,51 +1451,66 @@ func (q *Queries) MessageRequeueByReceipt(ctx context.Context, arg MessageRequeu
 
 const messageSend = `-- name: MessageSend :many
 
-INSERT INTO skipq.messages (
-    queue_id, message_id, client_id, metadata, body, body_binary, tags,
-    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready)
-SELECT q.id, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags::jsonb,
-       t.now,
-       t.now + make_interval(secs => p.delay_seconds),
-       CASE WHEN p.delay_seconds > 0 THEN t.now + make_interval(secs => p.delay_seconds) END,
-       CASE WHEN p.expiration_seconds > 0
-            THEN t.now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
-       p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0
-FROM skipq.queues q
-CROSS JOIN (SELECT coalesce($1::timestamptz, now()) AS now) t
-CROSS JOIN generate_subscripts($2::text[], 1) AS i
-CROSS JOIN LATERAL (SELECT
-    ($2::text[])[i] AS message_id,
-    ($3::text[])[i] AS client_id,
-    ($4::text[])[i] AS metadata,
-    ($5::bytea[])[i] AS body,
-    ($6::boolean[])[i] AS body_binary,
-    ($7::text[])[i] AS tags,
-    ($8::integer[])[i] AS delay_seconds,
-    ($9::integer[])[i] AS expiration_seconds,
-    ($10::integer[])[i] AS max_receive_count,
-    ($11::text[])[i] AS dead_letter_queue,
-    ($12::boolean[])[i] AS dead_letter_queue_given
-) m
-CROSS JOIN LATERAL (SELECT
-    CASE WHEN m.delay_seconds < 0 THEN q.delay_seconds ELSE m.delay_seconds END AS delay_seconds,
-    CASE WHEN m.expiration_seconds < 0 THEN q.expiration_seconds ELSE m.expiration_seconds END AS expiration_seconds,
-    CASE WHEN m.max_receive_count > 0 THEN m.max_receive_count
-         WHEN q.max_receive_count > 0 THEN q.max_receive_count
-         ELSE $13::integer END AS max_receive_count,
-    CASE WHEN m.dead_letter_queue_given THEN m.dead_letter_queue ELSE q.dead_letter_queue END AS dead_letter_queue
-) p
-WHERE q.tenant = $14 AND q.name = $15
-ORDER BY i
-RETURNING queue_id, message_id, sequence, sent_at, delayed_to, expires_at
+WITH inserted AS (
+    INSERT INTO skipq.messages (
+        queue_id, message_id, client_id, metadata, body, body_binary, tags,
+        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready)
+    SELECT q.id, m.message_id, m.client_id, m.metadata, b.body, m.body_binary, m.tags::jsonb,
+           t.now,
+           t.now + make_interval(secs => p.delay_seconds),
+           CASE WHEN p.delay_seconds > 0 THEN t.now + make_interval(secs => p.delay_seconds) END,
+           CASE WHEN p.expiration_seconds > 0
+                THEN t.now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
+           p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0
+    FROM (SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at FROM skipq.queues WHERE tenant = $1 AND name = $2) q
+    CROSS JOIN (SELECT coalesce($3::timestamptz, now()) AS now) t
+    CROSS JOIN generate_subscripts($4::text[], 1) AS i
+    CROSS JOIN LATERAL (SELECT
+        ($4::text[])[i] AS message_id,
+        ($5::text[])[i] AS client_id,
+        ($6::text[])[i] AS metadata,
+        ($7::boolean[])[i] AS body_binary,
+        ($8::text[])[i] AS tags,
+        ($9::integer[])[i] AS delay_seconds,
+        ($10::integer[])[i] AS expiration_seconds,
+        ($11::integer[])[i] AS max_receive_count,
+        ($12::text[])[i] AS dead_letter_queue,
+        ($13::boolean[])[i] AS dead_letter_queue_given,
+        ($14::integer[])[i] AS body_offset,
+        ($15::integer[])[i] AS body_length
+    ) m
+    CROSS JOIN LATERAL (SELECT
+        CASE WHEN m.delay_seconds < 0 THEN q.delay_seconds ELSE m.delay_seconds END AS delay_seconds,
+        CASE WHEN m.expiration_seconds < 0 THEN q.expiration_seconds ELSE m.expiration_seconds END AS expiration_seconds,
+        CASE WHEN m.max_receive_count > 0 THEN m.max_receive_count
+             WHEN q.max_receive_count > 0 THEN q.max_receive_count
+             ELSE $16::integer END AS max_receive_count,
+        CASE WHEN m.dead_letter_queue_given THEN m.dead_letter_queue ELSE q.dead_letter_queue END AS dead_letter_queue
+    ) p
+    CROSS JOIN LATERAL (SELECT
+        substring($17::bytea FROM m.body_offset FOR m.body_length) AS body
+    ) b
+    ORDER BY i
+    RETURNING queue_id, message_id, sequence, sent_at, delayed_to, expires_at, visible_at, ready
+), readied AS (
+    INSERT INTO skipq.ready (queue_id, sequence)
+    SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
+), timed AS (
+    INSERT INTO skipq.timers (due_at, queue_id, sequence)
+    SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
+)
+SELECT inserted.queue_id, inserted.message_id, inserted.sequence, inserted.sent_at,
+       inserted.delayed_to, inserted.expires_at
+FROM inserted
 `
 
 type MessageSendParams struct {
+	Tenant                string
+	Queue                 string
 	Now                   *time.Time
 	MessageIds            []string
 	ClientIds             []string
 	Metadatas             []string
-	Bodies                [][]byte
 	BodyBinaries          []bool
 	Tags                  []string
 	DelaySeconds          []int32
@@ -1303,9 +1518,10 @@ type MessageSendParams struct {
 	MaxReceiveCounts      []int32
 	DeadLetterQueues      []string
 	DeadLetterQueueGiven  []bool
+	BodyOffsets           []int32
+	BodyLengths           []int32
 	ServerMaxReceiveCount int32
-	Tenant                string
-	Queue                 string
+	BodyData              []byte
 }
 
 type MessageSendRow struct {
@@ -1331,16 +1547,23 @@ type MessageSendRow struct {
 // Inserts a batch into a queue, resolving each message's policies against the
 // queue's defaults once, at send time (-1 / 0 / dead_letter_queue_given=false
 // mean "absent"). The expiration clock starts after the delay. A message with
-// no delay is ready at once; a delayed one waits for its timer (the
-// messages_inserted trigger files either). Returns no rows when the queue
-// does not exist; the caller creates it and retries.
+// no delay is ready at once (a row in skipq.ready); a delayed one gets a
+// timer at its delay's end instead. Returns no rows when the queue does not
+// exist; the caller creates it and retries.
+// The bodies come as one bytea, @body_data, cut at @body_offsets (1-based)
+// and @body_lengths: a bytea[] parameter is built by the driver one element
+// at a time in a growing buffer, five times its size in garbage for a large
+// batch, where one bytea is one copy. @body_data is the statement's last
+// parameter (the queue is named first, the body cut last) so that nothing is
+// appended after it in that buffer either.
 func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) ([]MessageSendRow, error) {
 	rows, err := q.db.Query(ctx, messageSend,
+		arg.Tenant,
+		arg.Queue,
 		arg.Now,
 		arg.MessageIds,
 		arg.ClientIds,
 		arg.Metadatas,
-		arg.Bodies,
 		arg.BodyBinaries,
 		arg.Tags,
 		arg.DelaySeconds,
@@ -1348,9 +1571,10 @@ func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) ([]Mes
 		arg.MaxReceiveCounts,
 		arg.DeadLetterQueues,
 		arg.DeadLetterQueueGiven,
+		arg.BodyOffsets,
+		arg.BodyLengths,
 		arg.ServerMaxReceiveCount,
-		arg.Tenant,
-		arg.Queue,
+		arg.BodyData,
 	)
 	if err != nil {
 		return nil, err

@@ -17,11 +17,7 @@ func TestSendRacingQueueDeleteLeavesNothingReachable(t *testing.T) {
 
 	// A: a send into q and a claim of it, in one transaction still open.
 	txA, qa := f.begin(t)
-	p := db.MessageSendParams{Tenant: "t", Queue: "q", ServerMaxReceiveCount: 10,
-		MessageIds: []string{"late"}, ClientIds: []string{""}, Metadatas: []string{""},
-		Bodies: [][]byte{[]byte("x")}, BodyBinaries: []bool{false}, Tags: []string{"{}"},
-		DelaySeconds: []int32{0}, ExpirationSeconds: []int32{0}, MaxReceiveCounts: []int32{0},
-		DeadLetterQueues: []string{""}, DeadLetterQueueGiven: []bool{false}}
+	p := sendParams("q", 0, "late")
 	if rows, err := qa.MessageSend(ctx, p); err != nil || len(rows) != 1 {
 		t.Fatalf("send: %v %v", rows, err)
 	}
@@ -83,11 +79,7 @@ func TestSendRacingQueueDeleteLeavesNothingReachable(t *testing.T) {
 	}
 
 	// The sweep removes it, and only it.
-	if _, err := f.q.MessageSend(ctx, db.MessageSendParams{Tenant: "t", Queue: "q", ServerMaxReceiveCount: 10,
-		MessageIds: []string{"kept"}, ClientIds: []string{""}, Metadatas: []string{""},
-		Bodies: [][]byte{[]byte("x")}, BodyBinaries: []bool{false}, Tags: []string{"{}"},
-		DelaySeconds: []int32{0}, ExpirationSeconds: []int32{0}, MaxReceiveCounts: []int32{0},
-		DeadLetterQueues: []string{""}, DeadLetterQueueGiven: []bool{false}}); err != nil {
+	if _, err := f.q.MessageSend(ctx, sendParams("q", 0, "kept")); err != nil {
 		t.Fatal(err)
 	}
 	swept, err := f.q.MessageDeleteOrphaned(ctx, 100)

@@ -39,6 +39,8 @@ func statusOf(k service.Kind) (int, string) {
 		return http.StatusRequestEntityTooLarge, "payload_too_large"
 	case service.KindUnavailable:
 		return http.StatusServiceUnavailable, "unavailable"
+	case service.KindTooManyRequests:
+		return http.StatusTooManyRequests, "too_many_requests"
 	}
 	return http.StatusInternalServerError, "internal_error"
 }
@@ -63,7 +65,9 @@ func fail(c *gin.Context, err error) {
 	if e.Kind == service.KindInternal || e.Kind == service.KindUnavailable {
 		_ = c.Error(err) // logged by the request logger
 	}
-	if e.Kind == service.KindUnavailable {
+	if e.Kind == service.KindUnavailable || e.Kind == service.KindTooManyRequests {
+		// Both pass soon: a database that comes back, a waiting receive
+		// that ends. A second is the rate limiter's unit too.
 		c.Header("Retry-After", "1")
 	}
 	abortWith(c, status, code, msg, e.Issues)

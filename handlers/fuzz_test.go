@@ -31,7 +31,7 @@ func FuzzRoutes(f *testing.F) {
 	h := New(svc, pool, Config{
 		AuthOff: true, MaxRequestBytes: 1 << 16, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Ready:   func(c *gin.Context) error { return nil },
-		Metrics: metrics.New(nil, func() int { return 0 }),
+		Metrics: metrics.New(nil, nil),
 	})
 
 	seeds := []struct{ method, path, contentType, body string }{

@@ -128,5 +128,5 @@ func (h *api) receive(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"messages": toMessagesJSON(msgs)})
+	writeMessages(c, msgs)
 }

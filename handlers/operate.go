@@ -18,19 +18,6 @@ func toBrowsedJSON(m service.BrowsedMessage) browsedJSON {
 	return browsedJSON{messageJSON: toMessageJSON(m.Message), State: m.State, VisibleAt: ts(m.VisibleAt)}
 }
 
-type messagePageJSON struct {
-	Messages   any     `json:"messages"`
-	NextCursor *string `json:"nextCursor,omitempty"`
-}
-
-func page(messages any, next string) messagePageJSON {
-	out := messagePageJSON{Messages: messages}
-	if next != "" {
-		out.NextCursor = &next
-	}
-	return out
-}
-
 func (h *api) browse(c *gin.Context) {
 	limit, ok := queryInt(c, "limit", 100)
 	if !ok {
@@ -41,11 +28,11 @@ func (h *api) browse(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	out := make([]browsedJSON, len(msgs))
-	for i, m := range msgs {
-		out[i] = toBrowsedJSON(m)
-	}
-	c.JSON(http.StatusOK, page(out, next))
+	writePage(c, len(msgs), func(i int) any {
+		m := toBrowsedJSON(msgs[i])
+		msgs[i] = service.BrowsedMessage{} // m holds the body until it is written
+		return m
+	}, next)
 }
 
 func (h *api) getMessage(c *gin.Context) {
@@ -75,7 +62,11 @@ func (h *api) listDeadLettered(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, page(toMessagesJSON(msgs), next))
+	writePage(c, len(msgs), func(i int) any {
+		m := toMessageJSON(msgs[i])
+		msgs[i] = service.Message{} // m holds the body until it is written
+		return m
+	}, next)
 }
 
 type redriveRequest struct {

@@ -35,9 +35,12 @@ type Metrics struct {
 	labels map[[2]string]bool
 }
 
-// New builds the metrics of a node. waiters reports the parked long-polls;
-// pool, when not nil, is exported as skipq_db_pool_*.
-func New(pool *pgxpool.Pool, waiters func() int) *Metrics {
+// New builds the metrics of a node. longPolls reports the hub's waiting
+// receives (nil: none); pool, when not nil, is exported as skipq_db_pool_*.
+func New(pool *pgxpool.Pool, longPolls func() service.LongPollStats) *Metrics {
+	if longPolls == nil {
+		longPolls = func() service.LongPollStats { return service.LongPollStats{} }
+	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append([]string{"tenant", "queue"}, labels...))
 	}
@@ -69,7 +72,13 @@ func New(pool *pgxpool.Pool, waiters func() int) *Metrics {
 		m.queueMessages, m.oldestAge, m.requestDuration,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "skipq_longpoll_waiters", Help: "Receives parked on this node waiting for messages.",
-		}, func() float64 { return float64(waiters()) }),
+		}, func() float64 { return float64(longPolls().Parked) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "skipq_longpoll_waiters_max", Help: "Most receives that may wait on this node (SKIPQ_MAX_WAITERS; 0: no cap).",
+		}, func() float64 { return float64(longPolls().MaxParked) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "skipq_longpoll_refused_total", Help: "Receives refused (429) because this node already held its most waiting receives.",
+		}, func() float64 { return float64(longPolls().Refused) }),
 	)
 	if pool != nil {
 		m.reg.MustRegister(poolCollector{pool})

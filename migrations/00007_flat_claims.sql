@@ -60,51 +60,10 @@ SELECT queue_id, sequence FROM skipq.messages WHERE ready;
 INSERT INTO skipq.timers (due_at, queue_id, sequence)
 SELECT visible_at, queue_id, sequence FROM skipq.messages WHERE NOT ready;
 
--- Every statement that inserts or deletes messages keeps the ready table
--- and the timers in step through these two statement-level triggers, so the
--- rule lives in one place whatever the path (a send over HTTP or SQL, a
--- dead-letter move, a requeue, a redrive; an ack, a purge, an expiry, a
--- queue deletion). An inserting statement sets `ready` for each new message
--- (true unless it is delayed); the trigger gives a ready message its ready
--- row and any other one a timer at its visibility time. A deleted message
--- takes its ready row with it; its timers become no-ops.
--- +goose StatementBegin
-CREATE FUNCTION skipq.messages_inserted() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    INSERT INTO skipq.ready (queue_id, sequence)
-    SELECT n.queue_id, n.sequence FROM inserted_messages n WHERE n.ready;
-    INSERT INTO skipq.timers (due_at, queue_id, sequence)
-    SELECT n.visible_at, n.queue_id, n.sequence FROM inserted_messages n WHERE NOT n.ready;
-    RETURN NULL;
-END $$;
--- +goose StatementEnd
-
--- +goose StatementBegin
-CREATE FUNCTION skipq.messages_deleted() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    -- The message rows are deleted (and so locked) before their ready rows:
-    -- the lock order of every statement here (docs/DESIGN.md).
-    DELETE FROM skipq.ready r
-    USING deleted_messages o
-    WHERE o.ready AND r.queue_id = o.queue_id AND r.sequence = o.sequence;
-    RETURN NULL;
-END $$;
--- +goose StatementEnd
-
-CREATE TRIGGER messages_inserted AFTER INSERT ON skipq.messages
-    REFERENCING NEW TABLE AS inserted_messages
-    FOR EACH STATEMENT EXECUTE FUNCTION skipq.messages_inserted();
-CREATE TRIGGER messages_deleted AFTER DELETE ON skipq.messages
-    REFERENCING OLD TABLE AS deleted_messages
-    FOR EACH STATEMENT EXECUTE FUNCTION skipq.messages_deleted();
-REVOKE ALL ON FUNCTION skipq.messages_inserted(), skipq.messages_deleted() FROM PUBLIC;
-
 -- The SQL send (migrations 00002, 00006) as before, plus: a message without
--- a delay is inserted ready (the messages_inserted trigger files its ready
--- row, or a delayed one's timer), and a message cannot name its own queue as
--- its dead-letter queue (the HTTP API's rule too). Owner, SECURITY DEFINER
+-- a delay is inserted ready, with its ready row, and a delayed one with a
+-- timer at its delay's end; and a message cannot name its own queue as its
+-- dead-letter queue (the HTTP API's rule too). Owner, SECURITY DEFINER
 -- and the pinned search_path are restated: CREATE OR REPLACE resets them.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.enqueue(
@@ -205,6 +164,12 @@ BEGIN
             CASE WHEN v_expiration > 0 THEN v_now + make_interval(secs => v_delay + v_expiration) END,
             v_max, v_dlq, v_delay = 0)
         RETURNING m.message_id, m.sequence INTO message_id, v_seq;
+        IF v_delay = 0 THEN
+            INSERT INTO skipq.ready (queue_id, sequence) VALUES (q.id, v_seq);
+        ELSE
+            INSERT INTO skipq.timers (due_at, queue_id, sequence)
+            VALUES (v_now + make_interval(secs => v_delay), q.id, v_seq);
+        END IF;
         sequence := v_seq;
         duplicate := false;
         IF v_id IS NOT NULL THEN
@@ -363,10 +328,6 @@ BEGIN
     END IF;
 END $$;
 -- +goose StatementEnd
-DROP TRIGGER messages_deleted ON skipq.messages;
-DROP TRIGGER messages_inserted ON skipq.messages;
-DROP FUNCTION skipq.messages_deleted();
-DROP FUNCTION skipq.messages_inserted();
 ALTER TABLE skipq.messages ADD COLUMN final_lease_until timestamptz;
 UPDATE skipq.messages SET final_lease_until = visible_at
 WHERE lease_token IS NOT NULL AND receive_count >= max_receive_count;

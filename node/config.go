@@ -143,6 +143,8 @@ func (c *Config) vars() []envVar {
 		{"SKIPQ_MAX_EXPIRATION_SECONDS", "max-expiration-seconds", &l.MaxExpirationSeconds},
 		{"SKIPQ_MAX_RECEIVE_COUNT", "max-receive-count", &l.MaxReceiveCount},
 		{"SKIPQ_MAX_MESSAGE_BYTES", "max-message-bytes", &l.MaxMessageBytes},
+		{"SKIPQ_MAX_RESPONSE_BYTES", "max-response-bytes", &l.MaxResponseBytes},
+		{"SKIPQ_MAX_WAITERS", "max-waiters", &l.MaxWaiters},
 	} {
 		n, g := num(lim.p)
 		add(lim.env, lim.flag, "limit (SPEC §2)", n, g)
@@ -214,7 +216,8 @@ func (c *Config) Validate() error {
 		"SKIPQ_MAX_RECEIVE_MESSAGES": l.MaxReceiveMessages, "SKIPQ_MAX_WAIT_SECONDS": l.MaxWaitSeconds,
 		"SKIPQ_MAX_VISIBILITY_SECONDS": l.MaxVisibilitySeconds, "SKIPQ_MAX_DELAY_SECONDS": l.MaxDelaySeconds,
 		"SKIPQ_MAX_EXPIRATION_SECONDS": l.MaxExpirationSeconds, "SKIPQ_MAX_RECEIVE_COUNT": l.MaxReceiveCount,
-		"SKIPQ_MAX_MESSAGE_BYTES": l.MaxMessageBytes,
+		"SKIPQ_MAX_MESSAGE_BYTES": l.MaxMessageBytes, "SKIPQ_MAX_RESPONSE_BYTES": l.MaxResponseBytes,
+		"SKIPQ_MAX_WAITERS": l.MaxWaiters,
 	} {
 		if v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1", name))

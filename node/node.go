@@ -41,7 +41,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	defer pool.Close()
 
 	var svc *service.Service
-	m := metrics.New(pool, func() int { return svc.Hub().Waiters() })
+	m := metrics.New(pool, func() service.LongPollStats { return svc.Hub().Stats() })
 	svc = service.New(pool, service.Options{Limits: cfg.Limits, Log: log, Observer: m})
 	hub := svc.Hub()
 	bg, stopBackground := context.WithCancel(context.Background())

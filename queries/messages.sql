@@ -14,73 +14,119 @@
 -- Inserts a batch into a queue, resolving each message's policies against the
 -- queue's defaults once, at send time (-1 / 0 / dead_letter_queue_given=false
 -- mean "absent"). The expiration clock starts after the delay. A message with
--- no delay is ready at once; a delayed one waits for its timer (the
--- messages_inserted trigger files either). Returns no rows when the queue
--- does not exist; the caller creates it and retries.
-INSERT INTO skipq.messages (
-    queue_id, message_id, client_id, metadata, body, body_binary, tags,
-    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready)
-SELECT q.id, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags::jsonb,
-       t.now,
-       t.now + make_interval(secs => p.delay_seconds),
-       CASE WHEN p.delay_seconds > 0 THEN t.now + make_interval(secs => p.delay_seconds) END,
-       CASE WHEN p.expiration_seconds > 0
-            THEN t.now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
-       p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0
-FROM skipq.queues q
-CROSS JOIN (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t
-CROSS JOIN generate_subscripts(@message_ids::text[], 1) AS i
-CROSS JOIN LATERAL (SELECT
-    (@message_ids::text[])[i] AS message_id,
-    (@client_ids::text[])[i] AS client_id,
-    (@metadatas::text[])[i] AS metadata,
-    (@bodies::bytea[])[i] AS body,
-    (@body_binaries::boolean[])[i] AS body_binary,
-    (@tags::text[])[i] AS tags,
-    (@delay_seconds::integer[])[i] AS delay_seconds,
-    (@expiration_seconds::integer[])[i] AS expiration_seconds,
-    (@max_receive_counts::integer[])[i] AS max_receive_count,
-    (@dead_letter_queues::text[])[i] AS dead_letter_queue,
-    (@dead_letter_queue_given::boolean[])[i] AS dead_letter_queue_given
-) m
-CROSS JOIN LATERAL (SELECT
-    CASE WHEN m.delay_seconds < 0 THEN q.delay_seconds ELSE m.delay_seconds END AS delay_seconds,
-    CASE WHEN m.expiration_seconds < 0 THEN q.expiration_seconds ELSE m.expiration_seconds END AS expiration_seconds,
-    CASE WHEN m.max_receive_count > 0 THEN m.max_receive_count
-         WHEN q.max_receive_count > 0 THEN q.max_receive_count
-         ELSE @server_max_receive_count::integer END AS max_receive_count,
-    CASE WHEN m.dead_letter_queue_given THEN m.dead_letter_queue ELSE q.dead_letter_queue END AS dead_letter_queue
-) p
-WHERE q.tenant = @tenant AND q.name = @queue
-ORDER BY i
-RETURNING queue_id, message_id, sequence, sent_at, delayed_to, expires_at;
+-- no delay is ready at once (a row in skipq.ready); a delayed one gets a
+-- timer at its delay's end instead. Returns no rows when the queue does not
+-- exist; the caller creates it and retries.
+-- The bodies come as one bytea, @body_data, cut at @body_offsets (1-based)
+-- and @body_lengths: a bytea[] parameter is built by the driver one element
+-- at a time in a growing buffer, five times its size in garbage for a large
+-- batch, where one bytea is one copy. @body_data is the statement's last
+-- parameter (the queue is named first, the body cut last) so that nothing is
+-- appended after it in that buffer either.
+WITH inserted AS (
+    INSERT INTO skipq.messages (
+        queue_id, message_id, client_id, metadata, body, body_binary, tags,
+        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready)
+    SELECT q.id, m.message_id, m.client_id, m.metadata, b.body, m.body_binary, m.tags::jsonb,
+           t.now,
+           t.now + make_interval(secs => p.delay_seconds),
+           CASE WHEN p.delay_seconds > 0 THEN t.now + make_interval(secs => p.delay_seconds) END,
+           CASE WHEN p.expiration_seconds > 0
+                THEN t.now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
+           p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0
+    FROM (SELECT * FROM skipq.queues WHERE tenant = @tenant AND name = @queue) q
+    CROSS JOIN (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t
+    CROSS JOIN generate_subscripts(@message_ids::text[], 1) AS i
+    CROSS JOIN LATERAL (SELECT
+        (@message_ids::text[])[i] AS message_id,
+        (@client_ids::text[])[i] AS client_id,
+        (@metadatas::text[])[i] AS metadata,
+        (@body_binaries::boolean[])[i] AS body_binary,
+        (@tags::text[])[i] AS tags,
+        (@delay_seconds::integer[])[i] AS delay_seconds,
+        (@expiration_seconds::integer[])[i] AS expiration_seconds,
+        (@max_receive_counts::integer[])[i] AS max_receive_count,
+        (@dead_letter_queues::text[])[i] AS dead_letter_queue,
+        (@dead_letter_queue_given::boolean[])[i] AS dead_letter_queue_given,
+        (@body_offsets::integer[])[i] AS body_offset,
+        (@body_lengths::integer[])[i] AS body_length
+    ) m
+    CROSS JOIN LATERAL (SELECT
+        CASE WHEN m.delay_seconds < 0 THEN q.delay_seconds ELSE m.delay_seconds END AS delay_seconds,
+        CASE WHEN m.expiration_seconds < 0 THEN q.expiration_seconds ELSE m.expiration_seconds END AS expiration_seconds,
+        CASE WHEN m.max_receive_count > 0 THEN m.max_receive_count
+             WHEN q.max_receive_count > 0 THEN q.max_receive_count
+             ELSE @server_max_receive_count::integer END AS max_receive_count,
+        CASE WHEN m.dead_letter_queue_given THEN m.dead_letter_queue ELSE q.dead_letter_queue END AS dead_letter_queue
+    ) p
+    CROSS JOIN LATERAL (SELECT
+        substring(@body_data::bytea FROM m.body_offset FOR m.body_length) AS body
+    ) b
+    ORDER BY i
+    RETURNING queue_id, message_id, sequence, sent_at, delayed_to, expires_at, visible_at, ready
+), readied AS (
+    INSERT INTO skipq.ready (queue_id, sequence)
+    SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
+), timed AS (
+    INSERT INTO skipq.timers (due_at, queue_id, sequence)
+    SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
+)
+SELECT inserted.queue_id, inserted.message_id, inserted.sequence, inserted.sent_at,
+       inserted.delayed_to, inserted.expires_at
+FROM inserted;
 
 -- name: MessageClaim :many
 -- Claims up to @max_messages available messages, oldest sequence first, for
--- @visibility_seconds (NULL: the queue's default). The queue is resolved by
--- name in an InitPlan, so a receive is one round trip.
+-- @visibility_seconds (NULL: the queue's default), within the response
+-- budget. The queue is resolved by name in an InitPlan, so a receive is one
+-- round trip.
 --
--- `picked` walks skipq.ready, which holds only the messages a claim may take,
--- so the walk reads what it returns plus dead entries of recent claims until
--- VACUUM -- never the delayed or leased messages of the queue, however many.
--- It locks the messages themselves (FOR UPDATE OF c SKIP LOCKED): concurrent
--- receivers pass each other's rows instead of queueing behind them, and a
--- message is always locked before its ready row is deleted (the lock order
--- of every statement). `c.ready` is re-checked on the newest version when a
--- concurrent claim committed after this statement's snapshot, so it cannot
--- take a message twice. The claim then updates only unindexed columns (a HOT
--- update), deletes the ready rows, and files a timer at the lease's end, when
--- the worker readies the message again -- or dead-letters it, if that was
--- its last allowed delivery -- unless it was settled. Each claim mints a
--- fresh lease token (two strong random UUIDs: 244 random bits), so older
--- receipt handles go stale.
+-- `walked` walks skipq.ready, which holds only the messages a claim may
+-- take, so the walk reads what it returns plus dead entries of recent claims
+-- until VACUUM -- never the delayed or leased messages of the queue, however
+-- many. It locks the messages themselves (FOR UPDATE OF c SKIP LOCKED):
+-- concurrent receivers pass each other's rows instead of queueing behind
+-- them, and a message is always locked before its ready row is deleted (the
+-- lock order of every statement, docs/DESIGN.md). `c.ready` is re-checked on
+-- the newest version when a concurrent claim committed after this
+-- statement's snapshot, so no message is taken twice. The claim then
+-- updates only unindexed columns (a HOT update), deletes the ready rows, and
+-- files a timer at the lease's end, when the worker readies the message
+-- again -- or dead-letters it, if that was its last allowed delivery --
+-- unless it was settled first. Each claim mints a fresh lease token (two
+-- strong random UUIDs: 244 random bits), so older receipt handles go stale.
+--
+-- The response budget (here, in MessageClaimAndDelete and in MessagePeek):
+-- a receive stops taking messages when its answer would pass
+-- @max_response_bytes (SKIPQ_MAX_RESPONSE_BYTES). Of the rows the walk took,
+-- in sequence order, a row is kept while the estimated size of the rows
+-- before it is under the budget, and the first row always, so at least one
+-- message is returned however large. The walk's other rows are locked only
+-- for this statement (autocommit) and never leased: they stay ready for the
+-- next receive. One message's estimate is the size of its JSON without
+-- escaping: the body (base64, 4/3 of it, when binary), metadata, tags as
+-- JSON text, messageId, clientId and reRoutedFrom, plus @message_overhead
+-- for the fixed fields (names, timestamps, receipt handle, queue name),
+-- which the caller computes; service.EstimatedMessageBytes is the same sum
+-- in Go. octet_length of a bytea or text reads the raw size from the TOAST
+-- pointer without detoasting (a 1 MiB body costs no TOAST page);
+-- pg_column_size would be as cheap but gives the compressed size, which
+-- understates. tags::text does detoast, but tags are small (at most
+-- 32 x 1 KiB). LockRows does not keep the walk's order as far as the planner
+-- knows, so the window sorts its at most @max_messages (sequence, size)
+-- pairs again: a small in-memory sort above the LIMIT.
 WITH t AS (
     SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now,
            coalesce(sqlc.narg('visibility_seconds')::integer,
                     (SELECT q.visibility_seconds FROM skipq.queues q
                      WHERE q.tenant = @tenant AND q.name = @queue)) AS visibility_seconds
-), picked AS (
-    SELECT c.queue_id, c.sequence
+), walked AS (
+    SELECT c.queue_id, c.sequence,
+           CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                     ELSE octet_length(c.body)::bigint END
+                + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                + @message_overhead::bigint AS size
     FROM skipq.ready r
     JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
     WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
@@ -89,6 +135,12 @@ WITH t AS (
     ORDER BY r.sequence
     LIMIT @max_messages
     FOR UPDATE OF c SKIP LOCKED
+), picked AS (
+    SELECT w.queue_id, w.sequence FROM (
+        SELECT w.queue_id, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+        FROM walked w
+        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+    WHERE w.n = 1 OR w.before < @max_response_bytes::bigint
 ), unready AS (
     DELETE FROM skipq.ready r
     USING picked p
@@ -109,11 +161,16 @@ WHERE m.queue_id = p.queue_id AND m.sequence = p.sequence
 RETURNING m.*;
 
 -- name: MessageClaimAndDelete :many
--- autoAck receive: claims like MessageClaim and removes what it returns in
--- the same statement (the messages_deleted trigger takes the ready rows).
--- receive_count is reported as this delivery's count.
-WITH picked AS (
-    SELECT c.queue_id, c.sequence
+-- autoAck receive: claims like MessageClaim (the same walk and response
+-- budget) and removes what it returns, with its ready rows, in the same
+-- statement. receive_count is reported as this delivery's count.
+WITH walked AS (
+    SELECT c.queue_id, c.sequence,
+           CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                     ELSE octet_length(c.body)::bigint END
+                + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                + @message_overhead::bigint AS size
     FROM skipq.ready r
     JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
     WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
@@ -122,6 +179,16 @@ WITH picked AS (
     ORDER BY r.sequence
     LIMIT @max_messages
     FOR UPDATE OF c SKIP LOCKED
+), picked AS (
+    SELECT w.queue_id, w.sequence FROM (
+        SELECT w.queue_id, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+        FROM walked w
+        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+    WHERE w.n = 1 OR w.before < @max_response_bytes::bigint
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING picked p
+    WHERE r.queue_id = p.queue_id AND r.sequence = p.sequence
 )
 DELETE FROM skipq.messages m
 USING picked p
@@ -129,15 +196,33 @@ WHERE m.queue_id = p.queue_id AND m.sequence = p.sequence
 RETURNING m.*;
 
 -- name: MessagePeek :many
--- isPeek receive: the messages a claim would take, unchanged and unlocked.
-SELECT sqlc.embed(c)
-FROM skipq.ready r
-JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
-WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-  AND c.ready
-  AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-ORDER BY r.sequence
-LIMIT @max_messages;
+-- isPeek receive: the messages a claim would take (the same walk and
+-- response budget as MessageClaim), unchanged and unlocked. Rows come back
+-- in no particular order; the caller sorts them.
+WITH walked AS (
+    SELECT c.queue_id, c.sequence,
+           CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                     ELSE octet_length(c.body)::bigint END
+                + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                + @message_overhead::bigint AS size
+    FROM skipq.ready r
+    JOIN skipq.messages c ON c.queue_id = r.queue_id AND c.sequence = r.sequence
+    WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+      AND c.ready
+      AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+    ORDER BY r.sequence
+    LIMIT @max_messages
+), picked AS (
+    SELECT w.queue_id, w.sequence FROM (
+        SELECT w.queue_id, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+        FROM walked w
+        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+    WHERE w.n = 1 OR w.before < @max_response_bytes::bigint
+)
+SELECT sqlc.embed(m)
+FROM picked p
+JOIN skipq.messages m ON m.queue_id = p.queue_id AND m.sequence = p.sequence;
 
 -- name: MessageAckByReceipt :many
 -- Every settle returns the token it matched, so the caller credits exactly
@@ -145,12 +230,23 @@ LIMIT @max_messages;
 -- and checks that the queue still exists: a message that a send racing a
 -- queue deletion left behind (QueueDelete) is never settled, and the worker
 -- removes it (MessageDeleteOrphaned).
-DELETE FROM skipq.messages m
-USING (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
-        unnest(@tokens::bytea[]) AS token) k
-WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
-RETURNING m.queue_id, m.sequence, m.lease_token AS token;
+-- Every statement that deletes messages also deletes the ready rows of those
+-- that were ready (a leased message usually is not; one whose lease ran out
+-- and that the worker readied is), after the message row: the lock order of
+-- every statement (docs/DESIGN.md, "The claim").
+WITH gone AS (
+    DELETE FROM skipq.messages m
+    USING (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
+            unnest(@tokens::bytea[]) AS token) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
+    RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING gone g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
+)
+SELECT gone.queue_id, gone.sequence, gone.token::bytea AS token FROM gone;
 
 -- name: MessageNackByReceipt :many
 -- Makes messages available again now: ready, with the lease cleared. A
@@ -233,6 +329,10 @@ WITH moved AS (
           SELECT 1 FROM skipq.queues e, skipq.queues s
           WHERE s.id = m.queue_id AND e.tenant = s.tenant AND e.name = m.dead_letter_queue))
     RETURNING m.*
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING moved g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
 ), target AS (
     SELECT moved.*, sq.tenant, sq.name AS source_name, dq.id AS dq_id, dq.name AS dq_name,
            dq.delay_seconds AS dq_delay_seconds, dq.expiration_seconds AS dq_expiration_seconds,
@@ -267,7 +367,13 @@ WITH moved AS (
            target.dq_delay_seconds = 0
     FROM target, t
     WHERE target.dq_id IS NOT NULL
-    RETURNING queue_id
+    RETURNING queue_id, sequence, visible_at, ready
+), readied AS (
+    INSERT INTO skipq.ready (queue_id, sequence)
+    SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
+), timed AS (
+    INSERT INTO skipq.timers (due_at, queue_id, sequence)
+    SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
 )
 SELECT target.queue_id AS source_queue_id, target.tenant, target.dq_id AS dead_letter_queue_id,
        target.dq_name AS dead_letter_queue_name,
@@ -286,6 +392,10 @@ WITH moved AS (
     WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
       AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id)
     RETURNING m.*
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING moved g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
 ), source AS (
     SELECT moved.*, sq.name AS source_name,
            row_number() OVER (PARTITION BY moved.message_id ORDER BY moved.sequence) AS id_rank
@@ -312,16 +422,28 @@ WITH moved AS (
            source.source_name,
            true
     FROM source, dq, t
-    RETURNING queue_id
+    RETURNING queue_id, sequence
+), readied AS (
+    INSERT INTO skipq.ready (queue_id, sequence)
+    SELECT n.queue_id, n.sequence FROM inserted n
 )
 SELECT moved.queue_id AS source_queue_id, moved.sequence AS source_sequence,
        moved.lease_token AS source_token,
        (SELECT count(*) FROM inserted)::bigint AS inserted_count
 FROM moved;
 
--- name: MessageDeleteByQueue :execrows
--- Purge and queue deletion: every message of the queue, in every state.
-DELETE FROM skipq.messages WHERE queue_id = @queue_id;
+-- name: MessageDeleteByQueue :one
+-- Purge and queue deletion: every message of the queue, in every state, and
+-- their ready rows. Returns how many messages.
+WITH gone AS (
+    DELETE FROM skipq.messages m WHERE m.queue_id = @queue_id
+    RETURNING m.queue_id, m.sequence, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING gone g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
+)
+SELECT count(*)::bigint AS deleted FROM gone;
 
 -- name: MessageDeleteOrphaned :many
 -- Worker: removes up to @max_messages messages whose queue no longer exists.
@@ -339,17 +461,23 @@ WITH RECURSIVE present(queue_id) AS (
     SELECT (SELECT m.queue_id FROM skipq.messages m
             WHERE m.queue_id > present.queue_id ORDER BY m.queue_id LIMIT 1)
     FROM present WHERE present.queue_id IS NOT NULL
+), gone AS (
+    DELETE FROM skipq.messages m
+    WHERE (m.queue_id, m.sequence) IN (
+        SELECT c.queue_id, c.sequence FROM skipq.messages c
+        WHERE c.queue_id IN (
+            SELECT p.queue_id FROM present p
+            WHERE p.queue_id IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = p.queue_id))
+        LIMIT @max_messages
+        FOR UPDATE SKIP LOCKED)
+    RETURNING m.queue_id, m.sequence, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING gone g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
 )
-DELETE FROM skipq.messages m
-WHERE (m.queue_id, m.sequence) IN (
-    SELECT c.queue_id, c.sequence FROM skipq.messages c
-    WHERE c.queue_id IN (
-        SELECT p.queue_id FROM present p
-        WHERE p.queue_id IS NOT NULL
-          AND NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = p.queue_id))
-    LIMIT @max_messages
-    FOR UPDATE SKIP LOCKED)
-RETURNING m.queue_id;
+SELECT gone.queue_id FROM gone;
 
 -- name: TimerDue :one
 -- Worker: is any timer due? One probe of the due_at index, so an idle
@@ -412,34 +540,62 @@ RETURNING queue_id;
 -- Worker: removes up to @max_messages expired messages that are not in a live
 -- lease (an in-flight message can still be settled). Returns the queues for
 -- the expired-messages metric.
-DELETE FROM skipq.messages m
-WHERE (m.queue_id, m.sequence) IN (
-    SELECT c.queue_id, c.sequence FROM skipq.messages c
-    WHERE c.expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-      AND NOT (c.lease_token IS NOT NULL AND c.visible_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-    ORDER BY c.expires_at
-    LIMIT @max_messages
-    FOR UPDATE SKIP LOCKED)
-RETURNING m.queue_id;
+WITH gone AS (
+    DELETE FROM skipq.messages m
+    WHERE (m.queue_id, m.sequence) IN (
+        SELECT c.queue_id, c.sequence FROM skipq.messages c
+        WHERE c.expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+          AND NOT (c.lease_token IS NOT NULL AND c.visible_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+        ORDER BY c.expires_at
+        LIMIT @max_messages
+        FOR UPDATE SKIP LOCKED)
+    RETURNING m.queue_id, m.sequence, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING gone g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
+)
+SELECT gone.queue_id FROM gone;
 
 -- name: MessageBrowse :many
 -- Operator browse: a queue's messages by sequence after the cursor, with
 -- their state, optionally only one state (@state '' = all). Keyset
 -- pagination on the primary key: no offset scans. Expired messages not yet
--- removed are not shown.
+-- removed are not shown. The page stops at the response budget like a
+-- receive (MessageClaim): the walk measures sizes without fetching bodies,
+-- and only the rows kept are read whole, by primary key. Rows come back in
+-- no particular order (an ORDER BY here could make the planner walk the
+-- whole queue to avoid a sort); the caller sorts them.
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
-SELECT sqlc.embed(m), s.state::text AS state
-FROM skipq.messages m, t
-CROSS JOIN LATERAL (SELECT CASE
+SELECT sqlc.embed(m), (CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
     WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
-    ELSE 'in_flight' END AS state) s
+    ELSE 'in_flight' END)::text AS state
+FROM skipq.messages m, t
 WHERE m.queue_id = @queue_id
-  AND m.sequence > @after_sequence::bigint
-  AND (m.expires_at IS NULL OR m.expires_at > t.now)
-  AND (@state::text = '' OR s.state = @state::text)
-ORDER BY m.sequence
-LIMIT @max_messages;
+  AND m.sequence = ANY(ARRAY(
+      SELECT b.sequence FROM (
+          SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+          FROM (
+              SELECT c.sequence,
+                     CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
+                          ELSE octet_length(c.body)::bigint END
+                     + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
+                     + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                     + @message_overhead::bigint AS size
+              FROM skipq.messages c, t
+              CROSS JOIN LATERAL (SELECT CASE
+                  WHEN c.visible_at <= t.now AND c.receive_count < c.max_receive_count THEN 'available'
+                  WHEN c.lease_token IS NULL AND c.visible_at > t.now THEN 'delayed'
+                  ELSE 'in_flight' END AS state) s
+              WHERE c.queue_id = @queue_id
+                AND c.sequence > @after_sequence::bigint
+                AND (c.expires_at IS NULL OR c.expires_at > t.now)
+                AND (@state::text = '' OR s.state = @state::text)
+              ORDER BY c.sequence
+              LIMIT @max_messages) c
+          WINDOW w AS (ORDER BY c.sequence ROWS UNBOUNDED PRECEDING)) b
+      WHERE b.n = 1 OR b.before < @max_response_bytes::bigint));
 
 -- name: MessageGetByID :one
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
@@ -451,25 +607,56 @@ FROM skipq.messages m, t
 WHERE m.queue_id = @queue_id AND m.message_id = @message_id
   AND (m.expires_at IS NULL OR m.expires_at > t.now);
 
--- name: MessageDeleteByID :execrows
--- Operator delete of one message; its receipt handles go stale with it.
-DELETE FROM skipq.messages
-WHERE queue_id = @queue_id AND message_id = @message_id;
+-- name: MessageDeleteByID :one
+-- Operator delete of one message (and its ready row); its receipt handles go
+-- stale with it. Returns how many messages (0 or 1).
+WITH gone AS (
+    DELETE FROM skipq.messages m
+    WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+    RETURNING m.queue_id, m.sequence, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING gone g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
+)
+SELECT count(*)::bigint AS deleted FROM gone;
 
 -- name: MessageDeadLetteredList :many
 -- GET /v1/dlq: a tenant's dead-lettered messages, newest deadLetteredAt
 -- first, after the cursor (dead_lettered_at, sequence), optionally only
--- those that came from @source_queue. Walks messages_dead_lettered_idx.
-SELECT sqlc.embed(m), q.name::text AS queue_name
-FROM skipq.messages m
-JOIN skipq.queues q ON q.id = m.queue_id
-WHERE m.dead_lettered_at IS NOT NULL
-  AND q.tenant = @tenant
-  AND (@source_queue::text = '' OR m.re_routed_from = @source_queue::text)
-  AND (sqlc.narg('after_dead_lettered_at')::timestamptz IS NULL
-       OR (m.dead_lettered_at, m.sequence) < (sqlc.narg('after_dead_lettered_at')::timestamptz, @after_sequence::bigint))
-ORDER BY m.dead_lettered_at DESC, m.sequence DESC
-LIMIT @max_messages;
+-- those that came from @source_queue. Walks messages_dead_lettered_idx,
+-- measuring sizes without fetching bodies, and stops at the response budget
+-- like a receive (MessageClaim); then reads the rows kept by primary key
+-- (the queue's name is a subquery: joined, it let the planner reach the
+-- messages through the queue instead of the key).
+-- Rows come back in no particular order (an ORDER BY here could make the
+-- planner drive the join from the index to avoid a sort); the caller sorts
+-- them.
+WITH page AS MATERIALIZED (
+    SELECT b.queue_id, b.sequence FROM (
+        SELECT c.queue_id, c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+        FROM (
+            SELECT m.queue_id, m.sequence, m.dead_lettered_at,
+                   CASE WHEN m.body_binary THEN (octet_length(m.body)::bigint + 2) / 3 * 4
+                        ELSE octet_length(m.body)::bigint END
+                   + octet_length(m.metadata) + octet_length(m.tags::text) + octet_length(m.message_id)
+                   + octet_length(m.client_id) + coalesce(octet_length(m.re_routed_from), 0)
+                   + @message_overhead::bigint AS size
+            FROM skipq.messages m
+            JOIN skipq.queues q ON q.id = m.queue_id
+            WHERE m.dead_lettered_at IS NOT NULL
+              AND q.tenant = @tenant
+              AND (@source_queue::text = '' OR m.re_routed_from = @source_queue::text)
+              AND (sqlc.narg('after_dead_lettered_at')::timestamptz IS NULL
+                   OR (m.dead_lettered_at, m.sequence) < (sqlc.narg('after_dead_lettered_at')::timestamptz, @after_sequence::bigint))
+            ORDER BY m.dead_lettered_at DESC, m.sequence DESC
+            LIMIT @max_messages) c
+        WINDOW w AS (ORDER BY c.dead_lettered_at DESC, c.sequence DESC ROWS UNBOUNDED PRECEDING)) b
+    WHERE b.n = 1 OR b.before < @max_response_bytes::bigint
+)
+SELECT sqlc.embed(m), (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
+FROM page
+JOIN skipq.messages m ON m.queue_id = page.queue_id AND m.sequence = page.sequence;
 
 -- name: MessageDeadLetteredPick :many
 -- Redrive: up to @max_messages dead-lettered messages of a queue (or the one
@@ -514,27 +701,42 @@ WITH src AS (
                   WHERE d.tenant = src.tenant
                     AND d.name = CASE WHEN @to_queue::text = '' THEN m.re_routed_from ELSE @to_queue::text END)
     RETURNING m.*
+), unready AS (
+    DELETE FROM skipq.ready r
+    USING moved g
+    WHERE g.ready AND r.queue_id = g.queue_id AND r.sequence = g.sequence
 ), t AS (
     SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now
+), inserted AS (
+    INSERT INTO skipq.messages (
+        queue_id, message_id, client_id, metadata, body, body_binary, tags,
+        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready)
+    SELECT dq.id, skipq.uuid_v7()::text,
+           moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
+           t.now,
+           t.now + make_interval(secs => dq.delay_seconds),
+           CASE WHEN dq.delay_seconds > 0 THEN t.now + make_interval(secs => dq.delay_seconds) END,
+           CASE WHEN dq.expiration_seconds > 0
+                THEN t.now + make_interval(secs => dq.delay_seconds + dq.expiration_seconds) END,
+           CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count ELSE @server_max_receive_count::integer END,
+           dq.dead_letter_queue,
+           src.name,
+           dq.delay_seconds = 0
+    FROM moved, src, t, skipq.queues dq
+    WHERE dq.tenant = src.tenant
+      AND dq.name = CASE WHEN @to_queue::text = '' THEN moved.re_routed_from ELSE @to_queue::text END
+    RETURNING queue_id, message_id, sequence, delayed_to, visible_at, ready
+), readied AS (
+    INSERT INTO skipq.ready (queue_id, sequence)
+    SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
+), timed AS (
+    INSERT INTO skipq.timers (due_at, queue_id, sequence)
+    SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
 )
-INSERT INTO skipq.messages (
-    queue_id, message_id, client_id, metadata, body, body_binary, tags,
-    sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready)
-SELECT dq.id, skipq.uuid_v7()::text,
-       moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
-       t.now,
-       t.now + make_interval(secs => dq.delay_seconds),
-       CASE WHEN dq.delay_seconds > 0 THEN t.now + make_interval(secs => dq.delay_seconds) END,
-       CASE WHEN dq.expiration_seconds > 0
-            THEN t.now + make_interval(secs => dq.delay_seconds + dq.expiration_seconds) END,
-       CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count ELSE @server_max_receive_count::integer END,
-       dq.dead_letter_queue,
-       src.name,
-       dq.delay_seconds = 0
-FROM moved, src, t, skipq.queues dq
-WHERE dq.tenant = src.tenant
-  AND dq.name = CASE WHEN @to_queue::text = '' THEN moved.re_routed_from ELSE @to_queue::text END
-RETURNING queue_id, message_id, sequence, (SELECT dq2.name FROM skipq.queues dq2 WHERE dq2.id = queue_id)::text AS queue_name, delayed_to;
+SELECT inserted.queue_id, inserted.message_id, inserted.sequence,
+       (SELECT dq2.name FROM skipq.queues dq2 WHERE dq2.id = inserted.queue_id)::text AS queue_name,
+       inserted.delayed_to
+FROM inserted;
 
 -- name: MessageDeadTuples :one
 -- Worker: dead row versions in the messages table, per the statistics

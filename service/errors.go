@@ -20,6 +20,8 @@ const (
 	KindNotDeadLettered
 	KindTooLarge
 	KindUnavailable
+	// KindTooManyRequests: the node is at a capacity limit; retry later.
+	KindTooManyRequests
 )
 
 // Issue is one problem with the input, at a path like "messages[2].body".
@@ -60,6 +62,12 @@ func notFound(format string, args ...any) *Error {
 
 // ErrReceiptStale is returned for a receipt handle that settles nothing.
 var ErrReceiptStale = &Error{Kind: KindReceiptStale, Message: "the receipt handle is stale, unknown or forged"}
+
+// ErrTooManyWaiters is returned for a receive that would wait while the node
+// already holds Limits.MaxWaiters waiting receives. Nothing was claimed, so
+// the receive may simply be retried (after a pause, or on another node).
+var ErrTooManyWaiters = &Error{Kind: KindTooManyRequests,
+	Message: "this node holds as many waiting receives as it may (SKIPQ_MAX_WAITERS); retry later or with waitSeconds 0"}
 
 // KindOf returns the kind of err (KindInternal for foreign errors).
 func KindOf(err error) Kind {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -52,22 +53,60 @@ type Hub struct {
 
 	kick    chan struct{}
 	closing chan struct{}
+
+	// maxParked caps the receives waiting on this node (SKIPQ_MAX_WAITERS;
+	// 0: no cap). parked counts them from park to unpark, across their
+	// wake-ups and re-claims; refused counts the ones turned away.
+	maxParked int64
+	parked    atomic.Int64
+	refused   atomic.Uint64
 }
 
 type waiter struct {
 	c chan struct{} // buffered(1): a wake-up is never lost, never blocks
 }
 
-func newHub(nodeID string, pool *pgxpool.Pool, log *slog.Logger) *Hub {
+func newHub(nodeID string, pool *pgxpool.Pool, log *slog.Logger, maxParked int) *Hub {
 	return &Hub{
-		nodeID:  nodeID,
-		pool:    pool,
-		log:     log,
-		waiters: map[int64][]*waiter{},
-		pending: map[int64]int{},
-		kick:    make(chan struct{}, 1),
-		closing: make(chan struct{}),
+		nodeID:    nodeID,
+		pool:      pool,
+		log:       log,
+		waiters:   map[int64][]*waiter{},
+		pending:   map[int64]int{},
+		kick:      make(chan struct{}, 1),
+		closing:   make(chan struct{}),
+		maxParked: int64(maxParked),
 	}
+}
+
+// park counts a receive in as waiting, unless the node already holds its
+// most; it reports whether the receive may wait. Every true is paired with
+// one unpark.
+func (h *Hub) park() bool {
+	for {
+		n := h.parked.Load()
+		if h.maxParked > 0 && n >= h.maxParked {
+			h.refused.Add(1)
+			return false
+		}
+		if h.parked.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (h *Hub) unpark() { h.parked.Add(-1) }
+
+// LongPollStats is what the hub reports for metrics.
+type LongPollStats struct {
+	Parked    int    // receives waiting on this node now
+	MaxParked int    // the cap (SKIPQ_MAX_WAITERS); 0: none
+	Refused   uint64 // receives refused at the cap since start
+}
+
+// Stats reads the long-poll counters.
+func (h *Hub) Stats() LongPollStats {
+	return LongPollStats{Parked: int(h.parked.Load()), MaxParked: int(h.maxParked), Refused: h.refused.Load()}
 }
 
 // register parks a new waiter on a queue. Register BEFORE the claim that may
@@ -132,17 +171,6 @@ func (h *Hub) WakeAll() {
 	for id := range h.waiters {
 		h.wakeLocked(id, 0)
 	}
-}
-
-// Waiters is the number of receives parked on this node.
-func (h *Hub) Waiters() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, list := range h.waiters {
-		n += len(list)
-	}
-	return n
 }
 
 // Publish announces that count messages became available in a queue: local

@@ -16,6 +16,13 @@ type Limits struct {
 	MaxExpirationSeconds int
 	MaxReceiveCount      int
 	MaxMessageBytes      int
+	// MaxResponseBytes is a receive's (or peek's) answer budget: it stops
+	// taking messages when the estimated answer would pass it, but always
+	// returns at least one message (queries/messages.sql, MessageClaim).
+	MaxResponseBytes int
+	// MaxWaiters is how many receives may wait (long-poll) on this node at
+	// once; one more that would wait is refused with ErrTooManyWaiters.
+	MaxWaiters int
 }
 
 // DefaultLimits are SPEC §2's defaults.
@@ -28,8 +35,18 @@ func DefaultLimits() Limits {
 		MaxExpirationSeconds: 1209600,
 		MaxReceiveCount:      1024,
 		MaxMessageBytes:      1048576,
+		MaxResponseBytes:     16 << 20,
+		MaxWaiters:           DefaultMaxWaiters,
 	}
 }
+
+// DefaultMaxWaiters is sized by measurement (docs/OPERATIONS.md): a waiting
+// receive costs a node about 33 KB (two goroutines, the connection's
+// buffers, the request), so 1,500 of them take an idle node from 20 MB to
+// 72 MB RSS, leaving room under SPEC §8's 100 MB for a receive at the
+// response budget; and it is above the 1,000 waiting long-polls SPEC §8
+// requires.
+const DefaultMaxWaiters = 1500
 
 const (
 	// MaxBatchMessages is the most messages one batch send may carry.

@@ -1,10 +1,12 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/skipq/skipq/db"
@@ -53,15 +55,26 @@ func (s *Service) BrowseMessages(ctx context.Context, tenant, queue, state strin
 	if err != nil {
 		return nil, "", err
 	}
+	budget, overhead := int64(s.limits.MaxResponseBytes), messageOverhead(queue)
 	rows, err := s.q.MessageBrowse(ctx, db.MessageBrowseParams{
-		QueueID: q.ID, AfterSequence: after, State: state, MaxMessages: int32(limit + 1), Now: s.now()})
+		QueueID: q.ID, AfterSequence: after, State: state, MaxMessages: int32(limit + 1), Now: s.now(),
+		MaxResponseBytes: budget, MessageOverhead: overhead})
 	if err != nil {
 		return nil, "", fromDB("browse", err)
 	}
+	slices.SortFunc(rows, func(a, b db.MessageBrowseRow) int {
+		return cmp.Compare(a.SkipqMessage.Sequence, b.SkipqMessage.Sequence)
+	})
+	// The one row past the limit says there is another page; so does a page
+	// the response budget cut short (the next one may then be empty).
+	var size int64
+	for _, r := range rows {
+		size += estimatedRowBytes(r.SkipqMessage, overhead)
+	}
 	next := ""
-	if len(rows) > limit {
-		rows = rows[:limit]
-		next = encodeSequenceCursor(rows[limit-1].SkipqMessage.Sequence)
+	if more := len(rows) > limit || size >= budget; more && len(rows) > 0 {
+		rows = rows[:min(len(rows), limit)]
+		next = encodeSequenceCursor(rows[len(rows)-1].SkipqMessage.Sequence)
 	}
 	out := make([]BrowsedMessage, len(rows))
 	for i, r := range rows {
@@ -134,16 +147,28 @@ func (s *Service) ListDeadLettered(ctx context.Context, tenant, sourceQueue stri
 	if err := is.err(); err != nil {
 		return nil, "", err
 	}
+	// Messages of any of the tenant's queues: estimate every queue name at
+	// its longest.
+	budget, overhead := int64(s.limits.MaxResponseBytes), int64(MessageOverheadBytes+maxQueueNameBytes)
 	rows, err := s.q.MessageDeadLetteredList(ctx, db.MessageDeadLetteredListParams{
 		Tenant: tenant, SourceQueue: sourceQueue, AfterDeadLetteredAt: afterAt, AfterSequence: afterSeq,
-		MaxMessages: int32(limit + 1)})
+		MaxMessages: int32(limit + 1), MaxResponseBytes: budget, MessageOverhead: overhead})
 	if err != nil {
 		return nil, "", fromDB("list dead-lettered messages", err)
 	}
+	// Newest deadLetteredAt first, then highest sequence: the cursor's order.
+	slices.SortFunc(rows, func(a, b db.MessageDeadLetteredListRow) int {
+		x, y := a.SkipqMessage, b.SkipqMessage
+		return cmp.Or(x.DeadLetteredAt.Compare(*y.DeadLetteredAt)*-1, cmp.Compare(y.Sequence, x.Sequence))
+	})
+	var size int64
+	for _, r := range rows {
+		size += estimatedRowBytes(r.SkipqMessage, overhead)
+	}
 	next := ""
-	if len(rows) > limit {
-		rows = rows[:limit]
-		last := rows[limit-1].SkipqMessage
+	if more := len(rows) > limit || size >= budget; more && len(rows) > 0 {
+		rows = rows[:min(len(rows), limit)]
+		last := rows[len(rows)-1].SkipqMessage
 		next = encodeDLQCursor(*last.DeadLetteredAt, last.Sequence)
 	}
 	out := make([]Message, len(rows))

@@ -67,7 +67,7 @@ func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOp
 	if o.MaxMessages != nil {
 		max = *o.MaxMessages
 	}
-	msgs, err := s.claim(ctx, tenant, queue, max, o)
+	msgs, _, err := s.claim(ctx, tenant, queue, max, o)
 	if err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
@@ -76,14 +76,21 @@ func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOp
 	if err != nil || wait <= 0 {
 		return nil, err
 	}
+	// Every waiting receive holds a goroutine, its connection's buffers and
+	// a hub entry until it ends: past the node's cap, refuse at once rather
+	// than let open long polls grow the node without bound.
+	if !s.hub.park() {
+		return nil, ErrTooManyWaiters
+	}
+	defer s.hub.unpark()
 	deadline := time.NewTimer(time.Duration(wait) * time.Second)
 	defer deadline.Stop()
 	for {
 		w := s.hub.register(queueID)
-		msgs, err := s.claim(ctx, tenant, queue, max, o)
+		msgs, more, err := s.claim(ctx, tenant, queue, max, o)
 		if err != nil || len(msgs) > 0 {
 			s.hub.unregister(queueID, w)
-			if len(msgs) == max {
+			if more {
 				// There may be more: pass the wake-up on to the next waiter.
 				s.hub.wake(queueID, 1)
 			}
@@ -129,21 +136,25 @@ func (s *Service) waitTarget(ctx context.Context, tenant, queue string, waitSeco
 const claimTimeout = 10 * time.Second
 
 // claim runs one claim (or peek, or claim-and-delete) and returns the
-// messages in sequence order.
-func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, error) {
+// messages in sequence order, and whether more may be available: the claim
+// took max messages or stopped at the response budget.
+func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, bool, error) {
 	ctx, cancel := context.WithTimeout(reqCtx, claimTimeout)
 	defer cancel()
+	budget, overhead := int64(s.limits.MaxResponseBytes), messageOverhead(queue)
 	var rows []db.SkipqMessage
 	var err error
 	switch {
 	case o.IsPeek:
 		var peeked []db.MessagePeekRow
-		peeked, err = s.q.MessagePeek(ctx, db.MessagePeekParams{Tenant: tenant, Queue: queue, Now: s.now(), MaxMessages: int32(max)})
+		peeked, err = s.q.MessagePeek(ctx, db.MessagePeekParams{Tenant: tenant, Queue: queue, Now: s.now(),
+			MaxMessages: int32(max), MaxResponseBytes: budget, MessageOverhead: overhead})
 		for _, p := range peeked {
 			rows = append(rows, p.SkipqMessage)
 		}
 	case o.AutoAck:
-		rows, err = s.q.MessageClaimAndDelete(ctx, db.MessageClaimAndDeleteParams{Tenant: tenant, Queue: queue, Now: s.now(), MaxMessages: int32(max)})
+		rows, err = s.q.MessageClaimAndDelete(ctx, db.MessageClaimAndDeleteParams{Tenant: tenant, Queue: queue, Now: s.now(),
+			MaxMessages: int32(max), MaxResponseBytes: budget, MessageOverhead: overhead})
 		for i := range rows {
 			rows[i].ReceiveCount++
 			if rows[i].FirstReceivedAt == nil {
@@ -152,14 +163,20 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 		}
 	default:
 		rows, err = s.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
-			MaxMessages: int32(max), VisibilitySeconds: int32Ptr(o.VisibilitySeconds)})
+			MaxMessages: int32(max), VisibilitySeconds: int32Ptr(o.VisibilitySeconds),
+			MaxResponseBytes: budget, MessageOverhead: overhead})
 	}
 	if err != nil {
 		if errors.Is(reqCtx.Err(), context.Canceled) {
-			return nil, nil // the client left; nothing was claimed
+			return nil, false, nil // the client left; nothing was claimed
 		}
-		return nil, fromDB("receive", err)
+		return nil, false, fromDB("receive", err)
 	}
+	var size int64
+	for _, r := range rows {
+		size += estimatedRowBytes(r, overhead)
+	}
+	more := len(rows) == max || size >= budget
 	slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
 	if len(rows) > 0 && !o.IsPeek {
 		s.names.remember(rows[0].QueueID, tenant, queue)
@@ -176,7 +193,35 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 			msgs[i].VisibleUntil = new(r.VisibleAt)
 		}
 	}
-	return msgs, nil
+	return msgs, more, nil
+}
+
+// MessageOverheadBytes is the response-budget estimate of a received
+// message's fixed JSON: field names, punctuation, the receipt handle, the
+// sequence and counts, six timestamps and bodyEncoding. The queue name is
+// added per queue; the variable fields are measured in the claim statement
+// (queries/messages.sql, MessageClaim). handlers tests hold the HTTP
+// encoding to it.
+const MessageOverheadBytes = 640
+
+// messageOverhead is the per-message estimate the claim statements add to
+// each message's measured fields.
+func messageOverhead(queue string) int64 {
+	return MessageOverheadBytes + int64(len(queue))
+}
+
+// estimatedRowBytes is the claim statements' size estimate of one message,
+// the same sum in Go (tags are the JSON text the jsonb column returns).
+func estimatedRowBytes(r db.SkipqMessage, overhead int64) int64 {
+	n := int64(len(r.Body))
+	if r.BodyBinary {
+		n = (n + 2) / 3 * 4
+	}
+	n += int64(len(r.Metadata) + len(r.Tags) + len(r.MessageID) + len(r.ClientID))
+	if r.ReRoutedFrom != nil {
+		n += int64(len(*r.ReRoutedFrom))
+	}
+	return n + overhead
 }
 
 func (s *Service) nowOr(t time.Time) time.Time {

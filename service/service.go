@@ -64,7 +64,7 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	if opts.Clock != nil {
 		s.now = func() *time.Time { t := opts.Clock(); return &t }
 	}
-	s.hub = newHub(newNodeID(), pool, log)
+	s.hub = newHub(newNodeID(), pool, log, opts.Limits.MaxWaiters)
 	return s
 }
 

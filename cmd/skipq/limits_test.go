@@ -32,8 +32,10 @@ func longPolls() int {
 // database connections; the node keeps answering, and a send wakes one.
 func TestManyLongPolls(t *testing.T) {
 	db := testdb.New(t)
-	p := serve(t, db, "SKIPQ_DB_MAX_CONNS=8")
 	n := longPolls()
+	// The default SKIPQ_MAX_WAITERS is sized for SPEC §8's memory target,
+	// below what this test (and make chaos, 10,000) parks.
+	p := serve(t, db, "SKIPQ_DB_MAX_CONNS=8", "SKIPQ_MAX_WAITERS="+strconv.Itoa(n))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableKeepAlives: true}}
