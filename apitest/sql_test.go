@@ -79,6 +79,7 @@ func TestSQLSendValidation(t *testing.T) {
 		`SELECT skipq.send('q', 'x', tags => '{"skipq.k":"v"}')`,
 		`SELECT skipq.send('q', 'x', tags => '{"k":1}')`,
 		"SELECT skipq.send('q', 'x', dead_letter_queue => 'a*')",
+		"SELECT skipq.send('q', 'x', dead_letter_queue => 'q')", // its own dead-letter queue
 		"SELECT skipq.send_batch('q', ARRAY[]::text[])",
 	} {
 		_, err := conn.Exec(context.Background(), stmt)
