@@ -51,7 +51,8 @@ run: postgres-bin build
 # test: vet, check that sqlc's generated code is current, run every test,
 # run the HTTP API suite (apitest) a second time with the nodes' database URL
 # through PgBouncer in transaction-pooling mode and their LISTEN connection
-# direct (SPEC §1; node/nodetest), then stop the shared test cluster and any
+# direct (SPEC §1; node/nodetest), run the concurrent packages under the race
+# detector (RACE_PACKAGES), then stop the shared test cluster and any
 # PgBouncer left in front of it, whether the tests passed or not, keeping the
 # first failure's exit status.
 test: postgres-bin pgbouncer-bin
@@ -61,8 +62,15 @@ test: postgres-bin pgbouncer-bin
 	go test -count=1 -timeout 20m ./... || status=$$?; \
 	echo "SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./apitest/"; \
 	SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./apitest/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
+	echo "go test -race $(RACE_PACKAGES)"; \
+	go test -race -count=1 -timeout 20m $(RACE_PACKAGES) || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
 	go run ./devpg/stopcluster $(TEST_CLUSTER) || true; \
 	exit $$status
+
+# The packages whose goroutines meet (the long-poll hub, the client's
+# Consume, the rate limiter, the node's wiring, the API under concurrent
+# requests) run a second time under the race detector: about 2 minutes here.
+RACE_PACKAGES := ./handlers/ ./service/ ./client/ ./node/... ./db/ ./apitest/
 
 # fuzz: run every fuzz target for FUZZTIME each (their seed corpora already
 # run in `make test`).
