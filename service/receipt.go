@@ -94,9 +94,16 @@ func (r receipt) key() settledKey { return settled(r.queueID, r.sequence, r.toke
 
 // result reports, per input handle, whether it settled its message.
 func (rs receipts) result(changed map[settledKey]bool) SettleResult {
+	return rs.resultFor(changed, func(string) bool { return true })
+}
+
+// resultFor is result for a request whose statement was shared: a handle
+// counts only if this request owns it (a handle two requests named is
+// credited to one of them).
+func (rs receipts) resultFor(changed map[settledKey]bool, owns func(handle string) bool) SettleResult {
 	var res SettleResult
 	for i, h := range rs.handles {
-		if rs.valid[i] && changed[rs.parsed[i].key()] {
+		if rs.valid[i] && changed[rs.parsed[i].key()] && owns(h) {
 			res.Succeeded++
 			continue
 		}

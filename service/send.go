@@ -145,9 +145,93 @@ var errQueueVanished = &Error{Kind: KindUnavailable, Message: "the queue was del
 
 // sendUnkeyed is the common path: one autocommit INSERT, plus a queue
 // creation and a retry the first time a queue is used (or when a concurrent
-// DELETE removed it between the creation and the insert).
+// DELETE removed it between the creation and the insert). Concurrent sends
+// on this node share their INSERT (sharer): one statement and one commit per
+// queue for all of them.
 func (s *Service) sendUnkeyed(ctx context.Context, tenant, queue string, msgs []prepared) ([]SendResult, int64, error) {
-	params := s.insertParams(tenant, queue, msgs)
+	call := &sendCall{tenant: tenant, queue: queue, msgs: msgs}
+	if err := s.sends.do(ctx, call); err != nil {
+		return nil, 0, fromDB("send", err)
+	}
+	return call.results, call.queueID, call.err
+}
+
+// sendCall is one request's part of a shared send.
+type sendCall struct {
+	tenant, queue string
+	msgs          []prepared
+	results       []SendResult
+	queueID       int64
+	err           error
+}
+
+// sendSize weighs a send by its bytes, so that a shared statement stays
+// within sharedSendBytes however small its requests' messages are: its
+// parameters are built in memory, a copy of every body.
+func sendSize(c *sendCall) int {
+	n := 0
+	for _, m := range c.msgs {
+		n += len(m.body) + len(m.Metadata) + len(m.tagsJSON) + sendOverheadBytes
+	}
+	return n
+}
+
+const (
+	// sharedSendBytes bounds one shared INSERT's messages: the default
+	// request limit, SKIPQ_MAX_REQUEST_BYTES. A larger request runs alone.
+	sharedSendBytes = 16 << 20
+	// sendOverheadBytes is a message's ids, flags and policies in the
+	// statement's parameters, roughly.
+	sendOverheadBytes = 256
+)
+
+// runSends inserts the messages of several requests, one statement per
+// queue. Messages are matched to their requests by messageId (server
+// UUIDv7s, unique). When a shared INSERT does not go through -- the queue
+// is missing, or the statement failed -- each request is sent on its own
+// (sendAlone), which creates the queue or answers its own error.
+func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
+	type key struct{ tenant, queue string }
+	byQueue := map[key][]*sendCall{}
+	var order []key
+	for _, c := range calls {
+		k := key{c.tenant, c.queue}
+		if byQueue[k] == nil {
+			order = append(order, k)
+		}
+		byQueue[k] = append(byQueue[k], c)
+	}
+	for _, k := range order {
+		group := byQueue[k]
+		if len(group) == 1 {
+			s.sendAlone(ctx, group[0])
+			continue
+		}
+		var all []prepared
+		for _, c := range group {
+			all = append(all, c.msgs...)
+		}
+		rows, err := s.q.MessageSend(ctx, s.insertParams(k.tenant, k.queue, all))
+		if err != nil || len(rows) != len(all) {
+			for _, c := range group {
+				s.sendAlone(ctx, c)
+			}
+			continue
+		}
+		byID := sendRowsByID(rows)
+		for _, c := range group {
+			c.results = make([]SendResult, len(c.msgs))
+			for i, m := range c.msgs {
+				c.results[i] = byID[m.MessageID]
+			}
+			c.queueID = rows[0].QueueID
+		}
+	}
+}
+
+// sendAlone is one request's send, creating its queue if needed.
+func (s *Service) sendAlone(ctx context.Context, c *sendCall) {
+	params := s.insertParams(c.tenant, c.queue, c.msgs)
 	var rows []db.MessageSendRow
 	var err error
 	for attempt := 1; ; attempt++ {
@@ -156,24 +240,27 @@ func (s *Service) sendUnkeyed(ctx context.Context, tenant, queue string, msgs []
 			break
 		}
 		if attempt == sendAttempts {
-			return nil, 0, errQueueVanished
+			c.err = errQueueVanished
+			return
 		}
-		if err = s.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: tenant, Names: []string{queue}}); err != nil {
+		if err = s.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: c.tenant, Names: []string{c.queue}}); err != nil {
 			break
 		}
 	}
 	if err != nil {
-		return nil, 0, fromDB("send", err)
+		c.err = fromDB("send", err)
+		return
 	}
-	if len(rows) != len(msgs) {
-		return nil, 0, fromDB("send", fmt.Errorf("inserted %d of %d messages", len(rows), len(msgs)))
+	if len(rows) != len(c.msgs) {
+		c.err = fromDB("send", fmt.Errorf("inserted %d of %d messages", len(rows), len(c.msgs)))
+		return
 	}
-	results := make([]SendResult, len(msgs))
+	c.results = make([]SendResult, len(c.msgs))
 	byID := sendRowsByID(rows)
-	for i, m := range msgs {
-		results[i] = byID[m.MessageID]
+	for i, m := range c.msgs {
+		c.results[i] = byID[m.MessageID]
 	}
-	return results, rows[0].QueueID, nil
+	c.queueID = rows[0].QueueID
 }
 
 // sendKeyed handles client-given ids in one transaction: live keys answer as

@@ -24,6 +24,8 @@ type Service struct {
 	limits Limits
 	log    *slog.Logger
 	hub    *Hub
+	acks   *sharer[ackCall]
+	sends  *sharer[sendCall]
 	keys   keyCache
 	names  queueNames
 	obs    Observer
@@ -64,6 +66,8 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	if opts.Clock != nil {
 		s.now = func() *time.Time { t := opts.Clock(); return &t }
 	}
+	s.acks = &sharer[ackCall]{maxItems: sharedAckHandles, size: ackSize, run: s.runAcks}
+	s.sends = &sharer[sendCall]{maxItems: sharedSendBytes, size: sendSize, run: s.runSends}
 	s.hub = newHub(newNodeID(), pool, log, opts.Limits.MaxWaiters)
 	return s
 }
@@ -73,6 +77,10 @@ func (s *Service) Limits() Limits { return s.limits }
 
 // Hub returns the node's long-poll hub (listener wiring, shutdown, metrics).
 func (s *Service) Hub() *Hub { return s.hub }
+
+// sharedAckHandles bounds the handles of one shared ack statement: four
+// full requests' worth.
+const sharedAckHandles = 4 * MaxReceiptHandles
 
 // inTx runs fn in one transaction.
 func (s *Service) inTx(ctx context.Context, fn func(q *db.Queries) error) error {

@@ -11,16 +11,59 @@ import (
 // by primary key and check the lease token in the statement that changes
 // them: a stale or forged handle changes nothing.
 
-// Ack removes the messages.
+// Ack removes the messages. Concurrent acks on this node share one
+// statement (sharer): one commit for many requests.
 func (s *Service) Ack(ctx context.Context, handles []string) (SettleResult, error) {
 	rs := parseReceipts(handles)
 	if len(rs.tokens) == 0 {
 		return rs.result(nil), nil
 	}
-	rows, err := s.q.MessageAckByReceipt(ctx, db.MessageAckByReceiptParams{
-		QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens})
-	if err != nil {
+	call := &ackCall{rs: rs}
+	if err := s.acks.do(ctx, call); err != nil {
 		return SettleResult{}, fromDB("ack", err)
+	}
+	return call.res, call.err
+}
+
+// ackCall is one request's part of a shared ack.
+type ackCall struct {
+	rs  receipts
+	res SettleResult
+	err error
+}
+
+func ackSize(c *ackCall) int { return len(c.rs.tokens) }
+
+// runAcks acks the handles of several requests in one statement. A handle
+// named by two requests is sent once and credited to the first: a message is
+// settled once, and counted once.
+func (s *Service) runAcks(ctx context.Context, calls []*ackCall) {
+	var p db.MessageAckByReceiptParams
+	owner := map[string]*ackCall{}
+	for _, c := range calls {
+		for i, h := range c.rs.handles {
+			if !c.rs.valid[i] || owner[h] != nil {
+				continue
+			}
+			owner[h] = c
+			r := c.rs.parsed[i]
+			p.QueueIds = append(p.QueueIds, r.queueID)
+			p.Sequences = append(p.Sequences, r.sequence)
+			p.Tokens = append(p.Tokens, r.token)
+		}
+	}
+	rows, err := s.q.MessageAckByReceipt(ctx, p)
+	if err != nil {
+		if len(calls) == 1 {
+			calls[0].err = fromDB("ack", err)
+			return
+		}
+		// The shared statement failed as a whole: each request on its own,
+		// so that each gets its own answer.
+		for _, c := range calls {
+			s.runAcks(ctx, []*ackCall{c})
+		}
+		return
 	}
 	changed := map[settledKey]bool{}
 	acked := map[int64]int{}
@@ -28,8 +71,10 @@ func (s *Service) Ack(ctx context.Context, handles []string) (SettleResult, erro
 		changed[settled(r.QueueID, r.Sequence, r.Token)] = true
 		acked[r.QueueID]++
 	}
+	for _, c := range calls {
+		c.res = c.rs.resultFor(changed, func(h string) bool { return owner[h] == c })
+	}
 	s.observeByID(ctx, acked, s.obs.MessagesAcked)
-	return rs.result(changed), nil
 }
 
 // Nack makes the messages available again now; a message on its last allowed

@@ -1,0 +1,95 @@
+package service
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A lone call runs at once, alone; calls that arrive while a statement runs
+// go together in the next one, at most maxItems items each; every call
+// returns only once the statement that carried it ran.
+func TestSharerBatchesWhatWaits(t *testing.T) {
+	type call struct {
+		id, items int
+		ranIn     int // the statement (1, 2, ...) that carried it
+	}
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	var mu sync.Mutex
+	var batches [][]int
+	s := &sharer[call]{
+		maxItems: 5,
+		size:     func(c *call) int { return c.items },
+		run: func(_ context.Context, batch []*call) {
+			mu.Lock()
+			n := len(batches) + 1
+			var ids []int
+			for _, c := range batch {
+				ids = append(ids, c.id)
+				c.ranIn = n
+			}
+			batches = append(batches, ids)
+			mu.Unlock()
+			if n == 1 {
+				started <- struct{}{}
+				<-release // the first statement is in flight until released
+			}
+		},
+	}
+	ctx := context.Background()
+	first := &call{id: 0, items: 1}
+	firstDone := make(chan struct{})
+	go func() { _ = s.do(ctx, first); close(firstDone) }()
+	<-started
+
+	// Six calls of two items each arrive while the first statement runs.
+	var wg sync.WaitGroup
+	calls := make([]*call, 6)
+	for i := range calls {
+		calls[i] = &call{id: i + 1, items: 2}
+		wg.Go(func() {
+			if err := s.do(ctx, calls[i]); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.waiting) == 6 })
+	for _, c := range calls {
+		if c.ranIn != 0 {
+			t.Fatalf("call %d ran before the statement in flight finished", c.id)
+		}
+	}
+	close(release)
+	<-firstDone
+	wg.Wait()
+
+	if len(batches) != 4 || !slices.Equal(batches[0], []int{0}) {
+		t.Fatalf("statements %v: want the lone call alone, then the six waiting calls in batches of at most 5 items", batches)
+	}
+	for _, b := range batches[1:] {
+		if len(b) != 2 {
+			t.Fatalf("statements %v: want two waiting calls (4 items) per statement", batches)
+		}
+	}
+	// The drainer goes idle right after it answered the last batch.
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return !s.busy && len(s.waiting) == 0 })
+
+	// Idle again: the next lone call runs at once, alone.
+	last := &call{id: 9, items: 1}
+	if err := s.do(ctx, last); err != nil || last.ranIn != 5 {
+		t.Fatalf("a lone call after the burst ran in statement %d (%v), want 5", last.ranIn, err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i > 100000 {
+			t.Fatal("condition never held")
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
