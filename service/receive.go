@@ -161,6 +161,8 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 				rows[i].FirstReceivedAt = new(s.nowOr(time.Now()))
 			}
 		}
+	case max == 1:
+		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds)
 	default:
 		rows, err = s.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
 			MaxMessages: int32(max), VisibilitySeconds: int32Ptr(o.VisibilitySeconds),
@@ -250,5 +252,77 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 		ExpiresAt:       r.ExpiresAt,
 		ReRoutedFrom:    r.ReRoutedFrom,
 		DeadLetteredAt:  r.DeadLetteredAt,
+	}
+}
+
+// claimCall is one single-message receive's part of a shared claim.
+type claimCall struct {
+	tenant, queue string
+	visibility    *int
+	rows          []db.SkipqMessage
+	err           error
+}
+
+func claimSize(*claimCall) int { return 1 }
+
+// claimShared claims one message, together with the single-message
+// receives that arrive while a claim of this node runs (sharer): one
+// statement and one commit for all of them, and waiters woken together are
+// served by one claim. Receives of more than one message claim on their
+// own: they already share a commit among their messages, and splitting a
+// batch would have to respect each request's response budget.
+func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibility *int) ([]db.SkipqMessage, error) {
+	call := &claimCall{tenant: tenant, queue: queue, visibility: visibility}
+	if err := s.claims.do(ctx, call); err != nil {
+		return nil, err
+	}
+	return call.rows, call.err
+}
+
+// runClaims claims, per queue and visibility, as many messages as there are
+// calls, in one statement, and hands them out in sequence order, one each.
+// A call left without a message (the queue had fewer) answers empty, as a
+// claim of its own would have.
+func (s *Service) runClaims(ctx context.Context, calls []*claimCall) {
+	type key struct {
+		tenant, queue string
+		visibility    int // -1: the queue's default
+	}
+	groups := map[key][]*claimCall{}
+	var order []key
+	for _, c := range calls {
+		k := key{c.tenant, c.queue, -1}
+		if c.visibility != nil {
+			k.visibility = *c.visibility
+		}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], c)
+	}
+	for _, k := range order {
+		group := groups[k]
+		rows, err := s.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
+			MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility),
+			MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
+			MessageOverhead:  messageOverhead(k.queue)})
+		if err != nil {
+			if len(group) == 1 {
+				group[0].err = err
+				continue
+			}
+			// The shared claim failed as a whole (and claimed nothing):
+			// each request on its own, so that each gets its own answer.
+			for _, c := range group {
+				s.runClaims(ctx, []*claimCall{c})
+			}
+			continue
+		}
+		slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
+		for i, c := range group {
+			if i < len(rows) {
+				c.rows = rows[i : i+1]
+			}
+		}
 	}
 }

@@ -26,6 +26,7 @@ type Service struct {
 	hub    *Hub
 	acks   *sharer[ackCall]
 	sends  *sharer[sendCall]
+	claims *sharer[claimCall]
 	keys   keyCache
 	names  queueNames
 	obs    Observer
@@ -68,6 +69,7 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	}
 	s.acks = &sharer[ackCall]{maxItems: sharedAckHandles, size: ackSize, run: s.runAcks}
 	s.sends = &sharer[sendCall]{maxItems: sharedSendBytes, size: sendSize, run: s.runSends}
+	s.claims = &sharer[claimCall]{maxItems: sharedClaimCalls, size: claimSize, run: s.runClaims}
 	s.hub = newHub(newNodeID(), pool, log, opts.Limits.MaxWaiters)
 	return s
 }
@@ -77,6 +79,10 @@ func (s *Service) Limits() Limits { return s.limits }
 
 // Hub returns the node's long-poll hub (listener wiring, shutdown, metrics).
 func (s *Service) Hub() *Hub { return s.hub }
+
+// sharedClaimCalls bounds the single-message receives that one shared
+// claim serves.
+const sharedClaimCalls = 256
 
 // sharedAckHandles bounds the handles of one shared ack statement: four
 // full requests' worth.
