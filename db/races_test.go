@@ -1,0 +1,109 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/skipq/skipq/db"
+)
+
+// A nack of a last allowed delivery racing the worker that dead-letters the
+// same message when its lease ran out: the worker locks the message first,
+// the nack waits for it, then finds the message gone and settles nothing.
+// The message is in the dead-letter queue exactly once, never in both
+// queues, never in neither.
+func TestNackRacingWorkerDeadLetterMovesOnce(t *testing.T) {
+	f := setup(t, 1)
+	ctx := context.Background()
+	if _, err := f.pool.Exec(ctx, `UPDATE skipq.messages SET max_receive_count = 1, dead_letter_queue = 'q.dlq'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: "t", Names: []string{"q.dlq"}}); err != nil {
+		t.Fatal(err)
+	}
+	m := claim(t, f.q, 1, nil)[0]
+	later := time.Now().Add(time.Hour) // the lease has run out
+
+	// The worker: takes the timer, locks the message, moves it -- and has
+	// not committed yet.
+	txW, qw := f.begin(t)
+	timers, err := qw.TimerTakeDue(ctx, db.TimerTakeDueParams{Now: &later, MaxTimers: 10})
+	if err != nil || len(timers) != 1 {
+		t.Fatalf("timers: %v %v", timers, err)
+	}
+	due, err := qw.MessageLockDue(ctx, db.MessageLockDueParams{QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Now: &later})
+	if err != nil || len(due) != 1 || !due[0].Exhausted {
+		t.Fatalf("due: %v %v", due, err)
+	}
+	moved, err := qw.MessageDeadLetter(ctx, db.MessageDeadLetterParams{QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence},
+		Now: &later, ServerMaxReceiveCount: 10})
+	if err != nil || len(moved) != 1 || moved[0].DeadLetterQueueID == nil {
+		t.Fatalf("move: %v %v", moved, err)
+	}
+
+	// The nack of the same delivery, in its own transaction, waits.
+	final := make(chan int, 1)
+	go func() {
+		rows, err := f.q.MessageFinalByReceipt(ctx, db.MessageFinalByReceiptParams{
+			QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Tokens: [][]byte{m.LeaseToken}})
+		if err != nil {
+			t.Error(err)
+		}
+		final <- len(rows)
+	}()
+	waitForLockWait(t, f.pool)
+	if err := txW.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-final; n != 0 {
+		t.Fatalf("the nack found %d messages to dead-letter after the worker moved it", n)
+	}
+	var inSource, inDLQ int
+	err = f.pool.QueryRow(ctx, `SELECT
+		count(*) FILTER (WHERE q.name = 'q'), count(*) FILTER (WHERE q.name = 'q.dlq')
+		FROM skipq.messages m JOIN skipq.queues q ON q.id = m.queue_id`).Scan(&inSource, &inDLQ)
+	if err != nil || inSource != 0 || inDLQ != 1 {
+		t.Fatalf("source holds %d, dead-letter queue %d (%v); want 0 and 1", inSource, inDLQ, err)
+	}
+}
+
+// Two senders of the same new messageId: the second waits on the first's
+// uncommitted message in the unique index, then fails with the unique
+// violation that the service turns into a retry that finds the first's
+// idempotency key (service/send.go, sendKeyed). Neither stores a second
+// copy.
+func TestSameMessageIDSentTwiceAtOnceStoresOne(t *testing.T) {
+	f := setup(t, 0)
+	ctx := context.Background()
+	txA, qa := f.begin(t)
+	p := sendParams("q", 0, "order-7")
+	rows, err := qa.MessageSend(ctx, p)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("A's send: %v %v", rows, err)
+	}
+	if err := qa.DedupKeyInsert(ctx, db.DedupKeyInsertParams{QueueID: rows[0].QueueID, MessageIds: []string{"order-7"},
+		ContentHashes: [][]byte{[]byte("hash")}}); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		_, err := f.q.MessageSend(ctx, sendParams("q", 0, "order-7"))
+		second <- err
+	}()
+	waitForLockWait(t, f.pool)
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; !db.IsUniqueViolation(err, "messages_message_id_queue_key") {
+		t.Fatalf("the second send got %v, want the unique violation the service retries on", err)
+	}
+	keys, err := f.q.DedupKeyFindLive(ctx, db.DedupKeyFindLiveParams{QueueID: rows[0].QueueID, MessageIds: []string{"order-7"}})
+	if err != nil || len(keys) != 1 || keys[0].Sequence != rows[0].Sequence {
+		t.Fatalf("the retry finds %v (%v), want the first send's key", keys, err)
+	}
+	var copies int
+	if err := f.pool.QueryRow(ctx, "SELECT count(*) FROM skipq.messages WHERE message_id = 'order-7'").Scan(&copies); err != nil || copies != 1 {
+		t.Fatalf("%d copies stored (%v)", copies, err)
+	}
+}
