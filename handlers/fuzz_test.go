@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,7 +21,8 @@ import (
 // FuzzRoutes throws arbitrary requests at every route. The database is
 // unreachable (a closed loopback port), so whatever gets past decoding and
 // validation answers 503: the property is that nothing panics or answers
-// 500, and every error is the spec's envelope.
+// 500, every error is the spec's envelope, and its code is one SPEC §4
+// allows for its status.
 func FuzzRoutes(f *testing.F) {
 	pool, err := pgxpool.New(context.Background(), "postgres://skipq@127.0.0.1:1/skipq?sslmode=disable&connect_timeout=1")
 	if err != nil {
@@ -78,6 +80,25 @@ func FuzzRoutes(f *testing.F) {
 			if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || env.Error.Code == "" || env.Error.Message == "" || env.Error.RequestID == "" {
 				t.Fatalf("%s %s: %d without an error envelope: %s", method, path, rec.Code, rec.Body)
 			}
+			if !slices.Contains(specCodes[rec.Code], env.Error.Code) {
+				t.Fatalf("%s %s: status %d with code %q; SPEC §4 pairs %d with %v", method, path, rec.Code, env.Error.Code, rec.Code, specCodes[rec.Code])
+			}
 		}
 	})
+}
+
+// specCodes is SPEC §4's table of statuses and the error codes each may
+// carry, copied from the spec rather than from statusOf.
+var specCodes = map[int][]string{
+	400: {"invalid_request"},
+	401: {"unauthenticated"},
+	403: {"access_denied"},
+	404: {"not_found", "receipt_stale"},
+	405: {"method_not_allowed"},
+	409: {"idempotency_conflict", "not_dead_lettered"},
+	413: {"payload_too_large"},
+	415: {"unsupported_media_type"},
+	429: {"too_many_requests"},
+	500: {"internal_error"},
+	503: {"unavailable"},
 }

@@ -2,8 +2,13 @@ package service
 
 import (
 	"bytes"
+	"encoding/base64"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Receipt handles come from anyone: parsing never panics, and a handle that
@@ -33,6 +38,18 @@ func FuzzCursors(f *testing.F) {
 	f.Add("!!")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, cursor string) {
+		// Round trips: whatever this server encodes decodes to itself.
+		if key, err := decodeCursor(encodeCursor(cursor)); err != nil || key != cursor {
+			t.Fatalf("key %q round-trips to %q (%v)", cursor, key, err)
+		}
+		seq := int64(len(cursor))<<40 ^ int64(crc(cursor))
+		if got, err := decodeSequenceCursor(encodeSequenceCursor(seq)); err != nil || got != seq {
+			t.Fatalf("sequence %d round-trips to %d (%v)", seq, got, err)
+		}
+		at := time.UnixMicro(seq).UTC()
+		if gotAt, gotSeq, err := decodeDLQCursor(encodeDLQCursor(at, -seq)); err != nil || gotAt == nil || !gotAt.Equal(at) || gotSeq != -seq {
+			t.Fatalf("dead-letter cursor (%s, %d) round-trips to (%v, %d) (%v)", at, -seq, gotAt, gotSeq, err)
+		}
 		checks := []func() error{
 			func() error { _, err := decodeCursor(cursor); return err },
 			func() error { _, err := decodeSequenceCursor(cursor); return err },
@@ -64,6 +81,9 @@ func FuzzPrepareMessage(f *testing.F) {
 			DeadLetterQueue: &dlq,
 		}
 		msgs, err := s.prepare("q", []MessageInput{in}, func(int) string { return "messages[0]" })
+		if want := specVerdict(s.limits, in); KindOf(err) != want && !(err == nil && want == kindAccepted) {
+			t.Fatalf("%+v: got %v, the spec's rules say %v", in, err, want)
+		}
 		if err == nil {
 			if len(msgs) != 1 || msgs[0].MessageID == "" || len(msgs[0].hash) != 32 {
 				t.Fatalf("accepted but malformed: %+v", msgs)
@@ -82,17 +102,81 @@ func FuzzPrepareMessage(f *testing.F) {
 	})
 }
 
-// Queue names: never panics; accepted names obey SPEC §3.
+// Queue names: never panics, and accepted exactly when SPEC §3's rule,
+// written again here from the spec's words, accepts.
 func FuzzQueueName(f *testing.F) {
-	for _, s := range []string{"orders", "payments.us-east", "orders.", "orders.*", "a b", "", "é", "\x00"} {
+	for _, s := range []string{"orders", "payments.us-east", "orders.", "orders.*", "a b", "", "é", "\x00",
+		"a\u00a0b", "a\u2028b", "a\u0085b", "\xff", strings.Repeat("a", 256), strings.Repeat("a", 257), "a>b", "a/b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if ValidQueueName(name) != "" {
-			return
-		}
-		if name == "" || len(name) > 256 || strings.HasSuffix(name, ".") || strings.ContainsAny(name, "*>/ \t\r\n") {
-			t.Fatalf("accepted %q", name)
+		accepted := ValidQueueName(name) == ""
+		if accepted != specQueueName(name) {
+			t.Fatalf("%q: accepted %v, the spec's rule says %v", name, accepted, !accepted)
 		}
 	})
+}
+
+// specQueueName is SPEC §3: 1-256 bytes; no whitespace or control
+// characters; no "*", ">" or "/"; not ending with ".". (Text must be UTF-8
+// to be stored at all.)
+func specQueueName(name string) bool {
+	if len(name) < 1 || len(name) > 256 || !utf8.ValidString(name) || strings.HasSuffix(name, ".") {
+		return false
+	}
+	return !strings.ContainsFunc(name, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || r == '*' || r == '>' || r == '/'
+	})
+}
+
+// crc is a cheap deterministic number from a string, to derive fuzzed
+// integers from the one fuzzed input.
+func crc(s string) uint32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
+
+// kindAccepted marks a message the spec's rules accept.
+const kindAccepted Kind = -1
+
+// specVerdict judges one message by SPEC §4's rules, written again here
+// independently of prepare: 400 for anything malformed, else 413 when too
+// large, else accepted.
+func specVerdict(l Limits, m MessageInput) Kind {
+	body := []byte(m.Body)
+	invalid := false
+	switch m.BodyEncoding {
+	case "", "text":
+	case "base64":
+		b, err := base64.StdEncoding.DecodeString(m.Body)
+		invalid = invalid || err != nil
+		body = b
+	default:
+		invalid = true
+	}
+	invalid = invalid || (len(body) == 0 && m.Metadata == "")
+	invalid = invalid || (m.MessageID != "" && !regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`).MatchString(m.MessageID))
+	text := func(v string) bool { return utf8.ValidString(v) && !strings.ContainsRune(v, 0) }
+	invalid = invalid || !text(m.Metadata) || !text(m.ClientID) || len(m.ClientID) > 256
+	invalid = invalid || len(m.Tags) > 32
+	for k, v := range m.Tags {
+		invalid = invalid || !regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`).MatchString(k) ||
+			strings.HasPrefix(k, "skipq.") || len(v) > 1024 || !text(v)
+	}
+	out := func(v *int, hi int) bool { return v != nil && (*v < 0 || *v > hi) }
+	invalid = invalid || out(m.DelaySeconds, l.MaxDelaySeconds) || out(m.ExpirationSeconds, l.MaxExpirationSeconds) ||
+		out(m.MaxReceiveCount, l.MaxReceiveCount)
+	if m.DeadLetterQueue != nil && *m.DeadLetterQueue != "" {
+		invalid = invalid || !specQueueName(*m.DeadLetterQueue) || *m.DeadLetterQueue == "q"
+	}
+	switch {
+	case invalid:
+		return KindInvalid
+	case len(body)+len(m.Metadata) > l.MaxMessageBytes:
+		return KindTooLarge
+	}
+	return kindAccepted
 }
