@@ -32,6 +32,9 @@ type Config struct {
 	// MetricsToken, when set, is the bearer token /metrics requires: the
 	// metrics name every tenant's queues and their depths.
 	MetricsToken string
+	// ServiceRoutesOnly serves /healthz, /readyz and /metrics and no API:
+	// a worker-only node, which must still be probed and scraped.
+	ServiceRoutesOnly bool
 }
 
 type api struct {
@@ -73,6 +76,9 @@ func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
 		metricsChain = append(gin.HandlersChain{requireToken(cfg.MetricsToken, "/metrics")}, metricsChain...)
 	}
 	r.GET("/metrics", metricsChain...)
+	if cfg.ServiceRoutesOnly {
+		return r
+	}
 
 	h := &api{svc: svc}
 	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes))

@@ -65,11 +65,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		}
 		wg.Go(func() { worker.New(svc, log, worker.Options{Vacuum: cfg.WorkerVacuum}).Run(bg) })
 	}
-	if cfg.Role == "worker" {
-		<-ctx.Done()
-		return nil
-	}
-
 	latest, err := migrations.Latest()
 	if err != nil {
 		return err
@@ -78,6 +73,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log, Metrics: m,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
+		// A worker-only node serves no API but answers probes and scrapes.
+		ServiceRoutesOnly: cfg.Role == "worker",
 	})
 	srv := &http.Server{
 		Handler: handler,
