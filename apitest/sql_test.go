@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/skipq/skipq/service"
 )
 
 func connect(t *testing.T, url string) *pgx.Conn {
@@ -160,6 +163,35 @@ func TestSQLProducerRoleMaySendAndNothingElse(t *testing.T) {
 		}
 		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT s"); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// The SQL API and the HTTP API accept the same queue names (SPEC §3): every
+// Latin-1 character and every other character Go calls a space, inside a
+// name, through skipq.check_queue_name (what skipq.send uses) and through
+// service.ValidQueueName (what HTTP uses).
+func TestSQLAndHTTPAgreeOnQueueNames(t *testing.T) {
+	n := newNode(t)
+	conn := connect(t, n.DB)
+	var names []string
+	for r := rune(1); r <= 0xff; r++ {
+		names = append(names, "a"+string(r)+"b")
+	}
+	for _, r := range []rune{0x1680, 0x2000, 0x2005, 0x200a, 0x200b, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff, 'é', '中'} {
+		names = append(names, "a"+string(r)+"b")
+	}
+	names = append(names, "orders.", "a*", "", strings.Repeat("x", 256), strings.Repeat("x", 257), strings.Repeat("é", 129))
+	ctx := context.Background()
+	for _, name := range names {
+		httpOK := service.ValidQueueName(name) == ""
+		_, err := conn.Exec(ctx, "SELECT skipq.check_queue_name('queue', $1)", name)
+		var pgErr *pgconn.PgError
+		if err != nil && (!errors.As(err, &pgErr) || pgErr.Code != "22023") {
+			t.Fatalf("%q: %v", name, err)
+		}
+		if sqlOK := err == nil; sqlOK != httpOK {
+			t.Errorf("%q (%U): HTTP accepts it: %v, SQL accepts it: %v", name, []rune(name), httpOK, sqlOK)
 		}
 	}
 }
