@@ -52,7 +52,9 @@ run: postgres-bin build
 # run the HTTP API suite (apitest) a second time with the nodes' database URL
 # through PgBouncer in transaction-pooling mode and their LISTEN connection
 # direct (SPEC §1; node/nodetest), run the concurrent packages under the race
-# detector (RACE_PACKAGES), then stop the shared test cluster and any
+# detector (RACE_PACKAGES), run the fault test once (make chaos's TestChaos,
+# about 40 s: 100,000 messages through killed nodes, a PostgreSQL restart and
+# terminated backends), then stop the shared test cluster and any
 # PgBouncer left in front of it, whether the tests passed or not, keeping the
 # first failure's exit status.
 test: postgres-bin pgbouncer-bin
@@ -64,6 +66,8 @@ test: postgres-bin pgbouncer-bin
 	SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./apitest/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
 	echo "go test -race $(RACE_PACKAGES)"; \
 	go test -race -count=1 -timeout 20m $(RACE_PACKAGES) || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
+	echo "go test -tags chaos -run TestChaos ./chaos/"; \
+	go test -tags chaos -count=1 -timeout 10m -run TestChaos ./chaos/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
 	go run ./devpg/stopcluster $(TEST_CLUSTER) || true; \
 	exit $$status
 
