@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ type response struct {
 
 // do sends body (nil = none; a string is sent as is, anything else as
 // JSON) and decodes the response.
-func (n *testNode) do(t *testing.T, method, path string, body any, headers ...string) response {
+func (n *testNode) do(t testing.TB, method, path string, body any, headers ...string) response {
 	t.Helper()
 	var r io.Reader
 	var sent []byte // the request body, for validateExchange
@@ -89,7 +90,7 @@ func (n *testNode) do(t *testing.T, method, path string, body any, headers ...st
 }
 
 // must is do that fails the test unless the status is want.
-func (n *testNode) must(t *testing.T, want int, method, path string, body any) map[string]any {
+func (n *testNode) must(t testing.TB, want int, method, path string, body any) map[string]any {
 	t.Helper()
 	r := n.do(t, method, path, body)
 	if r.Status != want {
@@ -105,7 +106,7 @@ func (n *testNode) send(t *testing.T, queue string, msg map[string]any) map[stri
 }
 
 // receive receives with the given options and returns the messages.
-func (n *testNode) receive(t *testing.T, queue string, opts map[string]any) []map[string]any {
+func (n *testNode) receive(t testing.TB, queue string, opts map[string]any) []map[string]any {
 	t.Helper()
 	if opts == nil {
 		opts = map[string]any{}
@@ -117,7 +118,7 @@ func (n *testNode) receive(t *testing.T, queue string, opts map[string]any) []ma
 	return objects(t, body["messages"])
 }
 
-func objects(t *testing.T, v any) []map[string]any {
+func objects(t testing.TB, v any) []map[string]any {
 	t.Helper()
 	list, ok := v.([]any)
 	if !ok {
@@ -188,4 +189,51 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 func num(v any) int64 {
 	f, _ := v.(float64)
 	return int64(f)
+}
+
+// offTest is a testing.TB for a helper that runs on a goroutine of its own:
+// Fatal and FailNow must not be called off the test's goroutine, so they
+// report the failure (Errorf is safe from any goroutine) and end only the
+// helper's goroutine (whose deferred calls still run).
+type offTest struct{ testing.TB }
+
+func (o offTest) Fatal(args ...any) {
+	o.TB.Helper()
+	o.TB.Error(args...)
+	runtime.Goexit()
+}
+
+func (o offTest) Fatalf(format string, args ...any) {
+	o.TB.Helper()
+	o.TB.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+func (o offTest) FailNow() {
+	o.TB.Fail()
+	runtime.Goexit()
+}
+
+// doAsync is do on a goroutine of its own; a failed exchange fails the test
+// and answers a zero response.
+func (n *testNode) doAsync(t *testing.T, method, path string, body any) <-chan response {
+	out := make(chan response, 1)
+	go func() {
+		var r response
+		defer func() { out <- r }()
+		r = n.do(offTest{t}, method, path, body)
+	}()
+	return out
+}
+
+// receiveAsync is receive on a goroutine of its own; a failed receive fails
+// the test and answers no messages.
+func (n *testNode) receiveAsync(t *testing.T, queue string, opts map[string]any) <-chan []map[string]any {
+	out := make(chan []map[string]any, 1)
+	go func() {
+		var msgs []map[string]any
+		defer func() { out <- msgs }()
+		msgs = n.receive(offTest{t}, queue, opts)
+	}()
+	return out
 }

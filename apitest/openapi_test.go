@@ -103,7 +103,7 @@ func TestOpenAPIServed(t *testing.T) {
 // response, errors included, must match the document. Unknown routes (404)
 // and wrong methods (405) are not in the document. It may run on any
 // goroutine, so it reports with Errorf.
-func validateExchange(t *testing.T, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) {
+func validateExchange(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) {
 	t.Helper()
 	_, router, err := loadOpenAPI()
 	if err != nil {

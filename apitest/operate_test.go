@@ -19,7 +19,7 @@ func TestBrowsePaginationWithConcurrentSends(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { // appends while we page
 		for range 100 {
-			if r := n.do(t, "POST", "/v1/queues/b/messages", map[string]any{"body": "concurrent"}); r.Status != http.StatusCreated {
+			if r := n.do(offTest{t}, "POST", "/v1/queues/b/messages", map[string]any{"body": "concurrent"}); r.Status != http.StatusCreated {
 				t.Errorf("concurrent send: %d", r.Status)
 				return
 			}
@@ -171,7 +171,7 @@ func TestRacingRedrivesMoveOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, n := range []*testNode{a, b, a, b} {
 		wg.Go(func() {
-			switch r := n.do(t, "POST", "/v1/queues/r.dlq/messages/"+id+"/redrive", nil); r.Status {
+			switch r := n.do(offTest{t}, "POST", "/v1/queues/r.dlq/messages/"+id+"/redrive", nil); r.Status {
 			case 200:
 				ok.Add(1)
 			case 404:
@@ -206,7 +206,7 @@ func TestBulkRedriveWhileConsuming(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { // drains the destination while the redrive runs
 		for ctx.Err() == nil {
-			msgs := a.receive(t, "bulk", map[string]any{"maxMessages": 500, "waitSeconds": 1})
+			msgs := a.receive(offTest{t}, "bulk", map[string]any{"maxMessages": 500, "waitSeconds": 1})
 			handles := make([]any, len(msgs))
 			mu.Lock()
 			for i, m := range msgs {
@@ -215,7 +215,7 @@ func TestBulkRedriveWhileConsuming(t *testing.T) {
 			}
 			mu.Unlock()
 			if len(handles) > 0 {
-				a.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandles": handles})
+				a.must(offTest{t}, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandles": handles})
 			}
 		}
 	})
@@ -223,7 +223,7 @@ func TestBulkRedriveWhileConsuming(t *testing.T) {
 	for _, n := range []*testNode{a, b} { // two nodes redrive at once
 		wg.Go(func() {
 			for {
-				out := n.must(t, http.StatusOK, "POST", "/v1/queues/bulk.dlq/redrive", map[string]any{"maxMessages": 3000})
+				out := n.must(offTest{t}, http.StatusOK, "POST", "/v1/queues/bulk.dlq/redrive", map[string]any{"maxMessages": 3000})
 				moved.Add(num(out["moved"]))
 				if num(out["remaining"]) == 0 {
 					return

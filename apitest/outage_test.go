@@ -17,10 +17,8 @@ func TestDatabaseOutage(t *testing.T) {
 	n := startNode(t, url)
 	n.send(t, "o", map[string]any{"body": "before"})
 
-	waiting := make(chan response, 1)
-	go func() { // a long-poll parked when the database goes away ends cleanly
-		waiting <- n.do(t, "POST", "/v1/queues/idle/messages/receive", map[string]any{"waitSeconds": 3})
-	}()
+	// A long-poll parked when the database goes away ends cleanly.
+	waiting := n.doAsync(t, "POST", "/v1/queues/idle/messages/receive", map[string]any{"waitSeconds": 3})
 	waitForWaiters(t, n)
 	proxy.cut()
 
@@ -65,8 +63,7 @@ func TestDatabaseOutage(t *testing.T) {
 // timed is do with clientTimeout on the whole exchange.
 func timed(t *testing.T, n *testNode, method, path string, body any) response {
 	t.Helper()
-	done := make(chan response, 1)
-	go func() { done <- n.do(t, method, path, body) }()
+	done := n.doAsync(t, method, path, body)
 	select {
 	case r := <-done:
 		return r

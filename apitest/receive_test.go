@@ -74,8 +74,7 @@ func TestReceiveMissingQueueWaitsAndReturnsEmpty(t *testing.T) {
 func TestLongPollWokenBySend(t *testing.T) {
 	n := newNode(t)
 	n.must(t, http.StatusCreated, "PUT", "/v1/queues/lp", nil)
-	got := make(chan []map[string]any, 1)
-	go func() { got <- n.receive(t, "lp", map[string]any{"waitSeconds": 20}) }()
+	got := n.receiveAsync(t, "lp", map[string]any{"waitSeconds": 20})
 	waitForWaiters(t, n)
 	n.send(t, "lp", map[string]any{"body": "wake"})
 	select {
@@ -92,8 +91,7 @@ func TestLongPollWokenAcrossNodes(t *testing.T) {
 	a := newNode(t)
 	b := startNode(t, a.DB)
 	a.must(t, http.StatusCreated, "PUT", "/v1/queues/x", nil)
-	got := make(chan []map[string]any, 1)
-	go func() { got <- a.receive(t, "x", map[string]any{"waitSeconds": 20}) }()
+	got := a.receiveAsync(t, "x", map[string]any{"waitSeconds": 20})
 	waitForWaiters(t, a)
 	b.send(t, "x", map[string]any{"body": "from b"})
 	select {
@@ -143,7 +141,7 @@ func TestConcurrentReceiversGetEachMessageOnce(t *testing.T) {
 	for range 20 {
 		wg.Go(func() {
 			for {
-				msgs := n.receive(t, "c", map[string]any{"maxMessages": 7, "visibilitySeconds": 300})
+				msgs := n.receive(offTest{t}, "c", map[string]any{"maxMessages": 7, "visibilitySeconds": 300})
 				if len(msgs) == 0 {
 					return
 				}

@@ -96,8 +96,7 @@ func TestSQLSendValidation(t *testing.T) {
 func TestSQLSendWakesWaitingReceiver(t *testing.T) {
 	n := newNode(t)
 	n.must(t, http.StatusCreated, "PUT", "/v1/queues/wake", nil)
-	got := make(chan []map[string]any, 1)
-	go func() { got <- n.receive(t, "wake", map[string]any{"waitSeconds": 30}) }()
+	got := n.receiveAsync(t, "wake", map[string]any{"waitSeconds": 30})
 	waitForWaiters(t, n)
 	conn := connect(t, n.DB)
 	start := time.Now()

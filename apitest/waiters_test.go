@@ -48,7 +48,8 @@ func TestWaiterCap(t *testing.T) {
 	}
 	got := make(chan answer, 4)
 	park := func() {
-		go func() { got <- answer{n.receive(t, "w", map[string]any{"waitSeconds": 30})} }()
+		r := n.receiveAsync(t, "w", map[string]any{"waitSeconds": 30})
+		go func() { got <- answer{<-r} }()
 	}
 	parked := func(want float64) {
 		t.Helper()
