@@ -2,8 +2,9 @@
 
 // Package chaos proves SPEC §9 under faults: three `skipq serve` processes
 // on a private PostgreSQL, producers and consumers over HTTP, and a fault
-// loop that SIGKILLs nodes, restarts PostgreSQL and terminates every
-// backend. Run it with `make chaos`.
+// loop that SIGKILLs nodes, crashes PostgreSQL twice (an immediate
+// shutdown, then a kill -9 of every PostgreSQL process; each restart
+// replays the WAL) and terminates every backend. Run it with `make chaos`.
 package chaos
 
 import (
@@ -205,7 +206,7 @@ func TestChaos(t *testing.T) {
 			t.Logf("sent=%d acked=%d redeliveries=%d", sentN.Load(), ackedN.Load(), redeliveries.Load())
 			// Done when everything was sent, every fault injected and the
 			// queue is empty in the database.
-			if sentN.Load() == total && step >= 7 && queueEmpty(ctx, dbURL) {
+			if sentN.Load() == total && step >= 9 && queueEmpty(ctx, dbURL) {
 				close(drained)
 			}
 			continue
@@ -215,9 +216,16 @@ func TestChaos(t *testing.T) {
 		}
 		step++
 		switch {
-		case step == 4:
-			t.Log("fault: restarting PostgreSQL (fast shutdown)")
-			if err := pg.Stop(); err != nil {
+		case step == 4 || step == 9:
+			// Crashes, not clean shutdowns: an immediate shutdown (no
+			// checkpoint), then a kill -9 of the postmaster and every
+			// backend; each restart replays the WAL.
+			sig, how := syscall.SIGQUIT, "immediate shutdown"
+			if step == 9 {
+				sig, how = syscall.SIGKILL, "kill -9 of every PostgreSQL process"
+			}
+			t.Logf("fault: crashing PostgreSQL (%s)", how)
+			if err := pg.Crash(sig); err != nil {
 				t.Fatal(err)
 			}
 			if pg, err = devpg.Start(ctx, devpg.Options{Dir: dir, Port: 54331}); err != nil {
@@ -283,7 +291,7 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("%d messages still in the database", left)
 	case multiQueue != 0:
 		t.Fatalf("%d message ids in more than one row", multiQueue)
-	case pgRestarts != 1 || terminations != 1:
+	case pgRestarts != 2 || terminations != 1:
 		t.Fatalf("the run ended before every fault was injected (pg restarts %d, terminations %d)", pgRestarts, terminations)
 	}
 }

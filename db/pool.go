@@ -82,14 +82,21 @@ func (p Planned) send(ctx context.Context, sql string, args []any) pgx.BatchResu
 	return p.Pool.SendBatch(ctx, b)
 }
 
-// Exec runs one statement with the plan settings.
+// Exec runs one statement with the plan settings. It returns only once
+// the implicit transaction committed: the statement's own result arrives
+// before the commit (at the pipeline's Sync), and a commit that fails -- the
+// server dying in between -- shows only when the batch is closed.
 func (p Planned) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	br := p.send(ctx, sql, args)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return pgconn.CommandTag{}, err
+	_, err := br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
 	}
-	return br.Exec()
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	return tag, err
 }
 
 // Query runs one statement with the plan settings; closing the rows
@@ -116,11 +123,24 @@ func (p Planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 }
 
 // batchRows are a batch's result rows; Close also closes the batch, which
-// gives its connection back to the pool.
+// gives its connection back to the pool. The last Next closes it, so that
+// Err, which callers check after reading the rows and before their
+// deferred Close, reports whether the implicit transaction committed (as
+// pgx's own rows do): the rows arrive before the commit, and reporting them
+// as a success before it would answer a client for a send or an ack that a
+// server crash then undid (caught by make chaos's kill -9 of PostgreSQL).
 type batchRows struct {
 	pgx.Rows
 	br       pgx.BatchResults
 	closeErr error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
 }
 
 func (r *batchRows) Close() {

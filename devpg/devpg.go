@@ -195,6 +195,32 @@ func (c *Cluster) stop() error {
 	return fmt.Errorf("devpg: postgres ignored SIGINT and SIGQUIT; killed")
 }
 
+// Crash ends a server started by Start the hard way, for fault tests: sig
+// SIGQUIT is an immediate shutdown (pg_ctl stop -m immediate: no
+// checkpoint); SIGKILL kills the postmaster and every backend at once (as
+// the OOM killer or a power cut would). The next Start runs crash recovery
+// from the WAL.
+func (c *Cluster) Crash(sig syscall.Signal) error {
+	if c.daemon {
+		return errors.New("devpg: a shared daemon cluster cannot be crashed")
+	}
+	var err error
+	c.stopOnce.Do(func() {
+		if sig == syscall.SIGKILL {
+			err = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) // the whole process group
+		} else {
+			err = c.cmd.Process.Signal(sig)
+		}
+		select {
+		case <-c.done:
+		case <-time.After(stopTimeout):
+			syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			<-c.done
+		}
+	})
+	return err
+}
+
 // URL is a connection URL for database on this cluster, as the superuser
 // "postgres" (no password: trust authentication).
 func (c *Cluster) URL(database string) string {

@@ -1,0 +1,56 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/db"
+	"github.com/skipq/skipq/testdb"
+)
+
+// A Planned statement's rows arrive before its implicit transaction
+// commits; a commit that fails must still fail the call, before the rows
+// are closed by the caller -- or a send or an ack would be answered as done
+// although it was undone (a server crash at that moment does it; a deferred
+// constraint does it deterministically).
+func TestPlannedReportsAFailedCommit(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, `CREATE TABLE deferred (id int,
+		CONSTRAINT deferred_id_key UNIQUE (id) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	p := db.Planned{Pool: pool}
+
+	// Query, read as sqlc reads: Next until false, then Err, then Close.
+	rows, err := p.Query(ctx, "INSERT INTO deferred VALUES (1), (1) RETURNING id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if err := rows.Err(); !db.IsUniqueViolation(err, "deferred_id_key") {
+		t.Fatalf("read %d rows; Err = %v, want the commit's unique violation", n, err)
+	}
+	rows.Close()
+
+	if _, err := p.Exec(ctx, "INSERT INTO deferred VALUES (2), (2)"); !db.IsUniqueViolation(err, "deferred_id_key") {
+		t.Fatalf("Exec = %v, want the commit's unique violation", err)
+	}
+	var id int
+	if err := p.QueryRow(ctx, "INSERT INTO deferred VALUES (3), (3) RETURNING id").Scan(&id); !db.IsUniqueViolation(err, "deferred_id_key") {
+		t.Fatalf("QueryRow = %v, want the commit's unique violation", err)
+	}
+	var stored int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM deferred").Scan(&stored); err != nil || stored != 0 {
+		t.Fatalf("%d rows stored (%v): every insert should have rolled back", stored, err)
+	}
+}
