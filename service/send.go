@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/skipq/skipq/db"
 )
@@ -187,9 +188,10 @@ const (
 
 // runSends inserts the messages of several requests, one statement per
 // queue. Messages are matched to their requests by messageId (server
-// UUIDv7s, unique). When a shared INSERT does not go through -- the queue
-// is missing, or the statement failed -- each request is sent on its own
-// (sendAlone), which creates the queue or answers its own error.
+// UUIDv7s, unique). When the server refuses a shared INSERT, or the queue is
+// missing, each request is sent on its own (sendAlone), which creates the
+// queue or answers its own error; when the connection fails, whether it
+// committed is unknown, and each request answers the error.
 func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
 	type key struct{ tenant, queue string }
 	byQueue := map[key][]*sendCall{}
@@ -212,7 +214,21 @@ func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
 			all = append(all, c.msgs...)
 		}
 		rows, err := s.q.MessageSend(ctx, s.insertParams(k.tenant, k.queue, all))
+		var refused *pgconn.PgError
+		if err != nil && !errors.As(err, &refused) {
+			// The connection failed: the shared INSERT may have committed
+			// before its answer was lost. Sending each again could store
+			// their messages twice, so each request gets the error (503),
+			// as a send of its own would have.
+			for _, c := range group {
+				c.err = fromDB("send", err)
+			}
+			continue
+		}
 		if err != nil || len(rows) != len(all) {
+			// The server refused the statement (nothing was stored) or the
+			// queue is missing: each on its own, creating the queue or
+			// answering its own error.
 			for _, c := range group {
 				s.sendAlone(ctx, c)
 			}
