@@ -126,8 +126,7 @@ func (s *Service) ListQueues(ctx context.Context, tenant, prefix string, limit i
 	}
 	// The key is compared as text in SQL: bytes that text cannot hold are
 	// not a name this server wrote, and must not reach Postgres (22021).
-	var bad issues
-	if bad.text("cursor", after); len(bad) > 0 {
+	if textProblem(after) != "" {
 		return nil, "", Invalid(Issue{Path: "cursor", Message: "is not a cursor this server issued"})
 	}
 	rows, err := s.q.QueueList(ctx, db.QueueListParams{

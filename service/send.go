@@ -236,13 +236,19 @@ func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
 		}
 		byID := sendRowsByID(rows)
 		for _, c := range group {
-			c.results = make([]SendResult, len(c.msgs))
-			for i, m := range c.msgs {
-				c.results[i] = byID[m.MessageID]
-			}
-			c.queueID = rows[0].QueueID
+			c.answer(byID, rows[0].QueueID)
 		}
 	}
+}
+
+// answer gives a send its results, in its messages' order, from the rows an
+// INSERT returned (indexed by messageId).
+func (c *sendCall) answer(byID map[string]SendResult, queueID int64) {
+	c.results = make([]SendResult, len(c.msgs))
+	for i, m := range c.msgs {
+		c.results[i] = byID[m.MessageID]
+	}
+	c.queueID = queueID
 }
 
 // sendAlone is one request's send, creating its queue if needed.
@@ -271,12 +277,7 @@ func (s *Service) sendAlone(ctx context.Context, c *sendCall) {
 		c.err = fromDB("send", fmt.Errorf("inserted %d of %d messages", len(rows), len(c.msgs)))
 		return
 	}
-	c.results = make([]SendResult, len(c.msgs))
-	byID := sendRowsByID(rows)
-	for i, m := range c.msgs {
-		c.results[i] = byID[m.MessageID]
-	}
-	c.queueID = rows[0].QueueID
+	c.answer(sendRowsByID(rows), rows[0].QueueID)
 }
 
 // sendKeyed handles client-given ids in one transaction: live keys answer as

@@ -82,12 +82,20 @@ func (is issues) err() error {
 // valid UTF-8 and hold no NUL, which text cannot store (the body is bytea
 // and may hold anything).
 func (is *issues) text(path, v string) {
+	if msg := textProblem(v); msg != "" {
+		is.add(path, "%s", msg)
+	}
+}
+
+// textProblem says what keeps v from being stored as Postgres text, or "".
+func textProblem(v string) string {
 	switch {
 	case !utf8.ValidString(v):
-		is.add(path, "must be valid UTF-8")
+		return "must be valid UTF-8"
 	case strings.IndexByte(v, 0) >= 0:
-		is.add(path, "must not contain NUL characters (U+0000)")
+		return "must not contain NUL characters (U+0000)"
 	}
+	return ""
 }
 
 func join(prefix, field string) string {
