@@ -76,7 +76,7 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 }
 
 const messageBrowse = `-- name: MessageBrowse :many
-WITH t AS (SELECT coalesce($7::timestamptz, now()) AS now)
+WITH t AS (SELECT coalesce($7::timestamptz, clock_timestamp()) AS now)
 SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, (CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
     WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
@@ -123,6 +123,11 @@ type MessageBrowseRow struct {
 	State        string
 }
 
+// States are judged at clock_timestamp(), read after this statement's
+// snapshot, not at now(): now() is when the transaction began, before the
+// snapshot (and, with the plan settings piped ahead, a statement earlier),
+// so a message sent and committed in between was shown as "delayed" (its
+// visible_at after that now()). Here, in MessageGetByID and in QueueStats.
 // Operator browse: a queue's messages by sequence after the cursor, with
 // their state, optionally only one state (@state ” = all). Keyset
 // pagination on the primary key: no offset scans. Expired messages not yet
@@ -944,7 +949,7 @@ func (q *Queries) MessageFinalByReceipt(ctx context.Context, arg MessageFinalByR
 }
 
 const messageGetByID = `-- name: MessageGetByID :one
-WITH t AS (SELECT coalesce($3::timestamptz, now()) AS now)
+WITH t AS (SELECT coalesce($3::timestamptz, clock_timestamp()) AS now)
 SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, (CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
     WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'

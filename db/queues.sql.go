@@ -236,7 +236,7 @@ func (q *Queries) QueueList(ctx context.Context, arg QueueListParams) ([]SkipqQu
 }
 
 const queueStats = `-- name: QueueStats :one
-WITH t AS (SELECT coalesce($2::timestamptz, now()) AS now)
+WITH t AS (SELECT coalesce($2::timestamptz, clock_timestamp()) AS now)
 SELECT
     count(*) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count)::bigint AS available,
     count(*) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL)::bigint AS delayed,

@@ -600,6 +600,11 @@ WITH gone AS (
 SELECT gone.queue_id FROM gone;
 
 -- name: MessageBrowse :many
+-- States are judged at clock_timestamp(), read after this statement's
+-- snapshot, not at now(): now() is when the transaction began, before the
+-- snapshot (and, with the plan settings piped ahead, a statement earlier),
+-- so a message sent and committed in between was shown as "delayed" (its
+-- visible_at after that now()). Here, in MessageGetByID and in QueueStats.
 -- Operator browse: a queue's messages by sequence after the cursor, with
 -- their state, optionally only one state (@state '' = all). Keyset
 -- pagination on the primary key: no offset scans. Expired messages not yet
@@ -608,7 +613,7 @@ SELECT gone.queue_id FROM gone;
 -- and only the rows kept are read whole, by primary key. Rows come back in
 -- no particular order (an ORDER BY here could make the planner walk the
 -- whole queue to avoid a sort); the caller sorts them.
-WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT sqlc.embed(m), (CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
     WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
@@ -640,7 +645,7 @@ WHERE m.queue_id = @queue_id
       WHERE b.n = 1 OR b.before < @max_response_bytes::bigint));
 
 -- name: MessageGetByID :one
-WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT sqlc.embed(m), (CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
     WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'

@@ -59,7 +59,7 @@ RETURNING id;
 -- scan). States are exclusive: an expired message is in none of them, and a
 -- message whose last allowed lease ran out counts as in flight until the
 -- worker dead-letters it.
-WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now)
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT
     count(*) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count)::bigint AS available,
     count(*) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL)::bigint AS delayed,
