@@ -335,7 +335,7 @@ func TestNodeThatCannotWriteTheSQLLimitsStillStarts(t *testing.T) {
 		"GRANT USAGE ON SCHEMA skipq TO " + ident(nodeRole),
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA skipq TO " + ident(nodeRole),
 		"GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA skipq TO " + ident(nodeRole),
-		"GRANT EXECUTE ON FUNCTION skipq.uuid_v7() TO " + ident(nodeRole),
+		"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA skipq TO " + ident(nodeRole),
 		"GRANT SELECT ON public.skipq_goose_version TO " + ident(nodeRole),
 		"REVOKE INSERT, UPDATE ON skipq.sql_limits FROM " + ident(nodeRole),
 	} {

@@ -11,6 +11,7 @@ import (
 )
 
 const dedupKeyDeleteExpired = `-- name: DedupKeyDeleteExpired :execrows
+
 DELETE FROM skipq.dedup_keys k
 WHERE (k.queue_id, k.message_id) IN (
     SELECT c.queue_id, c.message_id FROM skipq.dedup_keys c
@@ -26,6 +27,8 @@ type DedupKeyDeleteExpiredParams struct {
 	MaxKeys int32
 }
 
+// Keys are looked up and written by skipq.message_insert
+// (migrations/00009_one_send.sql).
 // Worker: drops up to @max_keys keys whose window has passed and whose
 // message has left the queue.
 func (q *Queries) DedupKeyDeleteExpired(ctx context.Context, arg DedupKeyDeleteExpiredParams) (int64, error) {
@@ -34,86 +37,4 @@ func (q *Queries) DedupKeyDeleteExpired(ctx context.Context, arg DedupKeyDeleteE
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const dedupKeyFindLive = `-- name: DedupKeyFindLive :many
-SELECT k.queue_id, k.message_id, k.content_hash, k.sequence, k.sent_at, k.delayed_to, k.expires_at, k.window_ends FROM skipq.dedup_keys k
-WHERE k.queue_id = $1
-  AND k.message_id = ANY($2::text[])
-  AND (k.window_ends > coalesce($3::timestamptz, now())
-       OR EXISTS (SELECT 1 FROM skipq.messages m
-                  WHERE m.queue_id = k.queue_id AND m.message_id = k.message_id))
-`
-
-type DedupKeyFindLiveParams struct {
-	QueueID    int64
-	MessageIds []string
-	Now        *time.Time
-}
-
-// The live idempotency keys among @message_ids: still inside the dedup window,
-// or whose message is still in the queue.
-func (q *Queries) DedupKeyFindLive(ctx context.Context, arg DedupKeyFindLiveParams) ([]SkipqDedupKey, error) {
-	rows, err := q.db.Query(ctx, dedupKeyFindLive, arg.QueueID, arg.MessageIds, arg.Now)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []SkipqDedupKey
-	for rows.Next() {
-		var i SkipqDedupKey
-		if err := rows.Scan(
-			&i.QueueID,
-			&i.MessageID,
-			&i.ContentHash,
-			&i.Sequence,
-			&i.SentAt,
-			&i.DelayedTo,
-			&i.ExpiresAt,
-			&i.WindowEnds,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const dedupKeyInsert = `-- name: DedupKeyInsert :exec
-INSERT INTO skipq.dedup_keys AS k (
-    queue_id, message_id, content_hash, sequence, sent_at, delayed_to, expires_at, window_ends)
-SELECT m.queue_id, m.message_id, r.content_hash, m.sequence, m.sent_at, m.delayed_to, m.expires_at,
-       m.sent_at + make_interval(secs => q.dedup_window_seconds)
-FROM skipq.queues q
-CROSS JOIN generate_subscripts($1::text[], 1) AS i
-CROSS JOIN LATERAL (SELECT
-    ($1::text[])[i] AS message_id,
-    ($2::bytea[])[i] AS content_hash
-) r
-JOIN skipq.messages m ON m.queue_id = q.id AND m.message_id = r.message_id
-WHERE q.id = $3
-ON CONFLICT (queue_id, message_id) DO UPDATE SET
-    content_hash = excluded.content_hash,
-    sequence     = excluded.sequence,
-    sent_at      = excluded.sent_at,
-    delayed_to   = excluded.delayed_to,
-    expires_at   = excluded.expires_at,
-    window_ends  = excluded.window_ends
-`
-
-type DedupKeyInsertParams struct {
-	MessageIds    []string
-	ContentHashes [][]byte
-	QueueID       int64
-}
-
-// Records the keys of messages just sent in this transaction, with their send
-// results read back from the messages themselves. A key still present but no
-// longer live (window over, message gone) is replaced.
-func (q *Queries) DedupKeyInsert(ctx context.Context, arg DedupKeyInsertParams) error {
-	_, err := q.db.Exec(ctx, dedupKeyInsert, arg.MessageIds, arg.ContentHashes, arg.QueueID)
-	return err
 }

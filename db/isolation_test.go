@@ -38,7 +38,7 @@ func setup(t *testing.T, messages int) fixture {
 		ids[i] = string(rune('a' + i))
 	}
 	p := sendParams("q", 0, ids...)
-	if rows, err := q.MessageSend(ctx, p); err != nil || len(rows) != messages {
+	if rows, err := q.MessageInsert(ctx, p); err != nil || len(rows) != messages {
 		t.Fatalf("send: %v (%d rows)", err, len(rows))
 	}
 	return fixture{pool: pool, q: q}
@@ -46,10 +46,11 @@ func setup(t *testing.T, messages int) fixture {
 
 // sendParams sends one-byte messages with the given ids to queue (tenant
 // "t"), delayed by delay seconds.
-func sendParams(queue string, delay int32, ids ...string) db.MessageSendParams {
-	p := db.MessageSendParams{Tenant: "t", Queue: queue, ServerMaxReceiveCount: 10}
+func sendParams(queue string, delay int32, ids ...string) db.MessageInsertParams {
+	p := db.MessageInsertParams{Tenant: "t", Queue: queue, ServerMaxReceiveCount: 10}
 	for _, id := range ids {
 		p.MessageIds = append(p.MessageIds, id)
+		p.Keyed = append(p.Keyed, false)
 		p.ClientIds = append(p.ClientIds, "")
 		p.Metadatas = append(p.Metadatas, "")
 		p.BodyOffsets = append(p.BodyOffsets, int32(len(p.BodyData)+1))

@@ -187,6 +187,8 @@ func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([
 }
 
 const messageClaim = `-- name: MessageClaim :many
+
+
 WITH t AS (
     SELECT coalesce($3::timestamptz, now()) AS now,
            coalesce($4::integer,
@@ -254,6 +256,20 @@ type MessageClaimParams struct {
 	MaxResponseBytes  int64
 }
 
+// Messages: send, claim, settle and move. Every statement here touches one
+// queue's rows through the primary key (queue_id, sequence) or the
+// (queue_id, message_id) unique index, and is bounded by its inputs.
+//
+// Receipt handles carry (queue_id, sequence, lease_token). Settling joins
+// the handles, unnested as k, to the table on the whole primary key and
+// checks the token in the same statement: a nested loop of exact primary-key
+// probes. skipq's connections forbid sequential and bitmap scans, sorts, hash
+// and merge joins (db/pool.go), because queue tables are often analyzed
+// while nearly empty and any of those then looks free; with them off, the
+// probe is the only plan left.
+// Sends go through skipq.message_insert (migrations/00009_one_send.sql,
+// called by db/message_insert.go), the one implementation shared with the
+// SQL API.
 // Claims up to @max_messages available messages, oldest sequence first, for
 // @visibility_seconds (NULL: the queue's default), within the response
 // budget. The queue is resolved by name in an InitPlan, so a receive is one
@@ -1485,158 +1501,6 @@ func (q *Queries) MessageRequeueByReceipt(ctx context.Context, arg MessageRequeu
 			&i.SourceSequence,
 			&i.SourceToken,
 			&i.InsertedCount,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const messageSend = `-- name: MessageSend :many
-
-WITH inserted AS (
-    INSERT INTO skipq.messages (
-        queue_id, message_id, client_id, metadata, body, body_binary, tags,
-        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready)
-    SELECT q.id, m.message_id, m.client_id, m.metadata, b.body, m.body_binary, m.tags::jsonb,
-           t.now,
-           t.now + make_interval(secs => p.delay_seconds),
-           CASE WHEN p.delay_seconds > 0 THEN t.now + make_interval(secs => p.delay_seconds) END,
-           CASE WHEN p.expiration_seconds > 0
-                THEN t.now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
-           p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0
-    FROM (SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at FROM skipq.queues WHERE tenant = $1 AND name = $2) q
-    CROSS JOIN (SELECT coalesce($3::timestamptz, now()) AS now) t
-    CROSS JOIN generate_subscripts($4::text[], 1) AS i
-    CROSS JOIN LATERAL (SELECT
-        ($4::text[])[i] AS message_id,
-        ($5::text[])[i] AS client_id,
-        ($6::text[])[i] AS metadata,
-        ($7::boolean[])[i] AS body_binary,
-        ($8::text[])[i] AS tags,
-        ($9::integer[])[i] AS delay_seconds,
-        ($10::integer[])[i] AS expiration_seconds,
-        ($11::integer[])[i] AS max_receive_count,
-        ($12::text[])[i] AS dead_letter_queue,
-        ($13::boolean[])[i] AS dead_letter_queue_given,
-        ($14::integer[])[i] AS body_offset,
-        ($15::integer[])[i] AS body_length
-    ) m
-    CROSS JOIN LATERAL (SELECT
-        CASE WHEN m.delay_seconds < 0 THEN q.delay_seconds ELSE m.delay_seconds END AS delay_seconds,
-        CASE WHEN m.expiration_seconds < 0 THEN q.expiration_seconds ELSE m.expiration_seconds END AS expiration_seconds,
-        CASE WHEN m.max_receive_count > 0 THEN m.max_receive_count
-             WHEN q.max_receive_count > 0 THEN q.max_receive_count
-             ELSE $16::integer END AS max_receive_count,
-        CASE WHEN m.dead_letter_queue_given THEN m.dead_letter_queue ELSE q.dead_letter_queue END AS dead_letter_queue
-    ) p
-    CROSS JOIN LATERAL (SELECT
-        substring($17::bytea FROM m.body_offset FOR m.body_length) AS body
-    ) b
-    ORDER BY i
-    RETURNING queue_id, message_id, sequence, sent_at, delayed_to, expires_at, visible_at, ready
-), readied AS (
-    INSERT INTO skipq.ready (queue_id, sequence)
-    SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
-), timed AS (
-    INSERT INTO skipq.timers (due_at, queue_id, sequence)
-    SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
-)
-SELECT inserted.queue_id, inserted.message_id, inserted.sequence, inserted.sent_at,
-       inserted.delayed_to, inserted.expires_at
-FROM inserted
-`
-
-type MessageSendParams struct {
-	Tenant                string
-	Queue                 string
-	Now                   *time.Time
-	MessageIds            []string
-	ClientIds             []string
-	Metadatas             []string
-	BodyBinaries          []bool
-	Tags                  []string
-	DelaySeconds          []int32
-	ExpirationSeconds     []int32
-	MaxReceiveCounts      []int32
-	DeadLetterQueues      []string
-	DeadLetterQueueGiven  []bool
-	BodyOffsets           []int32
-	BodyLengths           []int32
-	ServerMaxReceiveCount int32
-	BodyData              []byte
-}
-
-type MessageSendRow struct {
-	QueueID   int64
-	MessageID string
-	Sequence  int64
-	SentAt    time.Time
-	DelayedTo *time.Time
-	ExpiresAt *time.Time
-}
-
-// Messages: send, claim, settle and move. Every statement here touches one
-// queue's rows through the primary key (queue_id, sequence) or the
-// (queue_id, message_id) unique index, and is bounded by its inputs.
-//
-// Receipt handles carry (queue_id, sequence, lease_token). Settling joins
-// the handles, unnested as k, to the table on the whole primary key and
-// checks the token in the same statement: a nested loop of exact primary-key
-// probes. skipq's connections forbid sequential and bitmap scans, sorts, hash
-// and merge joins (db/pool.go), because queue tables are often analyzed
-// while nearly empty and any of those then looks free; with them off, the
-// probe is the only plan left.
-// Inserts a batch into a queue, resolving each message's policies against the
-// queue's defaults once, at send time (-1 / 0 / dead_letter_queue_given=false
-// mean "absent"). The expiration clock starts after the delay. A message with
-// no delay is ready at once (a row in skipq.ready); a delayed one gets a
-// timer at its delay's end instead. Returns no rows when the queue does not
-// exist; the caller creates it and retries.
-// The bodies come as one bytea, @body_data, cut at @body_offsets (1-based)
-// and @body_lengths: a bytea[] parameter is built by the driver one element
-// at a time in a growing buffer, five times its size in garbage for a large
-// batch, where one bytea is one copy. @body_data is the statement's last
-// parameter (the queue is named first, the body cut last) so that nothing is
-// appended after it in that buffer either.
-func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) ([]MessageSendRow, error) {
-	rows, err := q.db.Query(ctx, messageSend,
-		arg.Tenant,
-		arg.Queue,
-		arg.Now,
-		arg.MessageIds,
-		arg.ClientIds,
-		arg.Metadatas,
-		arg.BodyBinaries,
-		arg.Tags,
-		arg.DelaySeconds,
-		arg.ExpirationSeconds,
-		arg.MaxReceiveCounts,
-		arg.DeadLetterQueues,
-		arg.DeadLetterQueueGiven,
-		arg.BodyOffsets,
-		arg.BodyLengths,
-		arg.ServerMaxReceiveCount,
-		arg.BodyData,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessageSendRow
-	for rows.Next() {
-		var i MessageSendRow
-		if err := rows.Scan(
-			&i.QueueID,
-			&i.MessageID,
-			&i.Sequence,
-			&i.SentAt,
-			&i.DelayedTo,
-			&i.ExpiresAt,
 		); err != nil {
 			return nil, err
 		}

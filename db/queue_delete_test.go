@@ -18,7 +18,7 @@ func TestSendRacingQueueDeleteLeavesNothingReachable(t *testing.T) {
 	// A: a send into q and a claim of it, in one transaction still open.
 	txA, qa := f.begin(t)
 	p := sendParams("q", 0, "late")
-	if rows, err := qa.MessageSend(ctx, p); err != nil || len(rows) != 1 {
+	if rows, err := qa.MessageInsert(ctx, p); err != nil || len(rows) != 1 {
 		t.Fatalf("send: %v %v", rows, err)
 	}
 	claimed := claim(t, qa, 1, nil)
@@ -79,7 +79,7 @@ func TestSendRacingQueueDeleteLeavesNothingReachable(t *testing.T) {
 	}
 
 	// The sweep removes it, and only it.
-	if _, err := f.q.MessageSend(ctx, sendParams("q", 0, "kept")); err != nil {
+	if _, err := f.q.MessageInsert(ctx, sendParams("q", 0, "kept")); err != nil {
 		t.Fatal(err)
 	}
 	swept, err := f.q.MessageDeleteOrphaned(ctx, 100)

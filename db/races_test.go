@@ -68,39 +68,38 @@ func TestNackRacingWorkerDeadLetterMovesOnce(t *testing.T) {
 	}
 }
 
-// Two senders of the same new messageId: the second waits on the first's
-// uncommitted message in the unique index, then fails with the unique
-// violation that the service turns into a retry that finds the first's
-// idempotency key (service/send.go, sendKeyed). Neither stores a second
-// copy.
+// Two senders of the same new idempotency key: the second waits for the
+// first's transaction (skipq.message_insert serializes senders of a key),
+// then finds its key and answers as its duplicate, with its send. Neither
+// stores a second copy.
 func TestSameMessageIDSentTwiceAtOnceStoresOne(t *testing.T) {
 	f := setup(t, 0)
 	ctx := context.Background()
+	keyed := func() db.MessageInsertParams {
+		p := sendParams("q", 0, "order-7")
+		p.Keyed[0] = true
+		return p
+	}
 	txA, qa := f.begin(t)
-	p := sendParams("q", 0, "order-7")
-	rows, err := qa.MessageSend(ctx, p)
-	if err != nil || len(rows) != 1 {
-		t.Fatalf("A's send: %v %v", rows, err)
+	rows, err := qa.MessageInsert(ctx, keyed())
+	if err != nil || len(rows) != 1 || rows[0].Outcome != db.OutcomeSent {
+		t.Fatalf("A's send: %+v %v", rows, err)
 	}
-	if err := qa.DedupKeyInsert(ctx, db.DedupKeyInsertParams{QueueID: rows[0].QueueID, MessageIds: []string{"order-7"},
-		ContentHashes: [][]byte{[]byte("hash")}}); err != nil {
-		t.Fatal(err)
-	}
-	second := make(chan error, 1)
+	second := make(chan []db.MessageInsertRow, 1)
 	go func() {
-		_, err := f.q.MessageSend(ctx, sendParams("q", 0, "order-7"))
-		second <- err
+		rows, err := f.q.MessageInsert(ctx, keyed())
+		if err != nil {
+			t.Error(err)
+		}
+		second <- rows
 	}()
 	waitForLockWait(t, f.pool)
 	if err := txA.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-second; !db.IsUniqueViolation(err, "messages_message_id_queue_key") {
-		t.Fatalf("the second send got %v, want the unique violation the service retries on", err)
-	}
-	keys, err := f.q.DedupKeyFindLive(ctx, db.DedupKeyFindLiveParams{QueueID: rows[0].QueueID, MessageIds: []string{"order-7"}})
-	if err != nil || len(keys) != 1 || keys[0].Sequence != rows[0].Sequence {
-		t.Fatalf("the retry finds %v (%v), want the first send's key", keys, err)
+	got := <-second
+	if len(got) != 1 || got[0].Outcome != db.OutcomeDuplicate || *got[0].Sequence != *rows[0].Sequence {
+		t.Fatalf("the second send got %+v, want a duplicate of sequence %d", got, *rows[0].Sequence)
 	}
 	var copies int
 	if err := f.pool.QueryRow(ctx, "SELECT count(*) FROM skipq.messages WHERE message_id = 'order-7'").Scan(&copies); err != nil || copies != 1 {

@@ -2,9 +2,7 @@ package service
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,7 +49,6 @@ type prepared struct {
 	binary      bool
 	tagsJSON    string
 	clientGiven bool
-	hash        []byte
 }
 
 // Send sends one message (the single-message route).
@@ -83,56 +80,26 @@ func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageIn
 	if err != nil {
 		return nil, err
 	}
-	// first[i] is the index of the first message in the batch with message
-	// i's client-given id; a later copy is a duplicate of it (same content)
-	// or a conflict.
-	first := make([]int, len(msgs))
-	seen := map[string]int{}
-	var keyed []int
-	for i, m := range msgs {
-		first[i] = i
-		if !m.clientGiven {
-			continue
-		}
-		if j, ok := seen[m.MessageID]; ok {
-			if string(msgs[j].hash) != string(m.hash) {
-				return nil, conflict(pathOf(i), m.MessageID)
-			}
-			first[i] = j
-			continue
-		}
-		seen[m.MessageID] = i
-		keyed = append(keyed, i)
+	call := &sendCall{tenant: tenant, queue: queue, msgs: msgs, pathOf: pathOf}
+	if err := s.sends.do(ctx, call); err != nil {
+		return nil, fromDB("send", err)
 	}
-
-	var results []SendResult
-	var queueID int64
-	var fresh int
-	if len(keyed) == 0 {
-		results, queueID, err = s.sendUnkeyed(ctx, tenant, queue, msgs)
-	} else {
-		results, queueID, err = s.sendKeyed(ctx, tenant, queue, msgs, first, pathOf)
+	if call.err != nil {
+		return nil, call.err
 	}
-	if err != nil {
-		return nil, err
-	}
-	sent := 0
-	for i := range results {
-		if first[i] != i {
-			results[i] = results[first[i]]
-			results[i].Duplicate = true
-		}
-		if !results[i].Duplicate {
+	sent, fresh := 0, 0
+	for _, r := range call.results {
+		if !r.Duplicate {
 			sent++
-			if results[i].DelayedTo == nil {
+			if r.DelayedTo == nil {
 				fresh++
 			}
 		}
 	}
-	s.hub.Publish(queueID, fresh)
-	s.names.remember(queueID, tenant, queue)
+	s.hub.Publish(call.queueID, fresh)
+	s.names.remember(call.queueID, tenant, queue)
 	s.obs.MessagesSent(tenant, queue, sent)
-	return results, nil
+	return call.results, nil
 }
 
 // sendAttempts bounds how often a send retries when its queue vanished
@@ -144,23 +111,13 @@ const sendAttempts = 5
 // errQueueVanished is a send's insert finding no queue after creating it.
 var errQueueVanished = &Error{Kind: KindUnavailable, Message: "the queue was deleted while the send ran; retry"}
 
-// sendUnkeyed is the common path: one autocommit INSERT, plus a queue
-// creation and a retry the first time a queue is used (or when a concurrent
-// DELETE removed it between the creation and the insert). Concurrent sends
-// on this node share their INSERT (sharer): one statement and one commit per
-// queue for all of them.
-func (s *Service) sendUnkeyed(ctx context.Context, tenant, queue string, msgs []prepared) ([]SendResult, int64, error) {
-	call := &sendCall{tenant: tenant, queue: queue, msgs: msgs}
-	if err := s.sends.do(ctx, call); err != nil {
-		return nil, 0, fromDB("send", err)
-	}
-	return call.results, call.queueID, call.err
-}
-
-// sendCall is one request's part of a shared send.
+// sendCall is one request's part of a send. Concurrent sends on this node
+// share their statement (sharer): one skipq.message_insert and one commit
+// per queue for all of them, idempotency keys included.
 type sendCall struct {
 	tenant, queue string
 	msgs          []prepared
+	pathOf        func(int) string
 	results       []SendResult
 	queueID       int64
 	err           error
@@ -186,11 +143,13 @@ const (
 	sendOverheadBytes = 256
 )
 
-// runSends inserts the messages of several requests, one statement per
-// queue. Messages are matched to their requests by messageId (server
-// UUIDv7s, unique). When the server refuses a shared INSERT, or the queue is
-// missing, each request is sent on its own (sendAlone), which creates the
-// queue or answers its own error; when the connection fails, whether it
+// runSends sends the messages of several requests, one statement per
+// queue, the requests' messages one after another: a request's positions
+// are a range of the statement's. When the statement cannot answer every
+// request on its own -- the server refused it (nothing was stored), the
+// queue is missing, or a key conflicts (nothing was stored either) -- each
+// request is sent on its own (sendAlone), which creates the queue or gets
+// its own verdict, in arrival order. When the connection failed, whether it
 // committed is unknown, and each request answers the error.
 func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
 	type key struct{ tenant, queue string }
@@ -213,51 +172,67 @@ func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
 		for _, c := range group {
 			all = append(all, c.msgs...)
 		}
-		rows, err := s.q.MessageSend(ctx, s.insertParams(k.tenant, k.queue, all))
+		rows, err := s.direct.MessageInsert(ctx, s.insertParams(k.tenant, k.queue, all))
 		var refused *pgconn.PgError
 		if err != nil && !errors.As(err, &refused) {
-			// The connection failed: the shared INSERT may have committed
-			// before its answer was lost. Sending each again could store
-			// their messages twice, so each request gets the error (503),
-			// as a send of its own would have.
+			// The connection failed: the shared statement may have
+			// committed before its answer was lost. Sending each again
+			// could store their messages twice, so each request gets the
+			// error (503), as a send of its own would have.
 			for _, c := range group {
 				c.err = fromDB("send", err)
 			}
 			continue
 		}
 		if err != nil || len(rows) != len(all) {
-			// The server refused the statement (nothing was stored) or the
-			// queue is missing: each on its own, creating the queue or
-			// answering its own error.
 			for _, c := range group {
 				s.sendAlone(ctx, c)
 			}
 			continue
 		}
-		byID := sendRowsByID(rows)
+		off := 0
 		for _, c := range group {
-			c.answer(byID, rows[0].QueueID)
+			c.answer(rows, off)
+			off += len(c.msgs)
 		}
 	}
 }
 
-// answer gives a send its results, in its messages' order, from the rows an
-// INSERT returned (indexed by messageId).
-func (c *sendCall) answer(byID map[string]SendResult, queueID int64) {
+// answer gives a send its results from the rows of the statement that
+// carried it, where its messages were positions off+1 to off+len(msgs),
+// or its error when one of them conflicts.
+func (c *sendCall) answer(rows []db.MessageInsertRow, off int) {
 	c.results = make([]SendResult, len(c.msgs))
-	for i, m := range c.msgs {
-		c.results[i] = byID[m.MessageID]
+	conflictAt := -1
+	for _, r := range rows {
+		i := int(r.Pos) - 1 - off
+		if i < 0 || i >= len(c.msgs) {
+			continue
+		}
+		c.queueID = r.QueueID
+		switch r.Outcome {
+		case db.OutcomeConflict:
+			if conflictAt < 0 || i < conflictAt {
+				conflictAt = i
+			}
+		default:
+			c.results[i] = SendResult{MessageID: r.MessageID, Sequence: deref(r.Sequence), SentAt: deref(r.SentAt),
+				DelayedTo: r.DelayedTo, ExpiresAt: r.ExpiresAt, Duplicate: r.Outcome == db.OutcomeDuplicate}
+		}
 	}
-	c.queueID = queueID
+	if conflictAt >= 0 {
+		c.results = nil
+		c.err = conflict(c.pathOf(conflictAt), c.msgs[conflictAt].MessageID)
+	}
 }
 
 // sendAlone is one request's send, creating its queue if needed.
 func (s *Service) sendAlone(ctx context.Context, c *sendCall) {
 	params := s.insertParams(c.tenant, c.queue, c.msgs)
-	var rows []db.MessageSendRow
+	var rows []db.MessageInsertRow
 	var err error
 	for attempt := 1; ; attempt++ {
-		rows, err = s.q.MessageSend(ctx, params)
+		rows, err = s.direct.MessageInsert(ctx, params)
 		if err != nil || len(rows) > 0 {
 			break
 		}
@@ -269,117 +244,18 @@ func (s *Service) sendAlone(ctx context.Context, c *sendCall) {
 			break
 		}
 	}
-	if err != nil {
-		c.err = fromDB("send", err)
-		return
-	}
-	if len(rows) != len(c.msgs) {
-		c.err = fromDB("send", fmt.Errorf("inserted %d of %d messages", len(rows), len(c.msgs)))
-		return
-	}
-	c.answer(sendRowsByID(rows), rows[0].QueueID)
-}
-
-// sendKeyed handles client-given ids in one transaction: live keys answer as
-// duplicates (or conflict), the rest are inserted and their keys recorded.
-// Two senders of the same new id race on the messages' unique index; the
-// loser retries and then finds the winner's key.
-func (s *Service) sendKeyed(ctx context.Context, tenant, queue string, msgs []prepared, first []int, pathOf func(int) string) ([]SendResult, int64, error) {
-	var results []SendResult
-	var queueID int64
-	var err error
-	for attempt := 0; attempt < sendAttempts; attempt++ {
-		err = s.inTx(ctx, func(q *db.Queries) error {
-			results = make([]SendResult, len(msgs))
-			if err := q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: tenant, Names: []string{queue}}); err != nil {
-				return err
-			}
-			row, err := s.queueByName(ctx, q, tenant, queue)
-			if KindOf(err) == KindNotFound {
-				return errQueueVanished // deleted since QueueCreateMissing's snapshot
-			}
-			if err != nil {
-				return err
-			}
-			queueID = row.ID
-			var ids []string
-			for i, m := range msgs {
-				if m.clientGiven && first[i] == i {
-					ids = append(ids, m.MessageID)
-				}
-			}
-			keys, err := q.DedupKeyFindLive(ctx, db.DedupKeyFindLiveParams{QueueID: queueID, MessageIds: ids, Now: s.now()})
-			if err != nil {
-				return err
-			}
-			live := map[string]db.SkipqDedupKey{}
-			for _, k := range keys {
-				live[k.MessageID] = k
-			}
-			var toInsert []prepared
-			var insertAt []int
-			for i, m := range msgs {
-				if first[i] != i {
-					continue
-				}
-				if k, ok := live[m.MessageID]; ok && m.clientGiven {
-					if string(k.ContentHash) != string(m.hash) {
-						return conflict(pathOf(i), m.MessageID)
-					}
-					results[i] = SendResult{MessageID: k.MessageID, Sequence: k.Sequence, SentAt: k.SentAt,
-						DelayedTo: k.DelayedTo, ExpiresAt: k.ExpiresAt, Duplicate: true}
-					continue
-				}
-				toInsert = append(toInsert, m)
-				insertAt = append(insertAt, i)
-			}
-			if len(toInsert) == 0 {
-				return nil
-			}
-			rows, err := q.MessageSend(ctx, s.insertParams(tenant, queue, toInsert))
-			if err != nil {
-				return err
-			}
-			if len(rows) != len(toInsert) || rows[0].QueueID != queueID {
-				// The queue was deleted (and perhaps re-created) since
-				// queueByName: its keys were looked up in the wrong queue.
-				return errQueueVanished
-			}
-			byID := sendRowsByID(rows)
-			var keyIDs []string
-			var hashes [][]byte
-			for j, m := range toInsert {
-				results[insertAt[j]] = byID[m.MessageID]
-				if m.clientGiven {
-					keyIDs = append(keyIDs, m.MessageID)
-					hashes = append(hashes, m.hash)
-				}
-			}
-			return q.DedupKeyInsert(ctx, db.DedupKeyInsertParams{QueueID: queueID, MessageIds: keyIDs, ContentHashes: hashes})
-		})
-		if !db.IsUniqueViolation(err, "messages_message_id_queue_key") && !errors.Is(err, errQueueVanished) {
-			break
-		}
-	}
-	if db.IsUniqueViolation(err, "messages_message_id_queue_key") {
+	switch {
+	case db.IsUniqueViolation(err, "messages_message_id_queue_key"):
 		// The id is held by a message moved into this queue (requeue or
 		// dead-letter), which has no idempotency key of its own.
-		return nil, 0, &Error{Kind: KindIdempotencyConflict, Message: "a message with this messageId is already in the queue", Err: err}
+		c.err = &Error{Kind: KindIdempotencyConflict, Message: "a message with this messageId is already in the queue", Err: err}
+	case err != nil:
+		c.err = fromDB("send", err)
+	case rows[0].Outcome != db.OutcomeConflict && len(rows) != len(c.msgs):
+		c.err = fromDB("send", fmt.Errorf("answered %d of %d messages", len(rows), len(c.msgs)))
+	default:
+		c.answer(rows, 0)
 	}
-	if err != nil {
-		return nil, 0, fromDB("send", err)
-	}
-	return results, queueID, nil
-}
-
-// sendRowsByID indexes inserted rows by messageId (unique within an insert):
-// RETURNING order is not something to rely on.
-func sendRowsByID(rows []db.MessageSendRow) map[string]SendResult {
-	out := make(map[string]SendResult, len(rows))
-	for _, r := range rows {
-		out[r.MessageID] = SendResult{MessageID: r.MessageID, Sequence: r.Sequence, SentAt: r.SentAt, DelayedTo: r.DelayedTo, ExpiresAt: r.ExpiresAt}
-	}
-	return out
 }
 
 func conflict(path, id string) *Error {
@@ -388,14 +264,14 @@ func conflict(path, id string) *Error {
 		Issues:  []Issue{{Path: join(path, "messageId"), Message: "already used with different content"}}}
 }
 
-func (s *Service) insertParams(tenant, queue string, msgs []prepared) db.MessageSendParams {
-	p := db.MessageSendParams{
+func (s *Service) insertParams(tenant, queue string, msgs []prepared) db.MessageInsertParams {
+	p := db.MessageInsertParams{
 		Now: s.now(), Tenant: tenant, Queue: queue,
 		ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount),
 	}
-	// The bodies go as one bytea cut by offsets (queries/messages.sql,
-	// MessageSend): one exact copy here instead of the driver growing a
-	// bytea[] parameter element by element.
+	// The bodies go as one bytea cut by offsets (skipq.message_insert): one
+	// exact copy here instead of the driver growing a bytea[] parameter
+	// element by element.
 	size := 0
 	for _, m := range msgs {
 		size += len(m.body)
@@ -403,6 +279,7 @@ func (s *Service) insertParams(tenant, queue string, msgs []prepared) db.Message
 	p.BodyData = make([]byte, 0, size)
 	for _, m := range msgs {
 		p.MessageIds = append(p.MessageIds, m.MessageID)
+		p.Keyed = append(p.Keyed, m.clientGiven)
 		p.ClientIds = append(p.ClientIds, m.ClientID)
 		p.Metadatas = append(p.Metadatas, m.Metadata)
 		p.BodyOffsets = append(p.BodyOffsets, int32(len(p.BodyData)+1))
@@ -479,7 +356,6 @@ func (s *Service) prepare(queue string, in []MessageInput, pathOf func(int) stri
 		is.text(join(p, "clientId"), m.ClientID)
 		tags, _ := json.Marshal(nonNilTags(m.Tags))
 		o.tagsJSON = string(tags)
-		o.hash = contentHash(o)
 	}
 	if err := is.err(); err != nil {
 		return nil, err
@@ -515,39 +391,6 @@ func (s *Service) checkTags(is *issues, path string, tags map[string]string) {
 	}
 }
 
-// contentHash identifies a message's content for idempotency: body (and
-// whether it is binary), metadata, clientId, then each tag key and value in
-// byte order of the keys, each length-prefixed. Policy fields are not
-// content. skipq.content_hash (migrations/00002_sql_api.sql) computes the
-// same bytes, so SQL and HTTP sends of one message are duplicates.
-func contentHash(m *prepared) []byte {
-	h := sha256.New()
-	field := func(b []byte) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	field(m.body)
-	if m.binary {
-		field([]byte{1})
-	} else {
-		field([]byte{0})
-	}
-	field([]byte(m.Metadata))
-	field([]byte(m.ClientID))
-	keys := make([]string, 0, len(m.Tags))
-	for k := range m.Tags {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		field([]byte(k))
-		field([]byte(m.Tags[k]))
-	}
-	return h.Sum(nil)
-}
-
 func nonNilTags(t map[string]string) map[string]string {
 	if t == nil {
 		return map[string]string{}
@@ -565,6 +408,14 @@ func intOr(v *int, def int) int32 {
 func strOr(v *string, def string) string {
 	if v == nil {
 		return def
+	}
+	return *v
+}
+
+func deref[T any](v *T) T {
+	var zero T
+	if v == nil {
+		return zero
 	}
 	return *v
 }

@@ -57,3 +57,61 @@ func TestConcurrentSendsGetTheirOwnResults(t *testing.T) {
 		t.Fatalf("%d messages stored (%v), want %d", total, err, senders*per)
 	}
 }
+
+// Keyed sends share statements too: concurrent requests carrying the same
+// key get the one send it made (a duplicate answer with its sequence), the
+// message is stored once, and a request whose key conflicts gets its 409
+// alone -- its other message not stored, its neighbours' sends unaffected.
+func TestConcurrentKeyedSendsStoreEachKeyOnce(t *testing.T) {
+	svc, _, pool := newService(t)
+	ctx := context.Background()
+	first, err := svc.Send(ctx, "default", "keys", service.MessageInput{Body: "c0", MessageID: "k0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const senders = 30
+	results := make([][]service.SendResult, senders)
+	var conflictErr error
+	var wg sync.WaitGroup
+	for g := range senders + 1 {
+		wg.Go(func() {
+			key, content := fmt.Sprintf("k%d", g%5), fmt.Sprintf("c%d", g%5)
+			if g == senders {
+				content = "other content" // conflicts with k0's c0
+			}
+			res, err := svc.SendBatch(ctx, "default", "keys", []service.MessageInput{
+				{Body: content, MessageID: key}, {Body: "own", MessageID: fmt.Sprintf("u%d", g)}})
+			if g == senders {
+				conflictErr = err
+				return
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			results[g] = res
+		})
+	}
+	wg.Wait()
+	if service.KindOf(conflictErr) != service.KindIdempotencyConflict {
+		t.Fatalf("the conflicting send got %v, want 409", conflictErr)
+	}
+	seqOf := map[string]int64{"k0": first.Sequence}
+	for g, res := range results {
+		if len(res) != 2 || res[1].Duplicate {
+			t.Fatalf("sender %d got %+v", g, res)
+		}
+		key := res[0].MessageID
+		if s, ok := seqOf[key]; ok && s != res[0].Sequence {
+			t.Fatalf("sender %d: key %s answered sequence %d, another sender %d", g, key, res[0].Sequence, s)
+		}
+		seqOf[key] = res[0].Sequence
+	}
+	var stored, keys, orphan int
+	err = pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT message_id) FILTER (WHERE message_id LIKE 'k%'),
+		count(*) FILTER (WHERE message_id = $1) FROM skipq.messages`, fmt.Sprintf("u%d", senders)).Scan(&stored, &keys, &orphan)
+	if err != nil || stored != 5+senders || keys != 5 || orphan != 0 {
+		t.Fatalf("stored %d messages, %d keys, the conflicting send's other message %d times (%v); want %d, 5, 0",
+			stored, keys, orphan, err, 5+senders)
+	}
+}
