@@ -1515,11 +1515,11 @@ func (q *Queries) MessageRequeueByReceipt(ctx context.Context, arg MessageRequeu
 const messageSetVisibilityByReceipt = `-- name: MessageSetVisibilityByReceipt :many
 WITH extended AS (
     UPDATE skipq.messages m
-    SET visible_at = t.now + make_interval(secs => $1::integer),
+    SET visible_at = t.now + make_interval(secs => k.seconds),
         ready = false
-    FROM (SELECT coalesce($2::timestamptz, now()) AS now) t,
-         (SELECT unnest($3::bigint[]) AS queue_id, unnest($4::bigint[]) AS sequence,
-            unnest($5::bytea[]) AS token) k
+    FROM (SELECT coalesce($1::timestamptz, now()) AS now) t,
+         (SELECT unnest($2::bigint[]) AS queue_id, unnest($3::bigint[]) AS sequence,
+            unnest($4::bytea[]) AS token, unnest($5::integer[]) AS seconds) k
     WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
       AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
     RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.visible_at
@@ -1537,11 +1537,11 @@ SELECT extended.queue_id, extended.sequence, extended.token, extended.visible_at
 `
 
 type MessageSetVisibilityByReceiptParams struct {
-	VisibilitySeconds int32
 	Now               *time.Time
 	QueueIds          []int64
 	Sequences         []int64
 	Tokens            [][]byte
+	VisibilitySeconds []int32
 }
 
 type MessageSetVisibilityByReceiptRow struct {
@@ -1551,18 +1551,19 @@ type MessageSetVisibilityByReceiptRow struct {
 	VisibleAt time.Time
 }
 
-// The lease now ends @visibility_seconds (>= 1) from now; the handle stays
+// Each lease now ends its @visibility_seconds (>= 1, one per handle: a
+// shared statement carries several requests' extends) from now; the handle stays
 // valid, and a timer at the new end readies the message (or dead-letters a
 // last allowed delivery) if nobody settles it first. A message whose lease
 // had run out and that the worker already readied is taken off the ready
 // table again. (A release, visibility 0, is a nack.)
 func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg MessageSetVisibilityByReceiptParams) ([]MessageSetVisibilityByReceiptRow, error) {
 	rows, err := q.db.Query(ctx, messageSetVisibilityByReceipt,
-		arg.VisibilitySeconds,
 		arg.Now,
 		arg.QueueIds,
 		arg.Sequences,
 		arg.Tokens,
+		arg.VisibilitySeconds,
 	)
 	if err != nil {
 		return nil, err

@@ -245,18 +245,19 @@ WITH nacked AS (
 SELECT nacked.queue_id, nacked.sequence, nacked.token FROM nacked;
 
 -- name: MessageSetVisibilityByReceipt :many
--- The lease now ends @visibility_seconds (>= 1) from now; the handle stays
+-- Each lease now ends its @visibility_seconds (>= 1, one per handle: a
+-- shared statement carries several requests' extends) from now; the handle stays
 -- valid, and a timer at the new end readies the message (or dead-letters a
 -- last allowed delivery) if nobody settles it first. A message whose lease
 -- had run out and that the worker already readied is taken off the ready
 -- table again. (A release, visibility 0, is a nack.)
 WITH extended AS (
     UPDATE skipq.messages m
-    SET visible_at = t.now + make_interval(secs => @visibility_seconds::integer),
+    SET visible_at = t.now + make_interval(secs => k.seconds),
         ready = false
     FROM (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t,
          (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
-            unnest(@tokens::bytea[]) AS token) k
+            unnest(@tokens::bytea[]) AS token, unnest(@visibility_seconds::integer[]) AS seconds) k
     WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
       AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
     RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.visible_at

@@ -20,16 +20,18 @@ type Service struct {
 	q    *db.Queries // statements with skipq's plan settings (db.Planned)
 	// direct runs statements as they are: VACUUM cannot run inside the
 	// implicit transaction that Planned opens.
-	direct *db.Queries
-	limits Limits
-	log    *slog.Logger
-	hub    *Hub
-	acks   *sharer[ackCall]
-	sends  *sharer[sendCall]
-	claims *sharer[claimCall]
-	keys   keyCache
-	names  queueNames
-	obs    Observer
+	direct  *db.Queries
+	limits  Limits
+	log     *slog.Logger
+	hub     *Hub
+	acks    *sharer[settleCall]
+	nacks   *sharer[settleCall]
+	extends *sharer[settleCall]
+	sends   *sharer[sendCall]
+	claims  *sharer[claimCall]
+	keys    keyCache
+	names   queueNames
+	obs     Observer
 	// now, when set, replaces the database clock in every time-based rule
 	// (tests move time instead of sleeping).
 	now func() *time.Time
@@ -67,7 +69,9 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	if opts.Clock != nil {
 		s.now = func() *time.Time { t := opts.Clock(); return &t }
 	}
-	s.acks = &sharer[ackCall]{maxItems: sharedAckHandles, size: ackSize, run: s.runAcks}
+	s.acks = &sharer[settleCall]{maxItems: sharedSettleHandles, size: settleSize, run: s.runAcks}
+	s.nacks = &sharer[settleCall]{maxItems: sharedSettleHandles, size: settleSize, run: s.runNacks}
+	s.extends = &sharer[settleCall]{maxItems: sharedSettleHandles, size: settleSize, run: s.runExtends}
 	s.sends = &sharer[sendCall]{maxItems: sharedSendBytes, size: sendSize, run: s.runSends}
 	s.claims = &sharer[claimCall]{maxItems: sharedClaimCalls, size: claimSize, run: s.runClaims}
 	s.hub = newHub(newNodeID(), pool, log, opts.Limits.MaxWaiters)
@@ -84,9 +88,9 @@ func (s *Service) Hub() *Hub { return s.hub }
 // claim serves.
 const sharedClaimCalls = 256
 
-// sharedAckHandles bounds the handles of one shared ack statement: four
-// full requests' worth.
-const sharedAckHandles = 4 * MaxReceiptHandles
+// sharedSettleHandles bounds the handles of one shared settle statement
+// (ack, nack or extend): four full requests' worth.
+const sharedSettleHandles = 4 * MaxReceiptHandles
 
 // inTx runs fn in one transaction.
 func (s *Service) inTx(ctx context.Context, fn func(q *db.Queries) error) error {

@@ -11,58 +11,103 @@ import (
 // by primary key and check the lease token in the statement that changes
 // them: a stale or forged handle changes nothing.
 
-// Ack removes the messages. Concurrent acks on this node share one
-// statement (sharer): one commit for many requests.
+// Ack removes the messages.
 func (s *Service) Ack(ctx context.Context, handles []string) (SettleResult, error) {
-	rs := parseReceipts(handles)
-	if len(rs.tokens) == 0 {
-		return rs.result(nil), nil
-	}
-	call := &ackCall{rs: rs}
-	if err := s.acks.do(ctx, call); err != nil {
-		return SettleResult{}, fromDB("ack", err)
-	}
-	return call.res, call.err
+	c, err := s.settle(ctx, s.acks, handles, 0, "ack")
+	return c.res, err
 }
 
-// ackCall is one request's part of a shared ack.
-type ackCall struct {
-	rs  receipts
-	res SettleResult
-	err error
+// Nack makes the messages available again now; a message on its last allowed
+// delivery is dead-lettered (or discarded) in the same transaction instead.
+func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, error) {
+	c, err := s.settle(ctx, s.nacks, handles, 0, "nack")
+	return c.res, err
 }
 
-func ackSize(c *ackCall) int { return len(c.rs.tokens) }
+// settleCall is one request's part of a shared settle: concurrent acks,
+// nacks and extends on this node each share one statement (sharer), and
+// so one commit, for many requests.
+type settleCall struct {
+	rs      receipts
+	seconds int // extends: the new lease length
+	res     SettleResult
+	until   map[string]time.Time // extends: the new lease end of each handle settled
+	err     error
+}
 
-// runAcks acks the handles of several requests in one statement. A handle
-// named by two requests is sent once and credited to the first: a message is
-// settled once, and counted once.
-func (s *Service) runAcks(ctx context.Context, calls []*ackCall) {
-	var p db.MessageAckByReceiptParams
-	owner := map[string]*ackCall{}
+func settleSize(c *settleCall) int { return len(c.rs.tokens) }
+
+// settle runs one request's settle through its sharer.
+func (s *Service) settle(ctx context.Context, sh *sharer[settleCall], handles []string, seconds int, op string) (*settleCall, error) {
+	c := &settleCall{rs: parseReceipts(handles), seconds: seconds}
+	if len(c.rs.tokens) == 0 {
+		c.res = c.rs.result(nil)
+		return c, nil
+	}
+	if err := sh.do(ctx, c); err != nil {
+		return c, fromDB(op, err)
+	}
+	if c.err != nil {
+		return c, fromDB(op, c.err)
+	}
+	return c, nil
+}
+
+// merged is the handles of several requests as one statement's arrays. A
+// handle named by two requests is sent once and credited to the first: a
+// message is settled once, and counted once.
+type merged struct {
+	queueIDs, sequences []int64
+	tokens              [][]byte
+	seconds             []int32
+	owner               map[string]*settleCall
+}
+
+func merge(calls []*settleCall) merged {
+	m := merged{owner: map[string]*settleCall{}}
 	for _, c := range calls {
 		for i, h := range c.rs.handles {
-			if !c.rs.valid[i] || owner[h] != nil {
+			if !c.rs.valid[i] || m.owner[h] != nil {
 				continue
 			}
-			owner[h] = c
+			m.owner[h] = c
 			r := c.rs.parsed[i]
-			p.QueueIds = append(p.QueueIds, r.queueID)
-			p.Sequences = append(p.Sequences, r.sequence)
-			p.Tokens = append(p.Tokens, r.token)
+			m.queueIDs = append(m.queueIDs, r.queueID)
+			m.sequences = append(m.sequences, r.sequence)
+			m.tokens = append(m.tokens, r.token)
+			m.seconds = append(m.seconds, int32(c.seconds))
 		}
 	}
-	rows, err := s.q.MessageAckByReceipt(ctx, p)
+	return m
+}
+
+// answer gives each request its result from the deliveries the statement
+// settled.
+func (m merged) answer(calls []*settleCall, changed map[settledKey]bool) {
+	for _, c := range calls {
+		c.res = c.rs.resultFor(changed, func(h string) bool { return m.owner[h] == c })
+	}
+}
+
+// failed handles a shared statement that failed as a whole: a request
+// alone gets the error; several are each run again on their own, so that
+// each gets its own answer.
+func failed(ctx context.Context, calls []*settleCall, err error, run func(context.Context, []*settleCall)) {
+	if len(calls) == 1 {
+		calls[0].err = err
+		return
+	}
+	for _, c := range calls {
+		run(ctx, []*settleCall{c})
+	}
+}
+
+func (s *Service) runAcks(ctx context.Context, calls []*settleCall) {
+	m := merge(calls)
+	rows, err := s.q.MessageAckByReceipt(ctx, db.MessageAckByReceiptParams{
+		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens})
 	if err != nil {
-		if len(calls) == 1 {
-			calls[0].err = fromDB("ack", err)
-			return
-		}
-		// The shared statement failed as a whole: each request on its own,
-		// so that each gets its own answer.
-		for _, c := range calls {
-			s.runAcks(ctx, []*ackCall{c})
-		}
+		failed(ctx, calls, err, s.runAcks)
 		return
 	}
 	changed := map[settledKey]bool{}
@@ -71,26 +116,19 @@ func (s *Service) runAcks(ctx context.Context, calls []*ackCall) {
 		changed[settled(r.QueueID, r.Sequence, r.Token)] = true
 		acked[r.QueueID]++
 	}
-	for _, c := range calls {
-		c.res = c.rs.resultFor(changed, func(h string) bool { return owner[h] == c })
-	}
+	m.answer(calls, changed)
 	s.observeByID(ctx, acked, s.obs.MessagesAcked)
 }
 
-// Nack makes the messages available again now; a message on its last allowed
-// delivery is dead-lettered (or discarded) in the same transaction instead.
-func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, error) {
-	rs := parseReceipts(handles)
-	if len(rs.tokens) == 0 {
-		return rs.result(nil), nil
-	}
+func (s *Service) runNacks(ctx context.Context, calls []*settleCall) {
+	m := merge(calls)
 	changed := map[settledKey]bool{}
 	available := map[int64]int{}
 	nackedBy := map[int64]int{}
 	var moves []db.MessageDeadLetterRow
 	err := s.inTx(ctx, func(q *db.Queries) error {
 		nacked, err := q.MessageNackByReceipt(ctx, db.MessageNackByReceiptParams{
-			Now: s.now(), QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens})
+			Now: s.now(), QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens})
 		if err != nil {
 			return err
 		}
@@ -99,11 +137,11 @@ func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, err
 			available[r.QueueID]++
 			nackedBy[r.QueueID]++
 		}
-		if len(nacked) == len(rs.tokens) {
+		if len(nacked) == len(m.tokens) {
 			return nil
 		}
 		final, err := q.MessageFinalByReceipt(ctx, db.MessageFinalByReceiptParams{
-			QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens})
+			QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens})
 		if err != nil || len(final) == 0 {
 			return err
 		}
@@ -119,14 +157,41 @@ func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, err
 		return err
 	})
 	if err != nil {
-		return SettleResult{}, fromDB("nack", err)
+		failed(ctx, calls, err, s.runNacks)
+		return
 	}
 	for id, n := range available {
 		s.hub.Publish(id, n)
 	}
+	m.answer(calls, changed)
 	s.observeByID(ctx, nackedBy, s.obs.MessagesNacked)
 	s.observeMoves(moves)
-	return rs.result(changed), nil
+}
+
+func (s *Service) runExtends(ctx context.Context, calls []*settleCall) {
+	m := merge(calls)
+	rows, err := s.q.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{
+		Now: s.now(), VisibilitySeconds: m.seconds,
+		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens})
+	if err != nil {
+		failed(ctx, calls, err, s.runExtends)
+		return
+	}
+	changed := map[settledKey]bool{}
+	until := map[settledKey]time.Time{}
+	for _, r := range rows {
+		k := settled(r.QueueID, r.Sequence, r.Token)
+		changed[k], until[k] = true, r.VisibleAt
+	}
+	m.answer(calls, changed)
+	for _, c := range calls {
+		c.until = map[string]time.Time{}
+		for i, h := range c.rs.handles {
+			if t, ok := until[c.rs.parsed[i].key()]; ok && c.rs.valid[i] && m.owner[h] == c {
+				c.until[h] = t
+			}
+		}
+	}
 }
 
 // VisibilityResult adds the new lease end of each settled handle.
@@ -162,29 +227,14 @@ func (s *Service) SetVisibility(ctx context.Context, handles []string, seconds i
 		res.SettleResult = nacked
 		return res, nil
 	}
-	rs := parseReceipts(handles)
-	if len(rs.tokens) == 0 {
-		res.SettleResult = rs.result(nil)
-		return res, nil
-	}
-	rows, err := s.q.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{
-		Now: s.now(), VisibilitySeconds: int32(seconds),
-		QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens})
+	c, err := s.settle(ctx, s.extends, handles, seconds, "change visibility")
 	if err != nil {
-		return VisibilityResult{}, fromDB("change visibility", err)
+		return VisibilityResult{}, err
 	}
-	changed := map[settledKey]bool{}
-	until := map[settledKey]time.Time{}
-	for _, r := range rows {
-		k := settled(r.QueueID, r.Sequence, r.Token)
-		changed[k], until[k] = true, r.VisibleAt
+	if c.until != nil {
+		res.VisibleUntil = c.until
 	}
-	for i, h := range rs.handles {
-		if t, ok := until[rs.parsed[i].key()]; ok && rs.valid[i] {
-			res.VisibleUntil[h] = t
-		}
-	}
-	res.SettleResult = rs.result(changed)
+	res.SettleResult = c.res
 	return res, nil
 }
 
