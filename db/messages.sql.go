@@ -1607,22 +1607,6 @@ func (q *Queries) MessageVacuum(ctx context.Context) error {
 	return err
 }
 
-const timerDue = `-- name: TimerDue :one
-SELECT EXISTS (
-    SELECT 1 FROM skipq.timers t
-    WHERE t.due_at <= coalesce($1::timestamptz, now())
-)::boolean AS due
-`
-
-// Worker: is any timer due? One probe of the due_at index, so an idle
-// database sees a single statement per tick, not a transaction.
-func (q *Queries) TimerDue(ctx context.Context, now *time.Time) (bool, error) {
-	row := q.db.QueryRow(ctx, timerDue, now)
-	var due bool
-	err := row.Scan(&due)
-	return due, err
-}
-
 const timerTakeDue = `-- name: TimerTakeDue :many
 DELETE FROM skipq.timers t
 WHERE t.ctid = ANY(ARRAY(
@@ -1668,4 +1652,22 @@ func (q *Queries) TimerTakeDue(ctx context.Context, arg TimerTakeDueParams) ([]T
 		return nil, err
 	}
 	return items, nil
+}
+
+const timerWait = `-- name: TimerWait :one
+SELECT skipq.timer_wait($1::timestamptz, $2::float8)::float8 AS wait_seconds
+`
+
+type TimerWaitParams struct {
+	Now        *time.Time
+	CapSeconds float64
+}
+
+// Worker: seconds until the earliest timer is due (0: now), at most
+// @cap_seconds; skipq.timer_wait (migrations/00010_timer_wait.sql).
+func (q *Queries) TimerWait(ctx context.Context, arg TimerWaitParams) (float64, error) {
+	row := q.db.QueryRow(ctx, timerWait, arg.Now, arg.CapSeconds)
+	var wait_seconds float64
+	err := row.Scan(&wait_seconds)
+	return wait_seconds, err
 }

@@ -53,7 +53,7 @@ func TestSendRacingQueueDeleteLeavesNothingReachable(t *testing.T) {
 		return []int64{m.QueueID}, []int64{m.Sequence}, [][]byte{m.LeaseToken}
 	}
 	qs, ss, ts := keys()
-	if rows, err := f.q.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{QueueIds: qs, Sequences: ss, Tokens: ts, VisibilitySeconds: 5}); err != nil || len(rows) != 0 {
+	if rows, err := f.q.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{QueueIds: qs, Sequences: ss, Tokens: ts, VisibilitySeconds: []int32{5}}); err != nil || len(rows) != 0 {
 		t.Fatalf("visibility of a deleted queue's message: %v %v", rows, err)
 	}
 	if rows, err := f.q.MessageNackByReceipt(ctx, db.MessageNackByReceiptParams{QueueIds: qs, Sequences: ss, Tokens: ts}); err != nil || len(rows) != 0 {

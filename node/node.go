@@ -53,7 +53,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		// the same limits as its HTTP sends.
 		publishSQLLimits(ctx, bg, svc, log, &wg)
 		listener := &db.Listener{URL: cfg.listenerURL(), Log: log,
-			OnNotify: hub.HandleNotification, OnConnect: hub.WakeAll}
+			OnNotify: hub.HandleNotification, OnConnect: hub.ListenerConnected, OnDisconnect: hub.ListenerLost}
 		wg.Go(func() { listener.Run(bg) })
 		wg.Go(func() { hub.Run(bg) })
 	}

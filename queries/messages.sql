@@ -459,13 +459,10 @@ WITH RECURSIVE present(queue_id) AS (
 )
 SELECT gone.queue_id FROM gone;
 
--- name: TimerDue :one
--- Worker: is any timer due? One probe of the due_at index, so an idle
--- database sees a single statement per tick, not a transaction.
-SELECT EXISTS (
-    SELECT 1 FROM skipq.timers t
-    WHERE t.due_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-)::boolean AS due;
+-- name: TimerWait :one
+-- Worker: seconds until the earliest timer is due (0: now), at most
+-- @cap_seconds; skipq.timer_wait (migrations/00010_timer_wait.sql).
+SELECT skipq.timer_wait(sqlc.narg('now')::timestamptz, @cap_seconds::float8)::float8 AS wait_seconds;
 
 -- name: TimerTakeDue :many
 -- Worker: takes up to @max_timers due timers, oldest first. SKIP LOCKED, so

@@ -16,10 +16,18 @@ import (
 )
 
 // RecheckInterval is how often the head waiter of each queue re-claims on
-// its own. It covers what no NOTIFY announces -- a delay that elapses, a lease
-// that expires -- and a listener that is down, at one query per queue per
-// node per interval however many receivers wait.
+// its own while the node's listener is down (or not yet up), and how often
+// receivers waiting on a queue that does not exist yet look it up again:
+// one query per queue per node per interval however many receivers wait.
 const RecheckInterval = 900 * time.Millisecond
+
+// SafetyRecheckInterval is how often the head waiter of each queue
+// re-claims while the listener is up. Everything that makes a message
+// available is announced then -- sends (HTTP and SQL), nacks, requeues,
+// moves, and the worker's timers for delays and leases that ended -- so
+// this only bounds the wait after a lost notification, and keeps an idle
+// node's statements few.
+const SafetyRecheckInterval = 5 * time.Second
 
 // notifyGap is the least time between two NOTIFY rounds. Under load a round
 // per send would add a fourth commit to every message's lifecycle; with the
@@ -53,6 +61,12 @@ type Hub struct {
 
 	kick    chan struct{}
 	closing chan struct{}
+
+	// listening is whether the node's listener is connected (its
+	// notifications arrive); lastRecheck is the last recheck of every
+	// queue (Run's goroutine only).
+	listening   atomic.Bool
+	lastRecheck time.Time
 
 	// maxParked caps the receives waiting on this node (SKIPQ_MAX_WAITERS;
 	// 0: no cap). parked counts them from park to unpark, across their
@@ -163,8 +177,18 @@ func (h *Hub) wakeLocked(queueID int64, n int) {
 	}
 }
 
-// WakeAll wakes every waiter: after the listener reconnects, notifications
-// may have been missed.
+// ListenerConnected is the listener's OnConnect: notifications arrive
+// again, and every waiter is woken, as some may have been missed.
+func (h *Hub) ListenerConnected() {
+	h.listening.Store(true)
+	h.WakeAll()
+}
+
+// ListenerLost is the listener's OnDisconnect: until it is back, waiters
+// re-claim every RecheckInterval.
+func (h *Hub) ListenerLost(error) { h.listening.Store(false) }
+
+// WakeAll wakes every waiter.
 func (h *Hub) WakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -237,22 +261,27 @@ func (h *Hub) Run(ctx context.Context) {
 			case <-time.After(notifyGap):
 			}
 		case <-ticker.C:
-			h.recheck()
+			every := !h.listening.Load() || time.Since(h.lastRecheck) >= SafetyRecheckInterval
+			if every {
+				h.lastRecheck = time.Now()
+			}
+			h.recheck(every)
 		}
 	}
 }
 
-// recheck wakes the oldest waiter of each queue (all waiters of missing
-// queues): one claim per queue per interval.
-func (h *Hub) recheck() {
+// recheck wakes all waiters of missing queues and, when every is set, the
+// oldest waiter of each queue: one claim per queue.
+func (h *Hub) recheck(every bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id := range h.waiters {
-		n := 1
-		if id == missingQueue {
-			n = 0
+		switch {
+		case id == missingQueue:
+			h.wakeLocked(id, 0)
+		case every:
+			h.wakeLocked(id, 1)
 		}
-		h.wakeLocked(id, n)
 	}
 }
 

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/skipq/skipq/db"
@@ -19,11 +20,20 @@ import (
 // at once while it fills batches. The readied counts are only published
 // after the commit, when a woken receiver can claim the messages.
 func (s *Service) FireTimers(ctx context.Context, max int) (int, error) {
+	if !s.timerProbe.due() {
+		return 0, nil
+	}
 	// One cheap probe of the timers index first: an idle database sees a
-	// single statement per tick, not a transaction.
-	due, err := s.q.TimerDue(ctx, s.now())
-	if err != nil || !due {
+	// single statement, at most once a second, not a transaction per tick.
+	wait, err := s.direct.TimerWait(ctx, db.TimerWaitParams{Now: s.now(), CapSeconds: timerHorizon.Seconds()})
+	if err != nil {
 		return 0, fromDB("fire timers", err)
+	}
+	if wait > 0 {
+		if s.now() == nil { // the real clock: see timerProbe
+			s.timerProbe.wait(time.Duration(wait * float64(time.Second)))
+		}
+		return 0, nil
 	}
 	var taken int
 	readied := map[int64]int{}
@@ -79,6 +89,36 @@ func (s *Service) FireTimers(ctx context.Context, max int) (int, error) {
 	return taken, nil
 }
 
+// timerHorizon is how far ahead a timer can be when it is filed: never
+// sooner than a second after the now() of the transaction that files it (a
+// delay or a lease is a whole number of seconds, at least 1).
+const timerHorizon = time.Second
+
+// timerProbe spares the worker the probe of the timers when none can be due
+// yet: after a probe found the earliest timer d away (or none), nothing
+// can be due before min(d, timerHorizon) -- a timer filed since is at least
+// timerHorizon out. The worker still ticks every 500 ms (SPEC §7) and fires
+// a timer as soon as it is due, at worst late by how much earlier than its
+// commit the filing transaction started (a long SQL transaction's delayed
+// send), and then by at most timerHorizon. Used only with the real clock:
+// an injected one can jump.
+type timerProbe struct {
+	mu        sync.Mutex
+	notBefore time.Time
+}
+
+func (p *timerProbe) due() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !time.Now().Before(p.notBefore)
+}
+
+func (p *timerProbe) wait(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.notBefore = time.Now().Add(min(d, timerHorizon))
+}
+
 // RemoveExpired deletes up to max expired messages that are not in a live
 // lease.
 func (s *Service) RemoveExpired(ctx context.Context, max int) (int, error) {
@@ -121,7 +161,7 @@ const QueueCountsPeriod = 15 * time.Second
 // exports the same snapshot; only one node per QueueCountsPeriod pays for
 // the count. It returns 0: it is not a batch job.
 func (s *Service) RefreshQueueCounts(ctx context.Context, _ int) (int, error) {
-	turn, err := s.q.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: s.now(), Job: "queue_counts",
+	turn, err := s.direct.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: s.now(), Job: "queue_counts",
 		PeriodSeconds: int32(QueueCountsPeriod / time.Second)})
 	if err != nil {
 		return 0, fromDB("count queues", err)
@@ -137,7 +177,7 @@ func (s *Service) RefreshQueueCounts(ctx context.Context, _ int) (int, error) {
 			return 0, fromDB("count queues", err)
 		}
 	}
-	rows, err := s.q.QueueCountsList(ctx, maxGaugeQueues)
+	rows, err := s.direct.QueueCountsList(ctx, maxGaugeQueues)
 	if err != nil {
 		return 0, fromDB("read queue counts", err)
 	}
@@ -164,12 +204,12 @@ const (
 // in that time, and claims step over their index entries until they are
 // gone. It returns 0: it is not a batch job.
 func (s *Service) VacuumMessages(ctx context.Context, _ int) (int, error) {
-	turn, err := s.q.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: s.now(), Job: "vacuum",
+	turn, err := s.direct.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: s.now(), Job: "vacuum",
 		PeriodSeconds: int32(VacuumPeriod / time.Second)})
 	if err != nil || !turn {
 		return 0, fromDB("vacuum", err)
 	}
-	dead, err := s.q.MessageDeadTuples(ctx)
+	dead, err := s.direct.MessageDeadTuples(ctx)
 	if err != nil || dead < VacuumDeadTuples {
 		return 0, fromDB("vacuum", err)
 	}

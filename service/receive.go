@@ -99,13 +99,13 @@ func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOp
 		select {
 		case <-w.c:
 		case <-deadline.C:
-			s.hub.unregister(queueID, w)
+			s.leave(queueID, w)
 			return nil, nil
 		case <-ctx.Done():
-			s.hub.unregister(queueID, w)
+			s.leave(queueID, w)
 			return nil, nil
 		case <-s.hub.Closing():
-			s.hub.unregister(queueID, w)
+			s.leave(queueID, w)
 			return nil, nil
 		}
 		if queueID == missingQueue {
@@ -113,6 +113,18 @@ func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOp
 				return nil, err
 			}
 		}
+	}
+}
+
+// leave ends a wait that will not claim. A wake-up that reached it as it
+// left is passed on to the next waiter: with the listener up, the hub's own
+// recheck comes only every SafetyRecheckInterval.
+func (s *Service) leave(queueID int64, w *waiter) {
+	s.hub.unregister(queueID, w)
+	select {
+	case <-w.c:
+		s.hub.wake(queueID, 1)
+	default:
 	}
 }
 

@@ -18,20 +18,24 @@ import (
 type Service struct {
 	pool *pgxpool.Pool
 	q    *db.Queries // statements with skipq's plan settings (db.Planned)
-	// direct runs statements as they are: VACUUM cannot run inside the
-	// implicit transaction that Planned opens.
-	direct  *db.Queries
-	limits  Limits
-	log     *slog.Logger
-	hub     *Hub
-	acks    *sharer[settleCall]
-	nacks   *sharer[settleCall]
-	extends *sharer[settleCall]
-	sends   *sharer[sendCall]
-	claims  *sharer[claimCall]
-	keys    keyCache
-	names   queueNames
-	obs     Observer
+	// direct runs statements as they are, with nothing piped ahead: calls
+	// of functions that carry their own plan settings (message_insert,
+	// timer_wait), statements on small tables (job turns, the gauge
+	// snapshot), and VACUUM, which cannot run inside the implicit
+	// transaction that Planned opens.
+	direct     *db.Queries
+	timerProbe timerProbe
+	limits     Limits
+	log        *slog.Logger
+	hub        *Hub
+	acks       *sharer[settleCall]
+	nacks      *sharer[settleCall]
+	extends    *sharer[settleCall]
+	sends      *sharer[sendCall]
+	claims     *sharer[claimCall]
+	keys       keyCache
+	names      queueNames
+	obs        Observer
 	// now, when set, replaces the database clock in every time-based rule
 	// (tests move time instead of sleeping).
 	now func() *time.Time
