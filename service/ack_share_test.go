@@ -144,9 +144,13 @@ func TestConcurrentNacksAndExtendsGetTheirOwnAnswers(t *testing.T) {
 					t.Errorf("request %d: %d leases for %d settled handles", g, len(vr.VisibleUntil), vr.Succeeded)
 				}
 				res = vr.SettleResult
-			} else if res, err = svc.Nack(ctx, hs); err != nil {
-				t.Error(err)
-				return
+			} else {
+				nacked, err := svc.Nack(ctx, hs)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				res = nacked
 			}
 			stale := map[string]bool{}
 			for _, f := range res.Failed {
