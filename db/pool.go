@@ -21,13 +21,16 @@ type PoolOptions struct {
 // NewPool opens a pgx pool. It does not wait for the database: a node starts
 // (and answers 503) while Postgres is away.
 //
-// Nothing on these connections is session state, so they work through
-// PgBouncer in transaction pooling (SPEC §1): no startup parameters beyond
-// the URL's own, and statements are sent as unnamed statements whose
-// descriptions pgx caches (QueryExecModeCacheDescribe), never as named
-// prepared statements that would have to outlive a transaction. A URL that
-// names its own default_query_exec_mode keeps it. The plan settings that
-// skipq's statements need are set per transaction (Planned, TxOptions).
+// Nothing on these connections is session state beyond what pgx caches for
+// itself, so they work through PgBouncer in transaction pooling (SPEC §1):
+// no startup parameters beyond the URL's own, and the plan settings that
+// skipq's statements need are set per transaction (Planned, TxOptions) or
+// carried by the functions the hot paths call. pgx keeps its prepared
+// statements (the fastest on a direct connection); behind a transaction
+// pooler the URL adds default_query_exec_mode=cache_describe
+// (docs/OPERATIONS.md), and as sends, claims, acks and extends are function
+// calls whose inner plans PostgreSQL caches, only the one-line call is
+// planned per request.
 func NewPool(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

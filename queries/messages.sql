@@ -17,142 +17,18 @@
 -- name: MessageClaim :many
 -- Claims up to @max_messages available messages, oldest sequence first, for
 -- @visibility_seconds (NULL: the queue's default), within the response
--- budget. The queue is resolved by name in an InitPlan, so a receive is one
--- round trip.
---
--- `walked` walks skipq.ready, which holds only the messages a claim may
--- take, so the walk reads what it returns plus dead entries of recent claims
--- until VACUUM -- never the delayed or leased messages of the queue, however
--- many. The shape pins the plan whatever the statistics say: the ready
--- rows in key order drive a LATERAL probe of each message by its whole
--- primary key (a unique probe is the cheapest plan under any statistics).
--- Written as a plain join, the planner -- with statistics taken while the
--- queue was drained, `ready` looking never true -- drove it from the
--- messages' key, or scanned the whole key once per ready row: claims of 100
--- took 60-100 ms under load, against 2 ms for this plan. It locks the messages themselves (FOR UPDATE OF c SKIP LOCKED):
--- concurrent receivers pass each other's rows instead of queueing behind
--- them, and a message is always locked before its ready row is deleted (the
--- lock order of every statement, docs/DESIGN.md). `c.ready` is re-checked on
--- the newest version when a concurrent claim committed after this
--- statement's snapshot, so no message is taken twice. The claim then
--- updates only unindexed columns (a HOT update), deletes the ready rows, and
--- files a timer at the lease's end, when the worker readies the message
--- again -- or dead-letters it, if that was its last allowed delivery --
--- unless it was settled first. Each claim mints a fresh lease token (two
--- strong random UUIDs: 244 random bits), so older receipt handles go stale.
---
--- The response budget (here, in MessageClaimAndDelete and in MessagePeek):
--- a receive stops taking messages when its answer would pass
--- @max_response_bytes (SKIPQ_MAX_RESPONSE_BYTES). Of the rows the walk took,
--- in sequence order, a row is kept while the estimated size of the rows
--- before it is under the budget, and the first row always, so at least one
--- message is returned however large. The walk's other rows are locked only
--- for this statement (autocommit) and never leased: they stay ready for the
--- next receive. One message's estimate is the size of its JSON without
--- escaping: the body (base64, 4/3 of it, when binary), metadata, tags as
--- JSON text, messageId, clientId and reRoutedFrom, plus @message_overhead
--- for the fixed fields (names, timestamps, receipt handle, queue name),
--- which the caller computes; service.EstimatedMessageBytes is the same sum
--- in Go. octet_length of a bytea or text reads the raw size from the TOAST
--- pointer without detoasting (a 1 MiB body costs no TOAST page);
--- pg_column_size would be as cheap but gives the compressed size, which
--- understates. tags::text does detoast, but tags are small (at most
--- 32 x 1 KiB). LockRows does not keep the walk's order as far as the planner
--- knows, so the window sorts its at most @max_messages (sequence, size)
--- pairs again: a small in-memory sort above the LIMIT.
-WITH t AS (
-    SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now,
-           coalesce(sqlc.narg('visibility_seconds')::integer,
-                    (SELECT q.visibility_seconds FROM skipq.queues q
-                     WHERE q.tenant = @tenant AND q.name = @queue)) AS visibility_seconds
-), walked AS (
-    SELECT c.queue_id, c.sequence, c.size
-    FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r
-          WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-          ORDER BY r.sequence) r
-    CROSS JOIN LATERAL (
-        SELECT c.queue_id, c.sequence,
-               CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
-                         ELSE octet_length(c.body)::bigint END
-                    + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
-                    + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
-                    + @message_overhead::bigint AS size
-        FROM skipq.messages c
-        WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
-          AND c.ready
-          AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-        FOR UPDATE SKIP LOCKED) c
-    LIMIT @max_messages
-), picked AS (
-    SELECT w.queue_id, w.sequence FROM (
-        SELECT w.queue_id, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
-        FROM walked w
-        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
-    WHERE w.n = 1 OR w.before < @max_response_bytes::bigint
-), unready AS (
-    -- Ready rows are deleted by primary-key probes that the plan cannot turn
-    -- around, never by a join: joined to a CTE, the planner may walk the
-    -- whole ready table once per row of the CTE (measured: 30 ms for a claim
-    -- of 100 behind 1,100 ready rows). Here, one queue and `sequence =
-    -- ANY(...)`: both index conditions. Where the rows may span queues, a
-    -- LATERAL probe per row collects their ctids (a Tid scan deletes them);
-    -- nobody else can delete them meanwhile, as their messages are locked.
-    DELETE FROM skipq.ready r
-    WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-      AND r.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p))
-), timed AS (
-    INSERT INTO skipq.timers (due_at, queue_id, sequence)
-    SELECT t.now + make_interval(secs => t.visibility_seconds), p.queue_id, p.sequence
-    FROM picked p, t
-)
-UPDATE skipq.messages m
-SET visible_at        = t.now + make_interval(secs => t.visibility_seconds),
-    receive_count     = m.receive_count + 1,
-    first_received_at = coalesce(m.first_received_at, t.now),
-    lease_token       = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()),
-    ready             = false
-FROM t
-WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-  AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p))
-RETURNING m.*;
+-- budget: skipq.message_claim (migrations/00011_claim_settle_functions.sql,
+-- where the statement and why it is shaped so are).
+SELECT * FROM skipq.message_claim(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
+    sqlc.narg('visibility_seconds')::integer, @max_messages::integer, @max_response_bytes::bigint,
+    @message_overhead::bigint);
 
 -- name: MessageClaimAndDelete :many
--- autoAck receive: claims like MessageClaim (the same walk and response
--- budget) and removes what it returns, with its ready rows, in the same
--- statement. receive_count is reported as this delivery's count.
-WITH walked AS (
-    SELECT c.queue_id, c.sequence, c.size
-    FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r
-          WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-          ORDER BY r.sequence) r
-    CROSS JOIN LATERAL (
-        SELECT c.queue_id, c.sequence,
-               CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
-                         ELSE octet_length(c.body)::bigint END
-                    + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
-                    + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
-                    + @message_overhead::bigint AS size
-        FROM skipq.messages c
-        WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
-          AND c.ready
-          AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-        FOR UPDATE SKIP LOCKED) c
-    LIMIT @max_messages
-), picked AS (
-    SELECT w.queue_id, w.sequence FROM (
-        SELECT w.queue_id, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
-        FROM walked w
-        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
-    WHERE w.n = 1 OR w.before < @max_response_bytes::bigint
-), unready AS (
-    DELETE FROM skipq.ready r
-    WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-      AND r.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p))
-)
-DELETE FROM skipq.messages m
-WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-  AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p))
-RETURNING m.*;
+-- autoAck receive: claims like MessageClaim and removes what it returns
+-- (skipq.message_claim_and_delete). receive_count is reported as it was
+-- before this delivery.
+SELECT * FROM skipq.message_claim_and_delete(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
+    @max_messages::integer, @max_response_bytes::bigint, @message_overhead::bigint);
 
 -- name: MessagePeek :many
 -- isPeek receive: the messages a claim would take (the same walk and
@@ -188,36 +64,11 @@ WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND
   AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p));
 
 -- name: MessageAckByReceipt :many
--- Every settle returns the token it matched, so the caller credits exactly
--- the handle that settled the row (not a stale handle naming the same row),
--- and checks that the queue still exists: a message that a send racing a
--- queue deletion left behind (QueueDelete) is never settled, and the worker
--- removes it (MessageDeleteOrphaned).
--- Every statement that deletes messages also deletes the ready rows of those
--- that were ready (a leased message usually is not; one whose lease ran out
--- and that the worker readied is), after the message row: the lock order of
--- every statement (docs/DESIGN.md, "The claim").
--- `EXISTS (... OFFSET 0)` stays a per-row check: pulled up into a join
--- with the queues, it let a generic plan on statistics taken while the
--- queue was drained probe the messages by queue_id alone and filter on the
--- rest (50 ms for an ack of 100 under load). As written, the only plan is
--- a probe of each handle's full primary key (0.4 ms for 100, stale
--- statistics or not).
-WITH gone AS (
-    DELETE FROM skipq.messages m
-    USING (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
-            unnest(@tokens::bytea[]) AS token) k
-    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-    RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.ready
-), unready AS (
-    DELETE FROM skipq.ready r
-    WHERE r.ctid = ANY(ARRAY(
-        SELECT x.ctid FROM gone g
-        CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
-)
-SELECT gone.queue_id, gone.sequence, gone.token::bytea AS token FROM gone;
+-- Deletes the messages whose lease the handles hold (skipq.message_ack),
+-- returning the token each matched, so the caller credits exactly the
+-- handle that settled the row.
+SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token
+FROM skipq.message_ack(@queue_ids::bigint[], @sequences::bigint[], @tokens::bytea[]) a;
 
 -- name: MessageNackByReceipt :many
 -- Makes messages available again now: ready, with the lease cleared. A
@@ -245,33 +96,11 @@ WITH nacked AS (
 SELECT nacked.queue_id, nacked.sequence, nacked.token FROM nacked;
 
 -- name: MessageSetVisibilityByReceipt :many
--- Each lease now ends its @visibility_seconds (>= 1, one per handle: a
--- shared statement carries several requests' extends) from now; the handle stays
--- valid, and a timer at the new end readies the message (or dead-letters a
--- last allowed delivery) if nobody settles it first. A message whose lease
--- had run out and that the worker already readied is taken off the ready
--- table again. (A release, visibility 0, is a nack.)
-WITH extended AS (
-    UPDATE skipq.messages m
-    SET visible_at = t.now + make_interval(secs => k.seconds),
-        ready = false
-    FROM (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now) t,
-         (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
-            unnest(@tokens::bytea[]) AS token, unnest(@visibility_seconds::integer[]) AS seconds) k
-    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-    RETURNING m.queue_id, m.sequence, m.lease_token AS token, m.visible_at
-), unready AS (
-    DELETE FROM skipq.ready r
-    WHERE r.ctid = ANY(ARRAY(
-        SELECT x.ctid FROM extended e
-        CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                            WHERE y.queue_id = e.queue_id AND y.sequence = e.sequence) x))
-), timed AS (
-    INSERT INTO skipq.timers (due_at, queue_id, sequence)
-    SELECT e.visible_at, e.queue_id, e.sequence FROM extended e
-)
-SELECT extended.queue_id, extended.sequence, extended.token, extended.visible_at FROM extended;
+-- Each lease now ends its @visibility_seconds (>= 1, one per handle)
+-- from now; the handles stay valid (skipq.message_set_visibility).
+SELECT e.queue_id, e.sequence, e.lease_token::bytea AS token, e.visible_at
+FROM skipq.message_set_visibility(sqlc.narg('now')::timestamptz, @queue_ids::bigint[], @sequences::bigint[],
+    @tokens::bytea[], @visibility_seconds::integer[]) e;
 
 -- name: MessageFinalByReceipt :many
 -- Nack of a last allowed delivery: the messages to dead-letter, locked until

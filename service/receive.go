@@ -165,7 +165,7 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 			rows = append(rows, p.SkipqMessage)
 		}
 	case o.AutoAck:
-		rows, err = s.q.MessageClaimAndDelete(ctx, db.MessageClaimAndDeleteParams{Tenant: tenant, Queue: queue, Now: s.now(),
+		rows, err = s.direct.MessageClaimAndDelete(ctx, db.MessageClaimAndDeleteParams{Tenant: tenant, Queue: queue, Now: s.now(),
 			MaxMessages: int32(max), MaxResponseBytes: budget, MessageOverhead: overhead})
 		for i := range rows {
 			rows[i].ReceiveCount++
@@ -176,7 +176,7 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 	case max == 1:
 		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds)
 	default:
-		rows, err = s.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
+		rows, err = s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
 			MaxMessages: int32(max), VisibilitySeconds: int32Ptr(o.VisibilitySeconds),
 			MaxResponseBytes: budget, MessageOverhead: overhead})
 	}
@@ -314,7 +314,7 @@ func (s *Service) runClaims(ctx context.Context, calls []*claimCall) {
 	}
 	for _, k := range order {
 		group := groups[k]
-		rows, err := s.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
+		rows, err := s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
 			MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility),
 			MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
 			MessageOverhead:  messageOverhead(k.queue)})

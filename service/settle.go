@@ -104,7 +104,7 @@ func failed(ctx context.Context, calls []*settleCall, err error, run func(contex
 
 func (s *Service) runAcks(ctx context.Context, calls []*settleCall) {
 	m := merge(calls)
-	rows, err := s.q.MessageAckByReceipt(ctx, db.MessageAckByReceiptParams{
+	rows, err := s.direct.MessageAckByReceipt(ctx, db.MessageAckByReceiptParams{
 		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens})
 	if err != nil {
 		failed(ctx, calls, err, s.runAcks)
@@ -170,7 +170,7 @@ func (s *Service) runNacks(ctx context.Context, calls []*settleCall) {
 
 func (s *Service) runExtends(ctx context.Context, calls []*settleCall) {
 	m := merge(calls)
-	rows, err := s.q.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{
+	rows, err := s.direct.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{
 		Now: s.now(), VisibilitySeconds: m.seconds,
 		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens})
 	if err != nil {
