@@ -908,7 +908,7 @@ WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
   AND NOT m.ready
   AND m.visible_at <= coalesce($3::timestamptz, now())
   AND (m.expires_at IS NULL OR m.expires_at > coalesce($3::timestamptz, now()))
-FOR UPDATE OF m
+FOR UPDATE OF m SKIP LOCKED
 `
 
 type MessageLockDueParams struct {
@@ -928,7 +928,11 @@ type MessageLockDueRow struct {
 // moment, locked: not ready, visible now (an extended lease moved visible_at
 // on), not expired (the expiry sweep removes those). A settled message is
 // simply gone. `exhausted` marks a last allowed delivery whose lease ran
-// out: it is dead-lettered, the others are readied (MessageReady).
+// out: it is dead-lettered, the others are readied (MessageReady). SKIP
+// LOCKED: a message that another transaction holds (an ack inside a
+// consumer's own SQL transaction, which may take long) is passed over
+// instead of stalling the worker for every queue; TimerRefile files its
+// timer again.
 func (q *Queries) MessageLockDue(ctx context.Context, arg MessageLockDueParams) ([]MessageLockDueRow, error) {
 	rows, err := q.db.Query(ctx, messageLockDue, arg.QueueIds, arg.Sequences, arg.Now)
 	if err != nil {
@@ -1433,6 +1437,37 @@ VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers
 // cached from the old statistics.
 func (q *Queries) MessageVacuum(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, messageVacuum)
+	return err
+}
+
+const timerRefile = `-- name: TimerRefile :exec
+INSERT INTO skipq.timers (due_at, queue_id, sequence)
+SELECT coalesce($1::timestamptz, now()) + make_interval(secs => $2::integer),
+       k.queue_id, k.sequence
+FROM (SELECT unnest($3::bigint[]) AS queue_id, unnest($4::bigint[]) AS sequence) k
+WHERE EXISTS (SELECT 1 FROM skipq.messages m
+              WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready)
+`
+
+type TimerRefileParams struct {
+	Now          *time.Time
+	RetrySeconds int32
+	QueueIds     []int64
+	Sequences    []int64
+}
+
+// Worker: timers whose messages MessageLockDue passed over are filed again,
+// @retry_seconds later, for the messages that are still there and not
+// ready: one locked by a transaction that rolls back must still come back
+// when its lease has ended. Timers are hints, so one too many (the message
+// was settled meanwhile, or its lease extended) costs a probe, no more.
+func (q *Queries) TimerRefile(ctx context.Context, arg TimerRefileParams) error {
+	_, err := q.db.Exec(ctx, timerRefile,
+		arg.Now,
+		arg.RetrySeconds,
+		arg.QueueIds,
+		arg.Sequences,
+	)
 	return err
 }
 

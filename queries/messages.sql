@@ -314,7 +314,11 @@ RETURNING t.queue_id, t.sequence;
 -- moment, locked: not ready, visible now (an extended lease moved visible_at
 -- on), not expired (the expiry sweep removes those). A settled message is
 -- simply gone. `exhausted` marks a last allowed delivery whose lease ran
--- out: it is dead-lettered, the others are readied (MessageReady).
+-- out: it is dead-lettered, the others are readied (MessageReady). SKIP
+-- LOCKED: a message that another transaction holds (an ack inside a
+-- consumer's own SQL transaction, which may take long) is passed over
+-- instead of stalling the worker for every queue; TimerRefile files its
+-- timer again.
 SELECT m.queue_id, m.sequence, m.dead_letter_queue,
        (m.receive_count >= m.max_receive_count)::boolean AS exhausted
 FROM skipq.messages m,
@@ -324,7 +328,20 @@ WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
   AND NOT m.ready
   AND m.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
   AND (m.expires_at IS NULL OR m.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-FOR UPDATE OF m;
+FOR UPDATE OF m SKIP LOCKED;
+
+-- name: TimerRefile :exec
+-- Worker: timers whose messages MessageLockDue passed over are filed again,
+-- @retry_seconds later, for the messages that are still there and not
+-- ready: one locked by a transaction that rolls back must still come back
+-- when its lease has ended. Timers are hints, so one too many (the message
+-- was settled meanwhile, or its lease extended) costs a probe, no more.
+INSERT INTO skipq.timers (due_at, queue_id, sequence)
+SELECT coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => @retry_seconds::integer),
+       k.queue_id, k.sequence
+FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
+WHERE EXISTS (SELECT 1 FROM skipq.messages m
+              WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready);
 
 -- name: MessageReady :many
 -- Worker: readies messages that TimerFire locked (a delay ended, or a lease

@@ -51,7 +51,10 @@ func (s *Service) FireTimers(ctx context.Context, max int) (int, error) {
 		}
 		lock.Now = s.now()
 		fired, err := q.MessageLockDue(ctx, lock)
-		if err != nil || len(fired) == 0 {
+		if err != nil {
+			return err
+		}
+		if err := s.refileTimers(ctx, q, timers, fired); err != nil {
 			return err
 		}
 		var keys []deadLetterKey
@@ -117,6 +120,30 @@ func (p *timerProbe) wait(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.notBefore = time.Now().Add(min(d, timerHorizon))
+}
+
+// refileTimers files again the timers of messages that MessageLockDue
+// passed over (another transaction holds them), TimerRefile keeping only
+// those still waiting; the locked rest is handled now.
+func (s *Service) refileTimers(ctx context.Context, q *db.Queries, taken []db.TimerTakeDueRow, fired []db.MessageLockDueRow) error {
+	type key struct{ queueID, sequence int64 }
+	locked := make(map[key]bool, len(fired))
+	for _, f := range fired {
+		locked[key{f.QueueID, f.Sequence}] = true
+	}
+	var again db.TimerRefileParams
+	for _, t := range taken {
+		if k := (key{t.QueueID, t.Sequence}); !locked[k] {
+			locked[k] = true // a message with two timers is filed once
+			again.QueueIds = append(again.QueueIds, t.QueueID)
+			again.Sequences = append(again.Sequences, t.Sequence)
+		}
+	}
+	if len(again.QueueIds) == 0 {
+		return nil
+	}
+	again.Now, again.RetrySeconds = s.now(), int32(timerHorizon/time.Second)
+	return q.TimerRefile(ctx, again)
 }
 
 // RemoveExpired deletes up to max expired messages that are not in a live

@@ -1,0 +1,417 @@
+package apitest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The SQL consumer API (SPEC-SQL-CONSUMER.md, B.3's checks): the ack
+// commits with the caller's work or not at all, fenced by the delivery.
+
+// sqlState is err's SQLSTATE ("" when it has none).
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// effects is a table of the work a consumer commits with its ack.
+func effects(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), "CREATE TABLE effects (message_id text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func countEffects(t *testing.T, conn *pgx.Conn, id string) int {
+	t.Helper()
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM effects WHERE message_id = $1", id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// workAndAck is a consumer's transaction: the work (an effect row), then
+// skipq.ack of the handle, then COMMIT (or ROLLBACK when rollback is set).
+// It returns the first error.
+func workAndAck(ctx context.Context, conn *pgx.Conn, id, handle string, rollback bool) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "INSERT INTO effects VALUES ($1)", id); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "SELECT skipq.ack($1)", handle); err != nil {
+		return err
+	}
+	if rollback {
+		return tx.Rollback(ctx)
+	}
+	return tx.Commit(ctx)
+}
+
+// Checks 1 and 2: rolled back, the ack never happened (the handle still
+// settles over HTTP); committed, the work is there and the handle is stale.
+func TestSQLAckCommitsOrRollsBackWithTheWork(t *testing.T) {
+	n := newNode(t)
+	conn := connect(t, n.DB)
+	ctx := context.Background()
+	effects(t, conn)
+
+	n.send(t, "work", map[string]any{"body": "a"})
+	m := n.receive(t, "work", nil)[0]
+	id, h := m["messageId"].(string), m["receiptHandle"].(string)
+	if err := workAndAck(ctx, conn, id, h, true); err != nil {
+		t.Fatal(err)
+	}
+	if countEffects(t, conn, id) != 0 {
+		t.Fatal("a rolled-back transaction's work is there")
+	}
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": h})
+
+	n.send(t, "work", map[string]any{"body": "b"})
+	m = n.receive(t, "work", nil)[0]
+	id, h = m["messageId"].(string), m["receiptHandle"].(string)
+	if err := workAndAck(ctx, conn, id, h, false); err != nil {
+		t.Fatal(err)
+	}
+	if countEffects(t, conn, id) != 1 {
+		t.Fatal("the committed work is missing")
+	}
+	wantError(t, n.do(t, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": h}), http.StatusNotFound, "receipt_stale")
+}
+
+// Check 3: the work of a delivery whose lease ran out and whose message was
+// received again cannot commit: its ack raises SQ404 and takes the work down
+// with it; the current delivery's ack succeeds.
+func TestSQLAckOfAStaleDeliveryAbortsTheWork(t *testing.T) {
+	n := newNode(t)
+	conn := connect(t, n.DB)
+	ctx := context.Background()
+	effects(t, conn)
+	n.send(t, "stale", map[string]any{"body": "x"})
+	first := n.receive(t, "stale", map[string]any{"visibilitySeconds": 1})[0]
+	var second map[string]any
+	eventually(t, 10*time.Second, "the message back after its 1 s lease", func() bool {
+		got := n.receive(t, "stale", map[string]any{"waitSeconds": 1})
+		if len(got) == 1 {
+			second = got[0]
+		}
+		return second != nil
+	})
+	id := first["messageId"].(string)
+	err := workAndAck(ctx, conn, id, first["receiptHandle"].(string), false)
+	if sqlState(err) != "SQ404" {
+		t.Fatalf("the stale delivery's ack gave %v, want SQLSTATE SQ404", err)
+	}
+	if countEffects(t, conn, id) != 0 {
+		t.Fatal("the stale delivery's work committed")
+	}
+	if err := workAndAck(ctx, conn, id, second["receiptHandle"].(string), false); err != nil {
+		t.Fatalf("the current delivery's ack: %v", err)
+	}
+	if countEffects(t, conn, id) != 1 {
+		t.Fatal("the current delivery's work is missing")
+	}
+}
+
+// waitForBlockedAck waits until a session of this database waits on a lock.
+func waitForBlockedAck(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	eventually(t, 10*time.Second, "the second ack to wait for the first's lock", func() bool {
+		var waiting int
+		err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting > 0
+	})
+}
+
+// Check 5: two transactions ack one delivery. The second waits for the
+// first; the first commits and the second gets SQ404 -- or the first rolls
+// back and the second acks.
+func TestSQLConcurrentAcksOfOneDelivery(t *testing.T) {
+	n := newNode(t)
+	ctx := context.Background()
+	monitor := connect(t, n.DB)
+	for _, firstCommits := range []bool{true, false} {
+		n.send(t, "race", map[string]any{"body": "x"})
+		h := n.receive(t, "race", nil)[0]["receiptHandle"].(string)
+		a, b := connect(t, n.DB), connect(t, n.DB)
+		txA, err := a.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := txA.Exec(ctx, "SELECT skipq.ack($1)", h); err != nil {
+			t.Fatal(err)
+		}
+		second := make(chan error, 1)
+		go func() {
+			_, err := b.Exec(ctx, "SELECT skipq.ack($1)", h)
+			second <- err
+		}()
+		waitForBlockedAck(t, monitor)
+		if firstCommits {
+			err = txA.Commit(ctx)
+		} else {
+			err = txA.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = <-second
+		switch {
+		case firstCommits && sqlState(err) != "SQ404":
+			t.Fatalf("after the first ack committed, the second gave %v, want SQ404", err)
+		case !firstCommits && err != nil:
+			t.Fatalf("after the first ack rolled back, the second gave %v, want success", err)
+		}
+	}
+}
+
+// Check 4, and the worker's part of it: a delivery acked inside a
+// transaction is reserved until the transaction ends, though its lease runs
+// out meanwhile (no receive gets it); when the transaction rolls back, the
+// message comes back (the worker, which passed it over while it was locked,
+// files its timer again) with its second delivery.
+func TestSQLAckReservesTheMessageUntilTheTransactionEnds(t *testing.T) {
+	n := newNode(t)
+	conn := connect(t, n.DB)
+	ctx := context.Background()
+	n.send(t, "reserve", map[string]any{"body": "x"})
+	m := n.receive(t, "reserve", map[string]any{"visibilitySeconds": 1})[0]
+	h := m["receiptHandle"].(string)
+	leaseEnd, err := time.Parse(time.RFC3339Nano, m["visibleUntil"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT skipq.ack($1)", h); err != nil {
+		t.Fatal(err)
+	}
+	// The worker fires the lease's timer, passes the locked message over
+	// and files its timer again, after the lease's end.
+	monitor := connect(t, n.DB)
+	eventually(t, 10*time.Second, "the worker to file the lease's timer again", func() bool {
+		var refiled bool
+		err := monitor.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM skipq.timers WHERE due_at > $1::timestamptz + interval '0.5 s')`, leaseEnd).Scan(&refiled)
+		return err == nil && refiled
+	})
+	if got := n.receive(t, "reserve", map[string]any{"waitSeconds": 1}); len(got) != 0 {
+		t.Fatalf("a receive got the reserved message: %v", got)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	eventually(t, 10*time.Second, "the message back after the rollback", func() bool {
+		if got := n.receive(t, "reserve", map[string]any{"waitSeconds": 1}); len(got) == 1 {
+			back = got[0]
+		}
+		return back != nil
+	})
+	if num(back["receiveCount"]) != 2 {
+		t.Fatalf("the message came back as delivery %v, want 2", back["receiveCount"])
+	}
+}
+
+// Check 7: a receive in a transaction that rolls back never happened: the
+// receive count stays 0 however often, so a poison message never reaches
+// its limit that way (docs/SQL.md says so); over HTTP (autocommit) it does.
+func TestSQLReceiveRolledBackIsNoDelivery(t *testing.T) {
+	n := newNode(t)
+	conn := connect(t, n.DB)
+	ctx := context.Background()
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/poison", map[string]any{"maxReceiveCount": 3, "deadLetterQueue": "poison.dlq"})
+	n.send(t, "poison", map[string]any{"body": "x"})
+	for range 5 {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var count int
+		if err := tx.QueryRow(ctx, "SELECT receive_count FROM skipq.receive('poison')").Scan(&count); err != nil {
+			t.Fatal(err)
+		}
+		if count != 1 {
+			t.Fatalf("a rolled-back receive was counted: this delivery is number %d", count)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		m := n.receive(t, "poison", nil)[0]
+		n.must(t, http.StatusOK, "POST", "/v1/receipts/nack", map[string]any{"receiptHandle": m["receiptHandle"]})
+	}
+	if got := n.receive(t, "poison", map[string]any{"waitSeconds": 0}); len(got) != 0 {
+		t.Fatalf("the message is still in its queue after three HTTP deliveries: %v", got)
+	}
+	if got := n.receive(t, "poison.dlq", nil); len(got) != 1 {
+		t.Fatalf("the dead-letter queue holds %d messages, want 1", len(got))
+	}
+}
+
+// Check 8: a role granted skipq_consumer receives and settles, and may do
+// nothing else: not read the tables, not send.
+func TestSQLConsumerRoleMayOnlyReceiveAndSettle(t *testing.T) {
+	n := newNode(t)
+	ctx := context.Background()
+	_, consumerURL := loginRole(t, n.DB, "skipq_consumer")
+	consumer := connect(t, consumerURL)
+	n.send(t, "jobs", map[string]any{"body": "x"})
+	var h string
+	if err := consumer.QueryRow(ctx, "SELECT receipt_handle FROM skipq.receive('jobs', visibility_seconds => 30)").Scan(&h); err != nil {
+		t.Fatal(err)
+	}
+	var until time.Time
+	if err := consumer.QueryRow(ctx, "SELECT skipq.set_visibility($1, 60)", h).Scan(&until); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := consumer.Exec(ctx, "SELECT skipq.ack($1)", h); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		"SELECT * FROM skipq.messages",
+		"SELECT skipq.send('jobs', 'x')",
+		"SELECT * FROM skipq.message_ack('{}', '{}', '{}')",
+	} {
+		_, err := consumer.Exec(ctx, stmt)
+		wantSQLState(t, stmt, err, "42501")
+	}
+}
+
+// Check 9: under REPEATABLE READ, acking a delivery whose message another
+// session re-claimed after the snapshot was taken is a serialization
+// failure (40001); the retry then finds the handle stale.
+func TestSQLAckUnderRepeatableReadAfterAReclaim(t *testing.T) {
+	n := newNode(t)
+	conn := connect(t, n.DB)
+	ctx := context.Background()
+	n.send(t, "rr", map[string]any{"body": "x"})
+	h := n.receive(t, "rr", map[string]any{"visibilitySeconds": 1})[0]["receiptHandle"].(string)
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// The transaction's snapshot is taken by its first query.
+	if _, err := tx.Exec(ctx, "SELECT count(*) FROM pg_class"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "another receive of the message after its 1 s lease", func() bool {
+		return len(n.receive(t, "rr", map[string]any{"waitSeconds": 1})) == 1
+	})
+	_, err = tx.Exec(ctx, "SELECT skipq.ack($1)", h)
+	if sqlState(err) != "40001" {
+		t.Fatalf("the ack after a re-claim under REPEATABLE READ gave %v, want 40001", err)
+	}
+	_ = tx.Rollback(ctx)
+	_, err = conn.Exec(ctx, "SELECT skipq.ack($1)", h)
+	if sqlState(err) != "SQ404" {
+		t.Fatalf("the retry gave %v, want SQ404", err)
+	}
+}
+
+// The handles are the HTTP API's, both ways; the list ack is all or
+// nothing; try_ack reports what settled; bad arguments are 22023 and bad
+// handles SQ404.
+func TestSQLConsumerFunctions(t *testing.T) {
+	n := newNode(t)
+	conn := connect(t, n.DB)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, n.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+
+	if rows := sqlReceive(t, conn, "SELECT receipt_handle, message_id FROM skipq.receive('nothing.here')"); len(rows) != 0 {
+		t.Fatalf("a missing queue gave %v", rows)
+	}
+	for i := range 4 {
+		n.send(t, "both", map[string]any{"body": string(rune('a' + i)), "tags": map[string]string{"k": "v"}})
+	}
+	// Received in SQL, in sequence order, acked over HTTP.
+	var handle, body string
+	var count int
+	var tags map[string]string
+	err = conn.QueryRow(ctx, `SELECT receipt_handle, convert_from(body, 'UTF8'), receive_count, tags
+		FROM skipq.receive('both', max_messages => 1)`).Scan(&handle, &body, &count, &tags)
+	if err != nil || body != "a" || count != 1 || tags["k"] != "v" {
+		t.Fatalf("SQL receive: %q %d %v (%v)", body, count, tags, err)
+	}
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": handle})
+
+	// Received over HTTP, settled in SQL.
+	msgs := n.receive(t, "both", map[string]any{"maxMessages": 3})
+	hs := []string{msgs[0]["receiptHandle"].(string), msgs[1]["receiptHandle"].(string), msgs[2]["receiptHandle"].(string)}
+	_, err = conn.Exec(ctx, "SELECT skipq.ack($1::text[])", []string{hs[0], handle})
+	if sqlState(err) != "SQ404" {
+		t.Fatalf("a list with a stale handle gave %v, want SQ404", err)
+	}
+	var settled []string
+	rows, err := conn.Query(ctx, "SELECT * FROM skipq.try_ack($1)", []string{hs[0], handle, "not a handle", hs[0]})
+	if err == nil {
+		settled, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || len(settled) != 1 || settled[0] != hs[0] {
+		t.Fatalf("try_ack settled %v (%v), want only %s: the list ack before must have settled nothing", settled, err, hs[0])
+	}
+	var acked int
+	if err := conn.QueryRow(ctx, "SELECT skipq.ack($1::text[])", hs[1:]).Scan(&acked); err != nil || acked != 2 {
+		t.Fatalf("list ack: %d (%v)", acked, err)
+	}
+
+	for stmt, code := range map[string]string{
+		"SELECT skipq.ack('not a handle')":                             "SQ404",
+		"SELECT skipq.ack('" + handle + "')":                           "SQ404",
+		"SELECT skipq.ack(NULL::text)":                                 "SQ404",
+		"SELECT skipq.set_visibility('" + handle + "', 10)":            "SQ404",
+		"SELECT skipq.set_visibility('" + handle + "', 0)":             "22023",
+		"SELECT * FROM skipq.receive('both', max_messages => 0)":       "22023",
+		"SELECT * FROM skipq.receive('both', visibility_seconds => 0)": "22023",
+		"SELECT * FROM skipq.receive('bad name')":                      "22023",
+		"SELECT skipq.ack('{}'::text[])":                               "22023",
+	} {
+		_, err := pool.Exec(ctx, stmt)
+		if sqlState(err) != code {
+			t.Errorf("%s: %v, want SQLSTATE %s", stmt, err, code)
+		}
+	}
+}
+
+func sqlReceive(t *testing.T, conn *pgx.Conn, query string) [][]any {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]any
+	for rows.Next() {
+		v, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
