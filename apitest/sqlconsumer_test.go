@@ -3,7 +3,12 @@ package apitest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -414,4 +419,77 @@ func sqlReceive(t *testing.T, conn *pgx.Conn, query string) [][]any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// Check 6, scaled to the suite: consumers whose work often outlasts a 1 s
+// lease, each committing an effect row (no unique constraint) with
+// skipq.ack in one transaction and dropping the delivery on any error. The
+// fence must leave each message's effect exactly once, though leases ran
+// out mid-work and messages were delivered again.
+func TestSQLAckExactlyOnceEffectsUnderExpiringLeases(t *testing.T) {
+	if os.Getenv("SKIPQ_TEST_PGBOUNCER") == "1" {
+		t.Skip("the consumers' SQL goes straight to PostgreSQL; the first pass covered it")
+	}
+	n := newNode(t)
+	ctx := context.Background()
+	effects(t, connect(t, n.DB))
+	const messages, consumers = 120, 8
+	batch := make([]map[string]any, messages)
+	for i := range batch {
+		batch[i] = map[string]any{"body": fmt.Sprint(i)}
+	}
+	n.must(t, http.StatusCreated, "POST", "/v1/queues/soak/messages/batch", map[string]any{"messages": batch})
+
+	var redeliveries, stale atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(2 * time.Minute)
+	for c := range consumers {
+		conn := connect(t, n.DB)
+		rnd := rand.New(rand.NewPCG(uint64(c), 7))
+		wg.Go(func() {
+			t := offTest{t}
+			for time.Now().Before(deadline) {
+				got := n.receive(t, "soak", map[string]any{"visibilitySeconds": 1, "waitSeconds": 1})
+				if len(got) == 0 {
+					if remaining(t, n, "soak") == 0 {
+						return
+					}
+					continue
+				}
+				m := got[0]
+				if num(m["receiveCount"]) > 1 {
+					redeliveries.Add(1)
+				}
+				time.Sleep(time.Duration(rnd.IntN(1500)) * time.Millisecond) // the work
+				err := workAndAck(ctx, conn, m["messageId"].(string), m["receiptHandle"].(string), false)
+				switch {
+				case sqlState(err) == "SQ404":
+					stale.Add(1)
+				case err != nil:
+					t.Errorf("consumer %d: %v", c, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var total, distinct int
+	err := connect(t, n.DB).QueryRow(ctx, "SELECT count(*), count(DISTINCT message_id) FROM effects").Scan(&total, &distinct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != messages || distinct != messages || remaining(t, n, "soak") != 0 {
+		t.Fatalf("%d effects of %d messages (%d distinct), %d left in the queue; want each once and none left",
+			total, messages, distinct, remaining(t, n, "soak"))
+	}
+	if redeliveries.Load() == 0 || stale.Load() == 0 {
+		t.Fatalf("no lease ran out mid-work (%d redeliveries, %d stale acks): the run proved nothing", redeliveries.Load(), stale.Load())
+	}
+	t.Logf("%d redeliveries, %d acks refused as stale", redeliveries.Load(), stale.Load())
+}
+
+// remaining is how many messages a queue still holds, in any state.
+func remaining(t testing.TB, n *testNode, queue string) int64 {
+	stats := n.must(t, http.StatusOK, "GET", "/v1/queues/"+queue, nil)["stats"].(map[string]any)
+	return num(stats["available"]) + num(stats["inFlight"]) + num(stats["delayed"])
 }
