@@ -388,7 +388,9 @@ func TestSQLConsumerFunctions(t *testing.T) {
 		"SELECT skipq.ack('" + handle + "')":                           "SQ404",
 		"SELECT skipq.ack(NULL::text)":                                 "SQ404",
 		"SELECT skipq.set_visibility('" + handle + "', 10)":            "SQ404",
-		"SELECT skipq.set_visibility('" + handle + "', 0)":             "22023",
+		"SELECT skipq.set_visibility('" + handle + "', 0)":             "SQ404",
+		"SELECT skipq.set_visibility('" + handle + "', -1)":            "22023",
+		"SELECT skipq.nack('" + handle + "')":                          "SQ404",
 		"SELECT * FROM skipq.receive('both', max_messages => 0)":       "22023",
 		"SELECT * FROM skipq.receive('both', visibility_seconds => 0)": "22023",
 		"SELECT * FROM skipq.receive('bad name')":                      "22023",
@@ -492,4 +494,52 @@ func TestSQLAckExactlyOnceEffectsUnderExpiringLeases(t *testing.T) {
 func remaining(t testing.TB, n *testNode, queue string) int64 {
 	stats := n.must(t, http.StatusOK, "GET", "/v1/queues/"+queue, nil)["stats"].(map[string]any)
 	return num(stats["available"]) + num(stats["inFlight"]) + num(stats["delayed"])
+}
+
+// skipq.nack and a release (set_visibility 0) settle in the caller's
+// transaction: rolled back, the delivery stands; committed, the message is
+// available at once and a receiver already waiting over HTTP wakes at the
+// commit; a last delivery goes to its dead-letter queue in the same
+// transaction.
+func TestSQLNackAndRelease(t *testing.T) {
+	n := newNode(t)
+	conn := connect(t, n.DB)
+	ctx := context.Background()
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/retry", map[string]any{"maxReceiveCount": 2, "deadLetterQueue": "retry.dlq"})
+	n.send(t, "retry", map[string]any{"body": "x"})
+	h := n.receive(t, "retry", nil)[0]["receiptHandle"].(string)
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT skipq.nack($1)", h); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Still in flight under the same handle: a receive finds nothing.
+	if got := n.receive(t, "retry", map[string]any{"waitSeconds": 0}); len(got) != 0 {
+		t.Fatalf("a rolled-back nack released the message: %v", got)
+	}
+	waiting := n.receiveAsync(t, "retry", map[string]any{"waitSeconds": 20})
+	eventually(t, 10*time.Second, "the receive to wait", func() bool {
+		return metricValue(t, n, "skipq_longpoll_waiters") == 1
+	})
+	var released time.Time
+	if err := conn.QueryRow(ctx, "SELECT skipq.set_visibility($1, 0)", h).Scan(&released); err != nil {
+		t.Fatal(err)
+	}
+	got := <-waiting
+	if len(got) != 1 || num(got[0]["receiveCount"]) != 2 {
+		t.Fatalf("the waiting receive got %v, want the released message's second delivery", got)
+	}
+	// Its last allowed delivery: the nack dead-letters it at once.
+	if _, err := conn.Exec(ctx, "SELECT skipq.nack($1)", got[0]["receiptHandle"]); err != nil {
+		t.Fatal(err)
+	}
+	if dl := n.receive(t, "retry.dlq", map[string]any{"waitSeconds": 0}); len(dl) != 1 || dl[0]["reRoutedFrom"] != "retry" {
+		t.Fatalf("the dead-letter queue holds %v", dl)
+	}
 }

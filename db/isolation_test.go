@@ -156,8 +156,9 @@ func TestAckAndNackOfOneHandleSettleOnce(t *testing.T) {
 	}
 	nacked := make(chan int, 1)
 	go func() {
-		rows, err := f.q.MessageNackByReceipt(context.Background(), db.MessageNackByReceiptParams{
-			QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Tokens: [][]byte{m.LeaseToken}})
+		rows, err := f.q.MessageNack(context.Background(), db.MessageNackParams{
+			QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Tokens: [][]byte{m.LeaseToken},
+			ServerMaxReceiveCount: 10})
 		if err != nil {
 			t.Error(err)
 		}

@@ -311,121 +311,6 @@ func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAnd
 	return items, nil
 }
 
-const messageDeadLetter = `-- name: MessageDeadLetter :many
-WITH moved AS (
-    DELETE FROM skipq.messages m
-    USING (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence) k
-    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
-      AND m.receive_count >= m.max_receive_count
-      -- Never ready (an exhausted message is moved instead of readied), so
-      -- it has no ready row to take along.
-      AND NOT m.ready
-      AND (m.dead_letter_queue = '' OR EXISTS (
-          SELECT 1 FROM skipq.queues e, skipq.queues s
-          WHERE s.id = m.queue_id AND e.tenant = s.tenant AND e.name = m.dead_letter_queue))
-    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
-), target AS (
-    SELECT moved.queue_id, moved.sequence, moved.message_id, moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags, moved.sent_at, moved.visible_at, moved.delayed_to, moved.expires_at, moved.receive_count, moved.first_received_at, moved.max_receive_count, moved.dead_letter_queue, moved.re_routed_from, moved.dead_lettered_at, moved.lease_token, moved.ready, sq.tenant, sq.name AS source_name, dq.id AS dq_id, dq.name AS dq_name,
-           dq.delay_seconds AS dq_delay_seconds, dq.expiration_seconds AS dq_expiration_seconds,
-           dq.max_receive_count AS dq_max_receive_count, dq.dead_letter_queue AS dq_dead_letter_queue,
-           row_number() OVER (PARTITION BY dq.id, moved.message_id ORDER BY moved.sequence) AS id_rank
-    FROM moved
-    JOIN skipq.queues sq ON sq.id = moved.queue_id
-    LEFT JOIN skipq.queues dq ON dq.tenant = sq.tenant AND dq.name = moved.dead_letter_queue
-), t AS (
-    SELECT coalesce($3::timestamptz, now()) AS now
-), inserted AS (
-    INSERT INTO skipq.messages (
-        queue_id, message_id, client_id, metadata, body, body_binary, tags,
-        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue,
-        re_routed_from, dead_lettered_at, ready)
-    SELECT target.dq_id,
-           CASE WHEN target.id_rank > 1 OR EXISTS (
-                    SELECT 1 FROM skipq.messages x
-                    WHERE x.queue_id = target.dq_id AND x.message_id = target.message_id)
-                THEN skipq.uuid_v7()::text ELSE target.message_id END,
-           target.client_id, target.metadata, target.body, target.body_binary, target.tags,
-           target.sent_at,
-           t.now + make_interval(secs => target.dq_delay_seconds),
-           CASE WHEN target.dq_delay_seconds > 0 THEN t.now + make_interval(secs => target.dq_delay_seconds) END,
-           CASE WHEN target.dq_expiration_seconds > 0
-                THEN t.now + make_interval(secs => target.dq_delay_seconds + target.dq_expiration_seconds) END,
-           CASE WHEN target.dq_max_receive_count > 0 THEN target.dq_max_receive_count
-                ELSE $4::integer END,
-           target.dq_dead_letter_queue,
-           target.source_name,
-           t.now,
-           target.dq_delay_seconds = 0
-    FROM target, t
-    WHERE target.dq_id IS NOT NULL
-    RETURNING queue_id, sequence, visible_at, ready
-), readied AS (
-    INSERT INTO skipq.ready (queue_id, sequence)
-    SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
-), timed AS (
-    INSERT INTO skipq.timers (due_at, queue_id, sequence)
-    SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
-)
-SELECT target.queue_id AS source_queue_id, target.tenant, target.dq_id AS dead_letter_queue_id,
-       target.dq_name AS dead_letter_queue_name,
-       (SELECT count(*) FROM inserted)::bigint AS inserted_count
-FROM target
-`
-
-type MessageDeadLetterParams struct {
-	QueueIds              []int64
-	Sequences             []int64
-	Now                   *time.Time
-	ServerMaxReceiveCount int32
-}
-
-type MessageDeadLetterRow struct {
-	SourceQueueID       int64
-	Tenant              string
-	DeadLetterQueueID   *int64
-	DeadLetterQueueName *string
-	InsertedCount       int64
-}
-
-// Moves messages that used up their deliveries, atomically in one statement:
-// each leaves its queue and enters its dead-letter queue (same tenant) with
-// the same messageId, body, metadata, tags and clientId, reRoutedFrom = the
-// source queue, deadLetteredAt set, a fresh delivery state and the
-// dead-letter queue's defaults -- or is discarded when it has no dead-letter
-// queue (dead_letter_queue_id NULL in the result). A message whose dead-letter queue does not exist is left in place
-// (never dropped): the caller creates the queues first (QueueCreateMissing).
-// A messageId already taken in the destination gets a new server id.
-func (q *Queries) MessageDeadLetter(ctx context.Context, arg MessageDeadLetterParams) ([]MessageDeadLetterRow, error) {
-	rows, err := q.db.Query(ctx, messageDeadLetter,
-		arg.QueueIds,
-		arg.Sequences,
-		arg.Now,
-		arg.ServerMaxReceiveCount,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessageDeadLetterRow
-	for rows.Next() {
-		var i MessageDeadLetterRow
-		if err := rows.Scan(
-			&i.SourceQueueID,
-			&i.Tenant,
-			&i.DeadLetterQueueID,
-			&i.DeadLetterQueueName,
-			&i.InsertedCount,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const messageDeadLetteredCount = `-- name: MessageDeadLetteredCount :one
 SELECT count(*) FROM skipq.messages
 WHERE queue_id = $1 AND dead_lettered_at IS NOT NULL
@@ -764,57 +649,6 @@ func (q *Queries) MessageDeleteOrphaned(ctx context.Context, maxMessages int32) 
 	return items, nil
 }
 
-const messageFinalByReceipt = `-- name: MessageFinalByReceipt :many
-SELECT m.queue_id, m.sequence, k.token::bytea AS token, m.dead_letter_queue
-FROM skipq.messages m, (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
-        unnest($3::bytea[]) AS token) k
-WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-  AND m.receive_count >= m.max_receive_count
-  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-FOR UPDATE OF m
-`
-
-type MessageFinalByReceiptParams struct {
-	QueueIds  []int64
-	Sequences []int64
-	Tokens    [][]byte
-}
-
-type MessageFinalByReceiptRow struct {
-	QueueID         int64
-	Sequence        int64
-	Token           []byte
-	DeadLetterQueue string
-}
-
-// Nack of a last allowed delivery: the messages to dead-letter, locked until
-// MessageDeadLetter moves them in the same transaction, with the dead-letter
-// queues to create first.
-func (q *Queries) MessageFinalByReceipt(ctx context.Context, arg MessageFinalByReceiptParams) ([]MessageFinalByReceiptRow, error) {
-	rows, err := q.db.Query(ctx, messageFinalByReceipt, arg.QueueIds, arg.Sequences, arg.Tokens)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessageFinalByReceiptRow
-	for rows.Next() {
-		var i MessageFinalByReceiptRow
-		if err := rows.Scan(
-			&i.QueueID,
-			&i.Sequence,
-			&i.Token,
-			&i.DeadLetterQueue,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const messageGetByID = `-- name: MessageGetByID :one
 WITH t AS (SELECT coalesce($3::timestamptz, clock_timestamp()) AS now)
 SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, (CASE
@@ -899,7 +733,7 @@ func (q *Queries) MessageLockByID(ctx context.Context, arg MessageLockByIDParams
 }
 
 const messageLockDue = `-- name: MessageLockDue :many
-SELECT m.queue_id, m.sequence, m.dead_letter_queue,
+SELECT m.queue_id, m.sequence,
        (m.receive_count >= m.max_receive_count)::boolean AS exhausted
 FROM skipq.messages m,
      (SELECT DISTINCT u.queue_id, u.sequence
@@ -918,10 +752,9 @@ type MessageLockDueParams struct {
 }
 
 type MessageLockDueRow struct {
-	QueueID         int64
-	Sequence        int64
-	DeadLetterQueue string
-	Exhausted       bool
+	QueueID   int64
+	Sequence  int64
+	Exhausted bool
 }
 
 // Worker: of the messages whose timers fired, those still waiting for that
@@ -942,76 +775,7 @@ func (q *Queries) MessageLockDue(ctx context.Context, arg MessageLockDueParams) 
 	var items []MessageLockDueRow
 	for rows.Next() {
 		var i MessageLockDueRow
-		if err := rows.Scan(
-			&i.QueueID,
-			&i.Sequence,
-			&i.DeadLetterQueue,
-			&i.Exhausted,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const messageNackByReceipt = `-- name: MessageNackByReceipt :many
-WITH nacked AS (
-    UPDATE skipq.messages m
-    SET visible_at = coalesce($1::timestamptz, now()),
-        lease_token = NULL,
-        ready = true
-    FROM (SELECT unnest($2::bigint[]) AS queue_id, unnest($3::bigint[]) AS sequence,
-            unnest($4::bytea[]) AS token) k
-    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-      AND m.receive_count < m.max_receive_count
-      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-    RETURNING m.queue_id, m.sequence, k.token::bytea AS token
-), readied AS (
-    INSERT INTO skipq.ready (queue_id, sequence)
-    SELECT n.queue_id, n.sequence FROM nacked n
-    ON CONFLICT DO NOTHING
-)
-SELECT nacked.queue_id, nacked.sequence, nacked.token FROM nacked
-`
-
-type MessageNackByReceiptParams struct {
-	Now       *time.Time
-	QueueIds  []int64
-	Sequences []int64
-	Tokens    [][]byte
-}
-
-type MessageNackByReceiptRow struct {
-	QueueID  int64
-	Sequence int64
-	Token    []byte
-}
-
-// Makes messages available again now: ready, with the lease cleared. A
-// message on its last allowed delivery is left alone here:
-// MessageDeadLetter moves it in the same transaction. The message row is
-// locked by the UPDATE before its ready row is written (the lock order of
-// every statement), and a message that is already ready (its lease ran out
-// and the worker readied it before this nack) keeps its one ready row.
-func (q *Queries) MessageNackByReceipt(ctx context.Context, arg MessageNackByReceiptParams) ([]MessageNackByReceiptRow, error) {
-	rows, err := q.db.Query(ctx, messageNackByReceipt,
-		arg.Now,
-		arg.QueueIds,
-		arg.Sequences,
-		arg.Tokens,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessageNackByReceiptRow
-	for rows.Next() {
-		var i MessageNackByReceiptRow
-		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.Token); err != nil {
+		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.Exhausted); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -1264,6 +1028,7 @@ func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) 
 }
 
 const messageRequeueByReceipt = `-- name: MessageRequeueByReceipt :many
+
 WITH moved AS (
     DELETE FROM skipq.messages m
     USING (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
@@ -1331,6 +1096,10 @@ type MessageRequeueByReceiptRow struct {
 	InsertedCount  int64
 }
 
+// Nacks (and the dead-letter move of last deliveries) are
+// skipq.message_nack and skipq.message_dead_letter
+// (migrations/00013_nack_functions.sql), called by db/settle_moves.go: the
+// SQL consumer API's skipq.nack calls them too.
 // Moves in-flight messages to @destination_queue_id as AVAILABLE now: same
 // messageId (a new server id if it is taken there), body, metadata, tags and
 // clientId, fresh delivery state, reRoutedFrom = the source queue, and the

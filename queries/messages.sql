@@ -70,31 +70,6 @@ WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND
 SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token
 FROM skipq.message_ack(@queue_ids::bigint[], @sequences::bigint[], @tokens::bytea[]) a;
 
--- name: MessageNackByReceipt :many
--- Makes messages available again now: ready, with the lease cleared. A
--- message on its last allowed delivery is left alone here:
--- MessageDeadLetter moves it in the same transaction. The message row is
--- locked by the UPDATE before its ready row is written (the lock order of
--- every statement), and a message that is already ready (its lease ran out
--- and the worker readied it before this nack) keeps its one ready row.
-WITH nacked AS (
-    UPDATE skipq.messages m
-    SET visible_at = coalesce(sqlc.narg('now')::timestamptz, now()),
-        lease_token = NULL,
-        ready = true
-    FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
-            unnest(@tokens::bytea[]) AS token) k
-    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-      AND m.receive_count < m.max_receive_count
-      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-    RETURNING m.queue_id, m.sequence, k.token::bytea AS token
-), readied AS (
-    INSERT INTO skipq.ready (queue_id, sequence)
-    SELECT n.queue_id, n.sequence FROM nacked n
-    ON CONFLICT DO NOTHING
-)
-SELECT nacked.queue_id, nacked.sequence, nacked.token FROM nacked;
-
 -- name: MessageSetVisibilityByReceipt :many
 -- Each lease now ends its @visibility_seconds (>= 1, one per handle)
 -- from now; the handles stay valid (skipq.message_set_visibility).
@@ -102,85 +77,10 @@ SELECT e.queue_id, e.sequence, e.lease_token::bytea AS token, e.visible_at
 FROM skipq.message_set_visibility(sqlc.narg('now')::timestamptz, @queue_ids::bigint[], @sequences::bigint[],
     @tokens::bytea[], @visibility_seconds::integer[]) e;
 
--- name: MessageFinalByReceipt :many
--- Nack of a last allowed delivery: the messages to dead-letter, locked until
--- MessageDeadLetter moves them in the same transaction, with the dead-letter
--- queues to create first.
-SELECT m.queue_id, m.sequence, k.token::bytea AS token, m.dead_letter_queue
-FROM skipq.messages m, (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
-        unnest(@tokens::bytea[]) AS token) k
-WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-  AND m.receive_count >= m.max_receive_count
-  AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-FOR UPDATE OF m;
-
--- name: MessageDeadLetter :many
--- Moves messages that used up their deliveries, atomically in one statement:
--- each leaves its queue and enters its dead-letter queue (same tenant) with
--- the same messageId, body, metadata, tags and clientId, reRoutedFrom = the
--- source queue, deadLetteredAt set, a fresh delivery state and the
--- dead-letter queue's defaults -- or is discarded when it has no dead-letter
--- queue (dead_letter_queue_id NULL in the result). A message whose dead-letter queue does not exist is left in place
--- (never dropped): the caller creates the queues first (QueueCreateMissing).
--- A messageId already taken in the destination gets a new server id.
-WITH moved AS (
-    DELETE FROM skipq.messages m
-    USING (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
-    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
-      AND m.receive_count >= m.max_receive_count
-      -- Never ready (an exhausted message is moved instead of readied), so
-      -- it has no ready row to take along.
-      AND NOT m.ready
-      AND (m.dead_letter_queue = '' OR EXISTS (
-          SELECT 1 FROM skipq.queues e, skipq.queues s
-          WHERE s.id = m.queue_id AND e.tenant = s.tenant AND e.name = m.dead_letter_queue))
-    RETURNING m.*
-), target AS (
-    SELECT moved.*, sq.tenant, sq.name AS source_name, dq.id AS dq_id, dq.name AS dq_name,
-           dq.delay_seconds AS dq_delay_seconds, dq.expiration_seconds AS dq_expiration_seconds,
-           dq.max_receive_count AS dq_max_receive_count, dq.dead_letter_queue AS dq_dead_letter_queue,
-           row_number() OVER (PARTITION BY dq.id, moved.message_id ORDER BY moved.sequence) AS id_rank
-    FROM moved
-    JOIN skipq.queues sq ON sq.id = moved.queue_id
-    LEFT JOIN skipq.queues dq ON dq.tenant = sq.tenant AND dq.name = moved.dead_letter_queue
-), t AS (
-    SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now
-), inserted AS (
-    INSERT INTO skipq.messages (
-        queue_id, message_id, client_id, metadata, body, body_binary, tags,
-        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue,
-        re_routed_from, dead_lettered_at, ready)
-    SELECT target.dq_id,
-           CASE WHEN target.id_rank > 1 OR EXISTS (
-                    SELECT 1 FROM skipq.messages x
-                    WHERE x.queue_id = target.dq_id AND x.message_id = target.message_id)
-                THEN skipq.uuid_v7()::text ELSE target.message_id END,
-           target.client_id, target.metadata, target.body, target.body_binary, target.tags,
-           target.sent_at,
-           t.now + make_interval(secs => target.dq_delay_seconds),
-           CASE WHEN target.dq_delay_seconds > 0 THEN t.now + make_interval(secs => target.dq_delay_seconds) END,
-           CASE WHEN target.dq_expiration_seconds > 0
-                THEN t.now + make_interval(secs => target.dq_delay_seconds + target.dq_expiration_seconds) END,
-           CASE WHEN target.dq_max_receive_count > 0 THEN target.dq_max_receive_count
-                ELSE @server_max_receive_count::integer END,
-           target.dq_dead_letter_queue,
-           target.source_name,
-           t.now,
-           target.dq_delay_seconds = 0
-    FROM target, t
-    WHERE target.dq_id IS NOT NULL
-    RETURNING queue_id, sequence, visible_at, ready
-), readied AS (
-    INSERT INTO skipq.ready (queue_id, sequence)
-    SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
-), timed AS (
-    INSERT INTO skipq.timers (due_at, queue_id, sequence)
-    SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
-)
-SELECT target.queue_id AS source_queue_id, target.tenant, target.dq_id AS dead_letter_queue_id,
-       target.dq_name AS dead_letter_queue_name,
-       (SELECT count(*) FROM inserted)::bigint AS inserted_count
-FROM target;
+-- Nacks (and the dead-letter move of last deliveries) are
+-- skipq.message_nack and skipq.message_dead_letter
+-- (migrations/00013_nack_functions.sql), called by db/settle_moves.go: the
+-- SQL consumer API's skipq.nack calls them too.
 
 -- name: MessageRequeueByReceipt :many
 -- Moves in-flight messages to @destination_queue_id as AVAILABLE now: same
@@ -319,7 +219,7 @@ RETURNING t.queue_id, t.sequence;
 -- consumer's own SQL transaction, which may take long) is passed over
 -- instead of stalling the worker for every queue; TimerRefile files its
 -- timer again.
-SELECT m.queue_id, m.sequence, m.dead_letter_queue,
+SELECT m.queue_id, m.sequence,
        (m.receive_count >= m.max_receive_count)::boolean AS exhausted
 FROM skipq.messages m,
      (SELECT DISTINCT u.queue_id, u.sequence

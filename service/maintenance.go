@@ -57,11 +57,12 @@ func (s *Service) FireTimers(ctx context.Context, max int) (int, error) {
 		if err := s.refileTimers(ctx, q, timers, fired); err != nil {
 			return err
 		}
-		var keys []deadLetterKey
+		var exhaustedIDs, exhaustedSeqs []int64
 		var ready db.MessageReadyParams
 		for _, f := range fired {
 			if f.Exhausted {
-				keys = append(keys, deadLetterKey{f.QueueID, f.Sequence, f.DeadLetterQueue})
+				exhaustedIDs = append(exhaustedIDs, f.QueueID)
+				exhaustedSeqs = append(exhaustedSeqs, f.Sequence)
 				continue
 			}
 			ready.QueueIds = append(ready.QueueIds, f.QueueID)
@@ -76,7 +77,7 @@ func (s *Service) FireTimers(ctx context.Context, max int) (int, error) {
 				readied[id]++
 			}
 		}
-		moves, err = s.deadLetter(ctx, q, keys)
+		moves, err = s.deadLetter(ctx, q, exhaustedIDs, exhaustedSeqs)
 		return err
 	})
 	if err != nil {

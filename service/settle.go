@@ -122,43 +122,30 @@ func (s *Service) runAcks(ctx context.Context, calls []*settleCall) {
 
 func (s *Service) runNacks(ctx context.Context, calls []*settleCall) {
 	m := merge(calls)
+	rows, err := s.direct.MessageNack(ctx, db.MessageNackParams{
+		Now: s.now(), QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens,
+		ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount)})
+	if err != nil {
+		failed(ctx, calls, err, s.runNacks)
+		return
+	}
 	changed := map[settledKey]bool{}
 	available := map[int64]int{}
 	nackedBy := map[int64]int{}
 	var moves []db.MessageDeadLetterRow
-	err := s.inTx(ctx, func(q *db.Queries) error {
-		nacked, err := q.MessageNackByReceipt(ctx, db.MessageNackByReceiptParams{
-			Now: s.now(), QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens})
-		if err != nil {
-			return err
-		}
-		for _, r := range nacked {
-			changed[settled(r.QueueID, r.Sequence, r.Token)] = true
+	for _, r := range rows {
+		changed[settled(r.QueueID, r.Sequence, r.Token)] = true
+		switch {
+		case r.MovedTo == nil && !r.Discarded:
 			available[r.QueueID]++
 			nackedBy[r.QueueID]++
+		default:
+			if r.MovedTo != nil {
+				available[*r.MovedTo]++
+			}
+			moves = append(moves, db.MessageDeadLetterRow{SourceQueueID: r.QueueID, SourceSequence: r.Sequence,
+				DeadLetterQueueID: r.MovedTo})
 		}
-		if len(nacked) == len(m.tokens) {
-			return nil
-		}
-		final, err := q.MessageFinalByReceipt(ctx, db.MessageFinalByReceiptParams{
-			QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens})
-		if err != nil || len(final) == 0 {
-			return err
-		}
-		keys := make([]deadLetterKey, len(final))
-		for i, f := range final {
-			keys[i] = deadLetterKey{f.QueueID, f.Sequence, f.DeadLetterQueue}
-			changed[settled(f.QueueID, f.Sequence, f.Token)] = true
-		}
-		moves, err = s.deadLetter(ctx, q, keys)
-		for id, n := range deadLetterArrivals(moves) {
-			available[id] += n
-		}
-		return err
-	})
-	if err != nil {
-		failed(ctx, calls, err, s.runNacks)
-		return
 	}
 	for id, n := range available {
 		s.hub.Publish(id, n)

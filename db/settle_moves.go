@@ -1,0 +1,95 @@
+package db
+
+import (
+	"context"
+	"time"
+)
+
+// The nack and the dead-letter move are PL/pgSQL functions
+// (migrations/00013_nack_functions.sql) shared with the SQL consumer API;
+// like MessageInsert, their calls are written by hand because sqlc cannot
+// see the columns of a function that returns a table.
+
+// MessageNackParams name deliveries by their receipts' parts.
+type MessageNackParams struct {
+	Now                   *time.Time
+	QueueIds              []int64
+	Sequences             []int64
+	Tokens                [][]byte
+	ServerMaxReceiveCount int32
+}
+
+// MessageNackRow is one delivery the nack settled: its message is available
+// again in its queue (MovedTo nil, not Discarded), or was dead-lettered to
+// MovedTo, or discarded.
+type MessageNackRow struct {
+	QueueID   int64
+	Sequence  int64
+	Token     []byte
+	MovedTo   *int64
+	Discarded bool
+}
+
+const messageNack = `-- name: MessageNack :many
+SELECT queue_id, sequence, token, moved_to, discarded FROM skipq.message_nack($1, $2, $3, $4, $5)`
+
+// MessageNack calls skipq.message_nack.
+func (q *Queries) MessageNack(ctx context.Context, arg MessageNackParams) ([]MessageNackRow, error) {
+	rows, err := q.db.Query(ctx, messageNack, arg.Now, arg.QueueIds, arg.Sequences, arg.Tokens, arg.ServerMaxReceiveCount)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageNackRow
+	for rows.Next() {
+		var i MessageNackRow
+		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.Token, &i.MovedTo, &i.Discarded); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	return items, rows.Err()
+}
+
+// MessageDeadLetterParams name locked messages that used up their
+// deliveries.
+type MessageDeadLetterParams struct {
+	Now                   *time.Time
+	QueueIds              []int64
+	Sequences             []int64
+	ServerMaxReceiveCount int32
+}
+
+// MessageDeadLetterRow is one message moved (DeadLetterQueueID set) or
+// discarded.
+type MessageDeadLetterRow struct {
+	SourceQueueID       int64
+	SourceSequence      int64
+	Tenant              string
+	DeadLetterQueueID   *int64
+	DeadLetterQueueName *string
+}
+
+const messageDeadLetter = `-- name: MessageDeadLetter :many
+SELECT source_queue_id, source_sequence, tenant, dead_letter_queue_id, dead_letter_queue_name
+FROM skipq.message_dead_letter($1, $2, $3, $4)`
+
+// MessageDeadLetter calls skipq.message_dead_letter, which also creates the
+// missing dead-letter queues.
+func (q *Queries) MessageDeadLetter(ctx context.Context, arg MessageDeadLetterParams) ([]MessageDeadLetterRow, error) {
+	rows, err := q.db.Query(ctx, messageDeadLetter, arg.Now, arg.QueueIds, arg.Sequences, arg.ServerMaxReceiveCount)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageDeadLetterRow
+	for rows.Next() {
+		var i MessageDeadLetterRow
+		if err := rows.Scan(&i.SourceQueueID, &i.SourceSequence, &i.Tenant, &i.DeadLetterQueueID,
+			&i.DeadLetterQueueName); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	return items, rows.Err()
+}
