@@ -543,3 +543,43 @@ func TestSQLNackAndRelease(t *testing.T) {
 		t.Fatalf("the dead-letter queue holds %v", dl)
 	}
 }
+
+// skipq.requeue moves the delivery's message to another queue (created if
+// missing) when the caller's transaction commits, waking a receiver waiting
+// there; rolled back, the delivery stands.
+func TestSQLRequeue(t *testing.T) {
+	n := newNode(t)
+	conn := connect(t, n.DB)
+	ctx := context.Background()
+	n.send(t, "inbox", map[string]any{"body": "x", "tags": map[string]string{"k": "v"}})
+	h := n.receive(t, "inbox", nil)[0]["receiptHandle"].(string)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT skipq.requeue($1, 'parked')", h); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiting := n.receiveAsync(t, "parked", map[string]any{"waitSeconds": 20})
+	if _, err := conn.Exec(ctx, "SELECT skipq.requeue($1, 'parked')", h); err != nil {
+		t.Fatalf("requeue after the rolled-back one: %v", err)
+	}
+	got := <-waiting
+	if len(got) != 1 || got[0]["reRoutedFrom"] != "inbox" || num(got[0]["receiveCount"]) != 1 ||
+		got[0]["tags"].(map[string]any)["k"] != "v" {
+		t.Fatalf("the destination's receive got %v", got)
+	}
+	wantError(t, n.do(t, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": h}), http.StatusNotFound, "receipt_stale")
+	for stmt, code := range map[string]string{
+		"SELECT skipq.requeue('" + h + "', 'parked')":   "SQ404",
+		"SELECT skipq.requeue('" + h + "', 'bad name')": "22023",
+	} {
+		_, err := conn.Exec(ctx, stmt)
+		if sqlState(err) != code {
+			t.Errorf("%s: %v, want SQLSTATE %s", stmt, err, code)
+		}
+	}
+}

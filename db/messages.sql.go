@@ -521,6 +521,8 @@ func (q *Queries) MessageDeleteByID(ctx context.Context, arg MessageDeleteByIDPa
 }
 
 const messageDeleteByQueue = `-- name: MessageDeleteByQueue :one
+
+
 WITH gone AS (
     DELETE FROM skipq.messages m WHERE m.queue_id = $1
     RETURNING m.queue_id, m.sequence, m.ready
@@ -534,6 +536,13 @@ WITH gone AS (
 SELECT count(*)::bigint AS deleted FROM gone
 `
 
+// Nacks (and the dead-letter move of last deliveries) are
+// skipq.message_nack and skipq.message_dead_letter
+// (migrations/00013_nack_functions.sql), called by db/settle_moves.go: the
+// SQL consumer API's skipq.nack calls them too.
+// Requeues are skipq.message_requeue (migrations/00014_requeue_function.sql),
+// called by db/settle_moves.go; the SQL consumer API's skipq.requeue calls
+// it too.
 // Purge and queue deletion: every message of the queue, in every state, and
 // their ready rows. Returns how many messages.
 func (q *Queries) MessageDeleteByQueue(ctx context.Context, queueID int64) (int64, error) {
@@ -1016,115 +1025,6 @@ func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) 
 			&i.Sequence,
 			&i.QueueName,
 			&i.DelayedTo,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const messageRequeueByReceipt = `-- name: MessageRequeueByReceipt :many
-
-WITH moved AS (
-    DELETE FROM skipq.messages m
-    USING (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
-            unnest($3::bytea[]) AS token) k
-    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-      AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
-), unready AS (
-    -- A message is ready here only if its lease ran out and the worker
-    -- readied it before its holder requeued it: rare, so the plain array form
-    -- (which may scan the source queue's ready rows) is good enough.
-    DELETE FROM skipq.ready r
-    WHERE r.queue_id = ANY(ARRAY(SELECT DISTINCT g.queue_id FROM moved g WHERE g.ready))
-      AND r.sequence = ANY(ARRAY(SELECT g.sequence FROM moved g WHERE g.ready))
-), source AS (
-    SELECT moved.queue_id, moved.sequence, moved.message_id, moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags, moved.sent_at, moved.visible_at, moved.delayed_to, moved.expires_at, moved.receive_count, moved.first_received_at, moved.max_receive_count, moved.dead_letter_queue, moved.re_routed_from, moved.dead_lettered_at, moved.lease_token, moved.ready, sq.name AS source_name,
-           row_number() OVER (PARTITION BY moved.message_id ORDER BY moved.sequence) AS id_rank
-    FROM moved JOIN skipq.queues sq ON sq.id = moved.queue_id
-), dq AS (
-    SELECT d.id, d.tenant, d.name, d.visibility_seconds, d.receive_wait_seconds, d.delay_seconds, d.expiration_seconds, d.max_receive_count, d.dead_letter_queue, d.dedup_window_seconds, d.created_at FROM skipq.queues d WHERE d.id = $4::bigint
-), t AS (
-    SELECT coalesce($5::timestamptz, now()) AS now
-), inserted AS (
-    INSERT INTO skipq.messages (
-        queue_id, message_id, client_id, metadata, body, body_binary, tags,
-        sent_at, visible_at, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready)
-    SELECT dq.id,
-           CASE WHEN source.id_rank > 1 OR EXISTS (
-                    SELECT 1 FROM skipq.messages x
-                    WHERE x.queue_id = dq.id AND x.message_id = source.message_id)
-                THEN skipq.uuid_v7()::text ELSE source.message_id END,
-           source.client_id, source.metadata, source.body, source.body_binary, source.tags,
-           source.sent_at, t.now,
-           CASE WHEN dq.expiration_seconds > 0 THEN t.now + make_interval(secs => dq.expiration_seconds) END,
-           CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count
-                ELSE $6::integer END,
-           dq.dead_letter_queue,
-           source.source_name,
-           true
-    FROM source, dq, t
-    RETURNING queue_id, sequence
-), readied AS (
-    INSERT INTO skipq.ready (queue_id, sequence)
-    SELECT n.queue_id, n.sequence FROM inserted n
-)
-SELECT moved.queue_id AS source_queue_id, moved.sequence AS source_sequence,
-       moved.lease_token AS source_token,
-       (SELECT count(*) FROM inserted)::bigint AS inserted_count
-FROM moved
-`
-
-type MessageRequeueByReceiptParams struct {
-	QueueIds              []int64
-	Sequences             []int64
-	Tokens                [][]byte
-	DestinationQueueID    int64
-	Now                   *time.Time
-	ServerMaxReceiveCount int32
-}
-
-type MessageRequeueByReceiptRow struct {
-	SourceQueueID  int64
-	SourceSequence int64
-	SourceToken    []byte
-	InsertedCount  int64
-}
-
-// Nacks (and the dead-letter move of last deliveries) are
-// skipq.message_nack and skipq.message_dead_letter
-// (migrations/00013_nack_functions.sql), called by db/settle_moves.go: the
-// SQL consumer API's skipq.nack calls them too.
-// Moves in-flight messages to @destination_queue_id as AVAILABLE now: same
-// messageId (a new server id if it is taken there), body, metadata, tags and
-// clientId, fresh delivery state, reRoutedFrom = the source queue, and the
-// destination's expiration and receive policy.
-func (q *Queries) MessageRequeueByReceipt(ctx context.Context, arg MessageRequeueByReceiptParams) ([]MessageRequeueByReceiptRow, error) {
-	rows, err := q.db.Query(ctx, messageRequeueByReceipt,
-		arg.QueueIds,
-		arg.Sequences,
-		arg.Tokens,
-		arg.DestinationQueueID,
-		arg.Now,
-		arg.ServerMaxReceiveCount,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessageRequeueByReceiptRow
-	for rows.Next() {
-		var i MessageRequeueByReceiptRow
-		if err := rows.Scan(
-			&i.SourceQueueID,
-			&i.SourceSequence,
-			&i.SourceToken,
-			&i.InsertedCount,
 		); err != nil {
 			return nil, err
 		}

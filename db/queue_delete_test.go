@@ -59,7 +59,7 @@ func TestSendRacingQueueDeleteLeavesNothingReachable(t *testing.T) {
 	if rows, err := f.q.MessageNack(ctx, db.MessageNackParams{QueueIds: qs, Sequences: ss, Tokens: ts, ServerMaxReceiveCount: 10}); err != nil || len(rows) != 0 {
 		t.Fatalf("nack of a deleted queue's message: %v %v", rows, err)
 	}
-	if rows, err := f.q.MessageRequeueByReceipt(ctx, db.MessageRequeueByReceiptParams{QueueIds: qs, Sequences: ss, Tokens: ts, DestinationQueueID: id, ServerMaxReceiveCount: 10}); err != nil || len(rows) != 0 {
+	if rows, err := f.q.MessageRequeue(ctx, db.MessageRequeueParams{QueueIds: qs, Sequences: ss, Tokens: ts, ToQueue: "elsewhere", ServerMaxReceiveCount: 10}); err != nil || len(rows) != 0 {
 		t.Fatalf("requeue of a deleted queue's message: %v %v", rows, err)
 	}
 	if rows, err := f.q.MessageAckByReceipt(ctx, ackParams(m)); err != nil || len(rows) != 0 {

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// The nack and the dead-letter move are PL/pgSQL functions
-// (migrations/00013_nack_functions.sql) shared with the SQL consumer API;
+// The nack, the dead-letter move and the requeue are PL/pgSQL functions
+// (migrations/00013_nack_functions.sql, 00014_requeue_function.sql) shared
+// with the SQL consumer API;
 // like MessageInsert, their calls are written by hand because sqlc cannot
 // see the columns of a function that returns a table.
 
@@ -87,6 +88,49 @@ func (q *Queries) MessageDeadLetter(ctx context.Context, arg MessageDeadLetterPa
 		var i MessageDeadLetterRow
 		if err := rows.Scan(&i.SourceQueueID, &i.SourceSequence, &i.Tenant, &i.DeadLetterQueueID,
 			&i.DeadLetterQueueName); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	return items, rows.Err()
+}
+
+// MessageRequeueParams name deliveries to move to ToQueue, in each
+// message's own tenant.
+type MessageRequeueParams struct {
+	Now                   *time.Time
+	QueueIds              []int64
+	Sequences             []int64
+	Tokens                [][]byte
+	ToQueue               string
+	ServerMaxReceiveCount int32
+}
+
+// MessageRequeueRow is one delivery moved, and the queue it went to.
+type MessageRequeueRow struct {
+	SourceQueueID      int64
+	SourceSequence     int64
+	SourceToken        []byte
+	DestinationQueueID int64
+}
+
+const messageRequeue = `-- name: MessageRequeue :many
+SELECT source_queue_id, source_sequence, source_token, destination_queue_id
+FROM skipq.message_requeue($1, $2, $3, $4, $5, $6)`
+
+// MessageRequeue calls skipq.message_requeue, which also creates the
+// destination where it is missing.
+func (q *Queries) MessageRequeue(ctx context.Context, arg MessageRequeueParams) ([]MessageRequeueRow, error) {
+	rows, err := q.db.Query(ctx, messageRequeue, arg.Now, arg.QueueIds, arg.Sequences, arg.Tokens, arg.ToQueue,
+		arg.ServerMaxReceiveCount)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageRequeueRow
+	for rows.Next() {
+		var i MessageRequeueRow
+		if err := rows.Scan(&i.SourceQueueID, &i.SourceSequence, &i.SourceToken, &i.DestinationQueueID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -150,9 +150,27 @@ func (l *layout) prepare() error {
 		if err := l.ownedDir(l.home, 0o755, false); err != nil {
 			return err
 		}
+		// Written aside and renamed into place: os.WriteFile truncates
+		// first, and a process starting the same cluster at that moment
+		// (clusterHome) would read an empty note.
 		note := filepath.Join(l.dir, locationFile)
-		if err := os.WriteFile(note, []byte(l.home+"\n"), 0o644); err != nil {
+		tmp, err := os.CreateTemp(l.dir, locationFile+".*")
+		if err != nil {
 			return fmt.Errorf("devpg: %w", err)
+		}
+		_, werr := tmp.WriteString(l.home + "\n")
+		if cerr := tmp.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr == nil {
+			werr = os.Chmod(tmp.Name(), 0o644)
+		}
+		if werr == nil {
+			werr = os.Rename(tmp.Name(), note)
+		}
+		if werr != nil {
+			_ = os.Remove(tmp.Name())
+			return fmt.Errorf("devpg: %w", werr)
 		}
 	}
 	// 0700: with trust authentication, whoever can reach the socket is

@@ -235,56 +235,19 @@ func (s *Service) Requeue(ctx context.Context, handles []string, queue string) (
 	if len(rs.tokens) == 0 {
 		return rs.result(nil), nil
 	}
-	changed := map[settledKey]bool{}
-	available := map[int64]int{}
-	err := s.inTx(ctx, func(q *db.Queries) error {
-		// The destination lives in each message's own tenant; receipts carry
-		// no credentials, so the tenant comes from the source queue.
-		sources, err := q.QueueTenantsByID(ctx, rs.queueIDs)
-		if err != nil {
-			return err
-		}
-		tenantOf := map[int64]string{}
-		for _, src := range sources {
-			tenantOf[src.ID] = src.Tenant
-		}
-		byTenant := map[string]*receipts{}
-		for i := range rs.queueIDs {
-			t, ok := tenantOf[rs.queueIDs[i]]
-			if !ok {
-				continue // no such queue: the handle is stale
-			}
-			if byTenant[t] == nil {
-				byTenant[t] = &receipts{}
-			}
-			g := byTenant[t]
-			g.queueIDs = append(g.queueIDs, rs.queueIDs[i])
-			g.sequences = append(g.sequences, rs.sequences[i])
-			g.tokens = append(g.tokens, rs.tokens[i])
-		}
-		for tenant, g := range byTenant {
-			if err := q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: tenant, Names: []string{queue}}); err != nil {
-				return err
-			}
-			dest, err := s.queueByName(ctx, q, tenant, queue)
-			if err != nil {
-				return err
-			}
-			moved, err := q.MessageRequeueByReceipt(ctx, db.MessageRequeueByReceiptParams{
-				Now: s.now(), QueueIds: g.queueIDs, Sequences: g.sequences, Tokens: g.tokens,
-				DestinationQueueID: dest.ID, ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount)})
-			if err != nil {
-				return err
-			}
-			for _, m := range moved {
-				changed[settled(m.SourceQueueID, m.SourceSequence, m.SourceToken)] = true
-			}
-			available[dest.ID] += len(moved)
-		}
-		return nil
-	})
+	// The destination lives in each message's own tenant; receipts carry no
+	// credentials, so the function takes the tenant from the source queue.
+	rows, err := s.direct.MessageRequeue(ctx, db.MessageRequeueParams{
+		Now: s.now(), QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens,
+		ToQueue: queue, ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount)})
 	if err != nil {
 		return SettleResult{}, fromDB("requeue", err)
+	}
+	changed := map[settledKey]bool{}
+	available := map[int64]int{}
+	for _, m := range rows {
+		changed[settled(m.SourceQueueID, m.SourceSequence, m.SourceToken)] = true
+		available[m.DestinationQueueID]++
 	}
 	for id, n := range available {
 		s.hub.Publish(id, n)
