@@ -33,18 +33,19 @@ import (
 // last: heads removes its fills when the backlog runs after it, and the
 // backlog leaves a large table behind.
 const (
-	Lifecycle = "lifecycle"
-	Latency   = "latency"
-	Idle      = "idle"
-	Heads     = "heads"
-	Backlog   = "backlog"
+	Lifecycle   = "lifecycle"
+	SQLConsumer = "sqlconsumer"
+	Latency     = "latency"
+	Idle        = "idle"
+	Heads       = "heads"
+	Backlog     = "backlog"
 )
 
 // Scenarios is every scenario, in run order.
 // Idle runs first, on the fresh database: after the other scenarios the
 // worker still fires the lease timers of their claims for a minute (most of
 // them hints of messages already acked), which is work, not idleness.
-var Scenarios = []string{Idle, Lifecycle, Latency, Heads, Backlog}
+var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, Heads, Backlog}
 
 // Point is one lifecycle measurement: messages per send/receive/ack call and
 // producer/consumer pairs.
@@ -211,6 +212,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		switch sc {
 		case Lifecycle:
 			rep.Lifecycle, err = e.lifecycle(ctx)
+		case SQLConsumer:
+			rep.SQLConsumer, err = e.sqlConsumer(ctx, rep.Lifecycle)
 		case Latency:
 			rep.Latency, err = e.latency(ctx)
 		case Idle:
@@ -271,7 +274,9 @@ const (
 	monitorApp  = "skipq-bench-monitor"
 	monitorMark = "/* skipq-bench monitor */ "
 	rawApp      = "skipq-bench-raw"
-	setupApp    = "skipq-bench-setup"
+	// sqlConsumerApp names the SQL consumer scenario's connections.
+	sqlConsumerApp = "skipq-bench-sql"
+	setupApp       = "skipq-bench-setup"
 )
 
 func (e *env) logf(format string, args ...any) {

@@ -138,13 +138,7 @@ func (w *rawWorkload) consume(ctx context.Context, i int) (int, error) {
 		return 0, err
 	}
 	if len(seqs) == 0 {
-		t := time.NewTimer(100 * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-w.avail:
-		case <-t.C:
-		case <-ctx.Done():
-		}
+		awaitSend(ctx, w.avail)
 		return 0, nil
 	}
 	var n int64
@@ -165,6 +159,18 @@ func (w *rawWorkload) consume(ctx context.Context, i int) (int, error) {
 		return int(n), fmt.Errorf("raw ack deleted %d of %d claimed messages", n, len(seqs))
 	}
 	return int(n), nil
+}
+
+// awaitSend is a consumer's wait when it found nothing: a producer's
+// signal, or 100 ms.
+func awaitSend(ctx context.Context, avail <-chan struct{}) {
+	t := time.NewTimer(100 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-avail:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // claim runs a claim and reads what a consumer would use.

@@ -11,18 +11,19 @@ import (
 // backlog, idle, heads and rss_mb_peak are the contract of `skipq bench
 // --json` (null for a scenario that did not run); the rest is evidence.
 type Report struct {
-	Lifecycle      []LifecyclePoint `json:"lifecycle"`
-	Latency        *LatencyResult   `json:"latency_ms"`
-	Backlog        *BacklogResult   `json:"backlog"`
-	Idle           *IdleResult      `json:"idle"`
-	Heads          *HeadsResult     `json:"heads"`
-	HeadsEvidence  *HeadsEvidence   `json:"heads_evidence,omitempty"`
-	RSSMBPeak      float64          `json:"rss_mb_peak"`
-	RSSScope       string           `json:"rss_scope"`
-	RSSMBHighWater float64          `json:"rss_mb_high_water"`
-	Setup          Setup            `json:"setup"`
-	Targets        []Target         `json:"targets"`
-	Warnings       []string         `json:"warnings"`
+	Lifecycle      []LifecyclePoint   `json:"lifecycle"`
+	SQLConsumer    []SQLConsumerPoint `json:"sql_consumer,omitempty"`
+	Latency        *LatencyResult     `json:"latency_ms"`
+	Backlog        *BacklogResult     `json:"backlog"`
+	Idle           *IdleResult        `json:"idle"`
+	Heads          *HeadsResult       `json:"heads"`
+	HeadsEvidence  *HeadsEvidence     `json:"heads_evidence,omitempty"`
+	RSSMBPeak      float64            `json:"rss_mb_peak"`
+	RSSScope       string             `json:"rss_scope"`
+	RSSMBHighWater float64            `json:"rss_mb_high_water"`
+	Setup          Setup              `json:"setup"`
+	Targets        []Target           `json:"targets"`
+	Warnings       []string           `json:"warnings"`
 }
 
 // Setup is what the figures were measured on.
@@ -50,6 +51,21 @@ type LifecyclePoint struct {
 	// EmptyClaim is skipq's claim on the HTTP run's queue right after it
 	// drained.
 	EmptyClaim *Explain `json:"empty_claim,omitempty"`
+}
+
+// SQLConsumerPoint is one batch × pairs point of the lifecycle with SQL
+// consumers (HTTP sends, skipq.receive, skipq.ack) next to the raw baseline.
+type SQLConsumerPoint struct {
+	Batch       int       `json:"batch"`
+	Pairs       int       `json:"pairs"`
+	SQLMsgsPerS float64   `json:"sql_msgs_per_s"`
+	RawMsgsPerS float64   `json:"raw_msgs_per_s"`
+	Ratio       float64   `json:"ratio"`
+	SQL         *RunStats `json:"sql_stats,omitempty"`
+	Raw         *RunStats `json:"raw_stats,omitempty"`
+	// RawFromLifecycle: the raw figure is the lifecycle scenario's for the
+	// point, measured earlier in the same run.
+	RawFromLifecycle bool `json:"raw_from_lifecycle"`
 }
 
 // RunStats is the evidence of one measured window.
@@ -239,6 +255,10 @@ func targets(r Report) []Target {
 				"pgmq 1.5.2 on this machine type, POSTGRES-QUEUE-FACTS.md")
 		}
 	}
+	for _, p := range r.SQLConsumer {
+		add(fmt.Sprintf("SQL consumer batch %d × %d: SQL API / raw SQL", p.Batch, p.Pairs),
+			"≥ 0.90", p.Ratio, "ratio", p.Ratio >= 0.9, "the SQL consumer issue's target")
+	}
 	if l := r.Latency; l != nil {
 		add("wake latency p50", "≤ 5 ms", l.P50, "ms", l.P50 <= 5, "")
 		add("wake latency p99", "≤ 25 ms", l.P99, "ms", l.P99 <= 25, "")
@@ -303,6 +323,27 @@ func (r Report) WriteText(w io.Writer) {
 			}
 		}
 		fmt.Fprintln(w)
+	}
+	if len(r.SQLConsumer) > 0 {
+		fmt.Fprintf(w, "SQL consumer (HTTP sends → skipq.receive → skipq.ack, each in autocommit), messages/s acked\n")
+		fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s   %s\n", "batch", "pairs", "SQL API", "raw SQL", "SQL/raw", "statement time (SQL API run)")
+		for _, p := range r.SQLConsumer {
+			stmts := ""
+			if p.SQL != nil {
+				for i, st := range p.SQL.Statements {
+					if i == 3 {
+						break
+					}
+					stmts += fmt.Sprintf(" %s %.0f%% (%.3f ms)", st.Name, st.Percent, st.MeanMS)
+				}
+			}
+			raw := thousands(p.RawMsgsPerS)
+			if p.RawFromLifecycle {
+				raw += "*"
+			}
+			fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f  %s\n", p.Batch, p.Pairs, thousands(p.SQLMsgsPerS), raw, p.Ratio, stmts)
+		}
+		fmt.Fprintf(w, "  (* the lifecycle scenario's raw figure for the point, earlier in this run)\n\n")
 	}
 	if l := r.Latency; l != nil {
 		fmt.Fprintf(w, "wake latency (send answered → waiting receive answered, %s), %d samples:\n", l.Path, l.Samples)

@@ -25,6 +25,8 @@ takes --database-url.
 Scenarios (--scenario, comma-separated; default all):
   lifecycle  send → receive → ack over HTTP and the same in plain SQL,
              batch 1 and 100 × 1, 4 and 16 producer/consumer pairs
+  sqlconsumer the same lifecycle with consumers in SQL (HTTP sends,
+             skipq.receive, skipq.ack) next to the plain-SQL baseline
   latency    send answered → waiting receive answered, p50/p90/p99
   idle       1,000 waiting long-polls on one node: connections, statements/s
   heads      p50 of one client's send → receive → ack cycle on an empty queue,
