@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -581,5 +583,24 @@ func TestSQLRequeue(t *testing.T) {
 		if sqlState(err) != code {
 			t.Errorf("%s: %v, want SQLSTATE %s", stmt, err, code)
 		}
+	}
+}
+
+// skipq_consumer may execute exactly the consumer functions (SPEC §13):
+// not a send, not the internal functions they wrap.
+func TestSQLConsumerMayExecuteOnlyTheConsumerFunctions(t *testing.T) {
+	n := newNode(t)
+	consumer, _ := loginRole(t, n.DB, "skipq_consumer")
+	want := []string{
+		"skipq.ack(text)",
+		"skipq.ack(text[])",
+		"skipq.nack(text)",
+		"skipq.receive(text,integer,integer,integer,text)",
+		"skipq.requeue(text,text)",
+		"skipq.set_visibility(text,integer)",
+		"skipq.try_ack(text[])",
+	}
+	if got := executableBy(t, connect(t, n.DB), consumer); !slices.Equal(got, want) {
+		t.Errorf("a skipq_consumer may execute\n  %s\nwant exactly\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 }

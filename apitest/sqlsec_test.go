@@ -208,18 +208,7 @@ func TestSQLProducerMayExecuteOnlySendAndSendBatch(t *testing.T) {
 		NULL, NULL, NULL, NULL, NULL, '', 'default')`)
 	wantSQLState(t, "a producer calling skipq.enqueue", err, "42501")
 
-	// has_function_privilege counts membership and PUBLIC's grants, so this
-	// also catches a future function created without revoking PUBLIC.
-	rows, err := admin.Query(ctx, `SELECT p.oid::regprocedure::text FROM pg_proc p
-		WHERE p.pronamespace = 'skipq'::regnamespace AND has_function_privilege($1, p.oid, 'EXECUTE')
-		ORDER BY 1`, producer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	executable, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
+	executable := executableBy(t, admin, producer)
 	want := []string{
 		"skipq.send(text,bytea,text,jsonb,integer,integer,integer,text,text,text,text)",
 		"skipq.send(text,jsonb,text,jsonb,integer,integer,integer,text,text,text,text)",
@@ -235,7 +224,7 @@ func TestSQLProducerMayExecuteOnlySendAndSendBatch(t *testing.T) {
 	// PUBLIC executes no skipq function: a migration that creates one must
 	// end with REVOKE ALL ON ALL FUNCTIONS IN SCHEMA skipq FROM PUBLIC
 	// (a NULL proacl is the default, which grants PUBLIC).
-	rows, err = admin.Query(ctx, `SELECT p.oid::regprocedure::text FROM pg_proc p
+	rows, err := admin.Query(ctx, `SELECT p.oid::regprocedure::text FROM pg_proc p
 		CROSS JOIN LATERAL aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
 		WHERE p.pronamespace = 'skipq'::regnamespace AND a.grantee = 0 ORDER BY 1`)
 	if err != nil {
@@ -265,6 +254,24 @@ func TestSQLProducerMayExecuteOnlySendAndSendBatch(t *testing.T) {
 	if len(tables) > 0 {
 		t.Errorf("a skipq_producer has privileges on %v", tables)
 	}
+}
+
+// executableBy lists the skipq functions role may execute.
+// has_function_privilege counts membership and PUBLIC's grants, so this
+// also catches a future function created without revoking PUBLIC.
+func executableBy(t *testing.T, admin *pgx.Conn, role string) []string {
+	t.Helper()
+	rows, err := admin.Query(context.Background(), `SELECT p.oid::regprocedure::text FROM pg_proc p
+		WHERE p.pronamespace = 'skipq'::regnamespace AND has_function_privilege($1, p.oid, 'EXECUTE')
+		ORDER BY 1`, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	executable, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return executable
 }
 
 // Every skipq function runs with search_path pinned, whoever calls it: the
