@@ -10,7 +10,7 @@ import (
 
 // A worker-only node serves no API, but it can be probed and scraped.
 func TestWorkerOnlyNodeAnswersProbes(t *testing.T) {
-	n := startNode(t, testdb.New(t), func(c *node.Config) { c.Role = "worker" })
+	n := startNode(t, testdb.New(t), func(c *node.Config) { c.Role = node.RoleWorker })
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		if r := n.do(t, "GET", path, nil); r.Status != http.StatusOK {
 			t.Fatalf("GET %s on a worker-only node: %d %s", path, r.Status, r.Raw)

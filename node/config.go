@@ -24,8 +24,8 @@ type Config struct {
 	ListenAddr          string
 	Auth                string // "required" or "off"
 	Migrate             bool
-	Role                string // "all", "api" or "worker"
-	WorkerVacuum        bool   // the worker vacuums the messages table between autovacuum rounds
+	Role                Role
+	WorkerVacuum        bool // the worker vacuums the messages table between autovacuum rounds
 	DBMaxConns          int
 	MaxRequestBytes     int64
 	ReadTimeout         int     // seconds to read a request, headers and body; slow clients are cut off
@@ -35,13 +35,29 @@ type Config struct {
 	Limits              service.Limits
 }
 
+// Role is what a node runs (SKIPQ_ROLE).
+type Role string
+
+const (
+	RoleAll    Role = "all"    // the HTTP API and the worker
+	RoleAPI    Role = "api"    // the HTTP API only
+	RoleWorker Role = "worker" // the worker only, with /healthz, /readyz and /metrics
+)
+
+// ServesAPI reports whether the node serves the HTTP API (and so listens
+// for wake-ups and publishes the SQL limits).
+func (r Role) ServesAPI() bool { return r != RoleWorker }
+
+// RunsWorker reports whether the node runs the worker.
+func (r Role) RunsWorker() bool { return r != RoleAPI }
+
 // DefaultConfig is SPEC §2's defaults.
 func DefaultConfig() Config {
 	return Config{
 		ListenAddr:      ":8080",
 		Auth:            "required",
 		Migrate:         true,
-		Role:            "all",
+		Role:            RoleAll,
 		WorkerVacuum:    true,
 		DBMaxConns:      16,
 		ReadTimeout:     60,
@@ -103,7 +119,7 @@ func (c *Config) vars() []envVar {
 			c.WorkerVacuum = b
 			return nil
 		}, func() string { return strconv.FormatBool(c.WorkerVacuum) })
-	s, g = str(&c.Role)
+	s, g = str((*string)(&c.Role))
 	add("SKIPQ_ROLE", "role", "what this node runs: all, api or worker", s, g)
 	n, gn := num(&c.DBMaxConns)
 	add("SKIPQ_DB_MAX_CONNS", "db-max-conns", "largest database pool", n, gn)
@@ -196,7 +212,7 @@ func (c *Config) Validate() error {
 	if c.Auth != "required" && c.Auth != "off" {
 		errs = append(errs, fmt.Errorf("SKIPQ_AUTH must be required or off, not %q", c.Auth))
 	}
-	if c.Role != "all" && c.Role != "api" && c.Role != "worker" {
+	if c.Role != RoleAll && c.Role != RoleAPI && c.Role != RoleWorker {
 		errs = append(errs, fmt.Errorf("SKIPQ_ROLE must be all, api or worker, not %q", c.Role))
 	}
 	if c.DBMaxConns < 2 {

@@ -48,21 +48,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	var wg sync.WaitGroup
 	defer func() { stopBackground(); wg.Wait() }()
 
-	if cfg.Role != "worker" {
+	if cfg.Role.ServesAPI() {
 		// Before the node is ready: once it answers, SQL sends are held to
 		// the same limits as its HTTP sends.
 		publishSQLLimits(ctx, bg, svc, log, &wg)
 		listener := &db.Listener{URL: cfg.listenerURL(), Log: log,
 			OnNotify: hub.HandleNotification, OnConnect: hub.ListenerConnected, OnDisconnect: hub.ListenerLost}
 		wg.Go(func() { listener.Run(bg) })
-		wg.Go(func() { hub.Run(bg) })
 	}
-	if cfg.Role != "api" {
-		// Workers publish wake-ups for the messages they move, so the hub
-		// runs on worker-only nodes too.
-		if cfg.Role == "worker" {
-			wg.Go(func() { hub.Run(bg) })
-		}
+	// The hub runs on every node: it wakes this node's receives, and it
+	// publishes the wake-ups of the messages this node's worker moves.
+	wg.Go(func() { hub.Run(bg) })
+	if cfg.Role.RunsWorker() {
 		wg.Go(func() { worker.New(svc, log, worker.Options{Vacuum: cfg.WorkerVacuum}).Run(bg) })
 	}
 	latest, err := migrations.Latest()
@@ -74,7 +71,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
 		// A worker-only node serves no API but answers probes and scrapes.
-		ServiceRoutesOnly: cfg.Role == "worker",
+		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
 	})
 	srv := &http.Server{
 		Handler: handler,
