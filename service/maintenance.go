@@ -187,12 +187,12 @@ const QueueCountsPeriod = 15 * time.Second
 // RefreshQueueCounts recounts the gauge snapshot if it is this node's turn,
 // then hands the snapshot to the observer (the metrics gauges). Every node
 // exports the same snapshot; only one node per QueueCountsPeriod pays for
-// the count. It returns 0: it is not a batch job.
-func (s *Service) RefreshQueueCounts(ctx context.Context, _ int) (int, error) {
+// the count.
+func (s *Service) RefreshQueueCounts(ctx context.Context) error {
 	turn, err := s.direct.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: s.now(), Job: "queue_counts",
 		PeriodSeconds: int32(QueueCountsPeriod / time.Second)})
 	if err != nil {
-		return 0, fromDB("count queues", err)
+		return fromDB("count queues", err)
 	}
 	if turn {
 		err := s.inTx(ctx, func(q *db.Queries) error {
@@ -202,12 +202,12 @@ func (s *Service) RefreshQueueCounts(ctx context.Context, _ int) (int, error) {
 			return q.QueueCountsRefresh(ctx, s.now())
 		})
 		if err != nil {
-			return 0, fromDB("count queues", err)
+			return fromDB("count queues", err)
 		}
 	}
 	rows, err := s.direct.QueueCountsList(ctx, maxGaugeQueues)
 	if err != nil {
-		return 0, fromDB("read queue counts", err)
+		return fromDB("read queue counts", err)
 	}
 	counts := make([]QueueCount, len(rows))
 	for i, r := range rows {
@@ -215,7 +215,7 @@ func (s *Service) RefreshQueueCounts(ctx context.Context, _ int) (int, error) {
 			InFlight: r.InFlight, OldestAvailableAt: r.OldestAvailableAt}
 	}
 	s.obs.QueueCounts(counts, s.nowOr(time.Now()))
-	return 0, nil
+	return nil
 }
 
 // VacuumPeriod is how often, cluster-wide, the worker considers vacuuming
@@ -230,16 +230,16 @@ const (
 // enough dead row versions piled up. Autovacuum naps for a minute between
 // rounds; a busy queue table collects hundreds of thousands of dead versions
 // in that time, and claims step over their index entries until they are
-// gone. It returns 0: it is not a batch job.
-func (s *Service) VacuumMessages(ctx context.Context, _ int) (int, error) {
+// gone.
+func (s *Service) VacuumMessages(ctx context.Context) error {
 	turn, err := s.direct.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: s.now(), Job: "vacuum",
 		PeriodSeconds: int32(VacuumPeriod / time.Second)})
 	if err != nil || !turn {
-		return 0, fromDB("vacuum", err)
+		return fromDB("vacuum", err)
 	}
 	dead, err := s.direct.MessageDeadTuples(ctx)
 	if err != nil || dead < VacuumDeadTuples {
-		return 0, fromDB("vacuum", err)
+		return fromDB("vacuum", err)
 	}
-	return 0, fromDB("vacuum", s.direct.MessageVacuum(ctx))
+	return fromDB("vacuum", s.direct.MessageVacuum(ctx))
 }

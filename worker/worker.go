@@ -1,12 +1,16 @@
-// Package worker runs skipq's periodic jobs in every node: dead-lettering
-// last deliveries whose lease ran out, removing expired messages and
-// dropping old idempotency keys. Every job is a bounded SKIP LOCKED batch,
-// so many nodes may run the worker at once without double work.
+// Package worker runs skipq's periodic jobs in every node: firing timers
+// (delays and leases that ended, dead-lettering last deliveries), removing
+// expired messages and the messages of deleted queues, dropping old
+// idempotency keys, the gauges and the vacuum. Every batch job is a bounded
+// SKIP LOCKED statement, so many nodes may run the worker at once without
+// double work. In the style of River's internal/maintenance: each job is a
+// small value with its period, a per-run timeout and a randomized start.
 package worker
 
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/skipq/skipq/service"
@@ -15,11 +19,31 @@ import (
 // BatchSize bounds every statement the worker runs.
 const BatchSize = 1000
 
-// job is one periodic duty. A job that fills its batch runs again at once.
+// job is one periodic duty.
 type job struct {
 	name  string
 	every time.Duration
-	run   func(ctx context.Context, max int) (int, error)
+	// timeout bounds one run, so that a run stuck on an unreachable or
+	// overloaded database ends and the next tick tries again.
+	timeout time.Duration
+	// run does one run; more reports that it filled its batch, and the
+	// job runs again at once.
+	run func(ctx context.Context) (more bool, err error)
+}
+
+// batch is a job that moves up to BatchSize rows per run.
+func batch(name string, every time.Duration, run func(context.Context, int) (int, error)) job {
+	return job{name: name, every: every, timeout: 10 * time.Second, run: func(ctx context.Context) (bool, error) {
+		n, err := run(ctx, BatchSize)
+		return n == BatchSize, err
+	}}
+}
+
+// once is a job that is not a batch: one run per tick.
+func once(name string, every, timeout time.Duration, run func(context.Context) error) job {
+	return job{name: name, every: every, timeout: timeout, run: func(ctx context.Context) (bool, error) {
+		return false, run(ctx)
+	}}
 }
 
 // Worker runs the jobs until its context ends.
@@ -42,19 +66,19 @@ type Options struct {
 // (service.FireTimers), expired messages every 4 s.
 func New(svc *service.Service, log *slog.Logger, opts Options) *Worker {
 	jobs := []job{
-		{"fire timers (delays and leases that ended)", 500 * time.Millisecond, svc.FireTimers},
-		{"remove expired messages", 4 * time.Second, svc.RemoveExpired},
-		{"drop old dedup keys", 30 * time.Second, svc.DropOldDedupKeys},
-		{"remove messages of deleted queues", 30 * time.Second, svc.RemoveOrphaned},
-		{"refresh queue gauges", 5 * time.Second, svc.RefreshQueueCounts},
+		batch("fire timers (delays and leases that ended)", 500*time.Millisecond, svc.FireTimers),
+		batch("remove expired messages", 4*time.Second, svc.RemoveExpired),
+		batch("drop old dedup keys", 30*time.Second, svc.DropOldDedupKeys),
+		batch("remove messages of deleted queues", 30*time.Second, svc.RemoveOrphaned),
+		once("refresh queue gauges", 5*time.Second, 30*time.Second, svc.RefreshQueueCounts),
 	}
 	if opts.Vacuum {
-		jobs = append(jobs, job{"vacuum messages", service.VacuumPeriod, svc.VacuumMessages})
+		jobs = append(jobs, once("vacuum messages", service.VacuumPeriod, 2*time.Minute, svc.VacuumMessages))
 	}
 	return &Worker{log: log, jobs: jobs}
 }
 
-// Run starts every job and returns when ctx ends, between batches.
+// Run starts every job and returns when ctx ends, between runs.
 func (w *Worker) Run(ctx context.Context) {
 	done := make(chan struct{})
 	for _, j := range w.jobs {
@@ -68,26 +92,38 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 }
 
+// loop runs a job every period, starting after a random part of the first
+// one: nodes started together (a deployment) do not run their jobs in
+// lockstep.
 func (w *Worker) loop(ctx context.Context, j job) {
+	start := time.NewTimer(rand.N(j.every))
+	select {
+	case <-ctx.Done():
+		start.Stop()
+		return
+	case <-start.C:
+	}
 	ticker := time.NewTicker(j.every)
 	defer ticker.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
 		for ctx.Err() == nil {
-			n, err := j.run(ctx, BatchSize)
+			runCtx, cancel := context.WithTimeout(ctx, j.timeout)
+			more, err := j.run(runCtx)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					w.log.Warn("worker job failed", "job", j.name, "error", err)
 				}
 				break
 			}
-			if n < BatchSize {
+			if !more {
 				break
 			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
 		}
 	}
 }
