@@ -392,17 +392,19 @@ func (q *Queries) QueueUpsert(ctx context.Context, arg QueueUpsertParams) (Queue
 }
 
 const wakeNotify = `-- name: WakeNotify :exec
-SELECT pg_notify($1::text, p)::text FROM unnest($2::text[]) AS p
+SELECT skipq.wake($1::text, $2::bigint[], $3::integer[])
 `
 
 type WakeNotifyParams struct {
-	Channel  string
-	Payloads []string
+	Source   string
+	QueueIds []int64
+	Counts   []int32
 }
 
 // One short transaction announcing that messages became available in some
-// queues (payload "node queue count"), sent outside the data transactions.
+// queues, sent outside the data transactions (skipq.wake writes the
+// notifications).
 func (q *Queries) WakeNotify(ctx context.Context, arg WakeNotifyParams) error {
-	_, err := q.db.Exec(ctx, wakeNotify, arg.Channel, arg.Payloads)
+	_, err := q.db.Exec(ctx, wakeNotify, arg.Source, arg.QueueIds, arg.Counts)
 	return err
 }

@@ -185,6 +185,22 @@ END $$;
 REVOKE ALL ON FUNCTION skipq.message_insert(text, text, timestamptz, integer, text[], boolean[], text[], text[],
     boolean[], text[], integer[], integer[], integer[], text[], boolean[], integer[], integer[], bytea) FROM PUBLIC;
 
+-- skipq.wake announces that counts of messages became available in queues,
+-- to every node's listener, at the commit of the transaction that calls it:
+-- the one place in SQL that writes the wake-up channel and payload
+-- ("source queue count", parsed by service/hub.go's parseWake). Nodes call
+-- it through WakeNotify (source: their id), the SQL API with source "sql"
+-- (never a node id, so every node wakes its waiters).
+-- +goose StatementBegin
+CREATE FUNCTION skipq.wake(p_source text, p_queue_ids bigint[], p_counts integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM pg_notify('skipq_wake', p_source || ' ' || w.q || ' ' || w.c)
+    FROM unnest(p_queue_ids, p_counts) AS w(q, c);
+END $$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION skipq.wake(text, bigint[], integer[]) FROM PUBLIC;
+
 -- The SQL send: validates (the same rules as the HTTP API's service/send.go;
 -- a test feeds both the same messages), creates the queue if missing, and
 -- sends through skipq.message_insert. One row per body, in order; a
@@ -284,7 +300,7 @@ BEGIN
     -- One notification per call, delivered at commit ("sql" is never a
     -- node id, so every node wakes its waiters).
     IF v_fresh > 0 THEN
-        PERFORM pg_notify('skipq_wake', 'sql ' || v_queue_id || ' ' || v_fresh);
+        PERFORM skipq.wake('sql', ARRAY[v_queue_id], ARRAY[v_fresh]);
     END IF;
 END $$;
 -- +goose StatementEnd
@@ -429,3 +445,4 @@ END $$;
 REVOKE ALL ON FUNCTION
     skipq.enqueue(text, bytea[], boolean, text, jsonb, integer, integer, integer, text, text[], text, text)
     FROM PUBLIC;
+DROP FUNCTION skipq.wake(text, bigint[], integer[]);

@@ -212,7 +212,7 @@ BEGIN
     -- Delivered at commit ("sql" is never a node id: every node wakes its
     -- waiters). A discarded message wakes nobody.
     IF NOT n.discarded THEN
-        PERFORM pg_notify('skipq_wake', 'sql ' || coalesce(n.moved_to, n.queue_id) || ' 1');
+        PERFORM skipq.wake('sql', ARRAY[coalesce(n.moved_to, n.queue_id)], ARRAY[1]);
     END IF;
 END $$;
 -- +goose StatementEnd

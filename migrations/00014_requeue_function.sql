@@ -110,7 +110,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'skipq: receipt_stale' USING ERRCODE = 'SQ404';
     END IF;
-    PERFORM pg_notify('skipq_wake', 'sql ' || m.destination_queue_id || ' 1');
+    PERFORM skipq.wake('sql', ARRAY[m.destination_queue_id], ARRAY[1]);
 END $$;
 -- +goose StatementEnd
 REVOKE ALL ON FUNCTION skipq.requeue(text, text) FROM PUBLIC;

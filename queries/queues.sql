@@ -76,8 +76,9 @@ SELECT id, tenant, name FROM skipq.queues WHERE id = ANY(@ids::bigint[]);
 
 -- name: WakeNotify :exec
 -- One short transaction announcing that messages became available in some
--- queues (payload "node queue count"), sent outside the data transactions.
-SELECT pg_notify(@channel::text, p)::text FROM unnest(@payloads::text[]) AS p;
+-- queues, sent outside the data transactions (skipq.wake writes the
+-- notifications).
+SELECT skipq.wake(@source::text, @queue_ids::bigint[], @counts::integer[]);
 
 -- name: JobTakeTurn :one
 -- A cluster-wide job's turn: true for the one node that moves the job's row

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -213,22 +212,43 @@ func (h *Hub) Publish(queueID int64, count int) {
 	}
 }
 
-// HandleNotification takes a payload from the listener ("node queue count")
-// and wakes that many local waiters, ignoring the node's own notifications
-// (its waiters were woken when it published).
+// HandleNotification takes a payload from the listener and wakes that many
+// local waiters, ignoring the node's own notifications (its waiters were
+// woken when it published).
 func (h *Hub) HandleNotification(payload string) {
-	node, rest, ok := strings.Cut(payload, " ")
-	if !ok || node == h.nodeID {
+	w, ok := parseWake(payload)
+	if !ok {
+		h.log.Warn("ignoring malformed wake notification", "payload", payload)
 		return
+	}
+	if w.source == h.nodeID {
+		return
+	}
+	h.wake(w.queueID, w.count)
+}
+
+// wakeNotice is one wake-up notification: count messages became available
+// in a queue, announced by source (a node's id, or "sql" for the SQL API).
+// skipq.wake (migrations/00009_one_send.sql) writes it as
+// "source queue count"; parseWake is its one reader.
+type wakeNotice struct {
+	source  string
+	queueID int64
+	count   int
+}
+
+func parseWake(payload string) (wakeNotice, bool) {
+	source, rest, ok := strings.Cut(payload, " ")
+	if !ok {
+		return wakeNotice{}, false
 	}
 	qs, cs, ok := strings.Cut(rest, " ")
 	queueID, err1 := strconv.ParseInt(qs, 10, 64)
 	count, err2 := strconv.Atoi(cs)
 	if !ok || err1 != nil || err2 != nil {
-		h.log.Warn("ignoring malformed wake notification", "payload", payload)
-		return
+		return wakeNotice{}, false
 	}
-	h.wake(queueID, count)
+	return wakeNotice{source, queueID, count}, true
 }
 
 // Closing is closed when the node shuts down; waiting receives return early.
@@ -292,9 +312,10 @@ func (h *Hub) notify(ctx context.Context) {
 		h.mu.Unlock()
 		return
 	}
-	payloads := make([]string, 0, len(h.pending))
+	p := db.WakeNotifyParams{Source: h.nodeID}
 	for id, n := range h.pending {
-		payloads = append(payloads, fmt.Sprintf("%s %d %d", h.nodeID, id, n))
+		p.QueueIds = append(p.QueueIds, id)
+		p.Counts = append(p.Counts, int32(n))
 	}
 	clear(h.pending)
 	h.mu.Unlock()
@@ -303,7 +324,7 @@ func (h *Hub) notify(ctx context.Context) {
 	defer cancel()
 	// Other nodes fall back to their recheck if this fails, so a failure is
 	// logged, not retried.
-	if err := db.New(h.pool).WakeNotify(ctx, db.WakeNotifyParams{Channel: db.WakeChannel, Payloads: payloads}); err != nil {
+	if err := db.New(h.pool).WakeNotify(ctx, p); err != nil {
 		h.log.Warn("publishing wake notifications failed", "error", err)
 	}
 }

@@ -1,8 +1,15 @@
 package service
 
 import (
+	"context"
 	"log/slog"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skipq/skipq/db"
+	"github.com/skipq/skipq/testdb"
 )
 
 // A wake-up that reaches a waiter as it leaves (its wait ended at the same
@@ -41,5 +48,40 @@ func TestRecheckWakesHeadWaitersOnlyWhenDue(t *testing.T) {
 	h.recheck(true)
 	if len(head.c) != 1 || len(next.c) != 0 {
 		t.Fatalf("a full recheck woke %d head and %d next waiters, want 1 and 0", len(head.c), len(next.c))
+	}
+}
+
+// The wake-up protocol has one writer in SQL (skipq.wake) and one reader in
+// Go (parseWake): notifications skipq.wake sends on the channel the node
+// listens on (db.WakeChannel) parse back to what was announced.
+func TestWakeNotificationsFromSQLParse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "LISTEN "+db.WakeChannel); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT skipq.wake('node-1', ARRAY[7, 9007199254740993], ARRAY[3, 1])"); err != nil {
+		t.Fatal(err)
+	}
+	want := []wakeNotice{{"node-1", 7, 3}, {"node-1", 9007199254740993, 1}}
+	for _, w := range want {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := parseWake(n.Payload)
+		if !ok || got != w {
+			t.Fatalf("payload %q parsed to %+v (%v), want %+v", n.Payload, got, ok, w)
+		}
+	}
+	for _, bad := range []string{"", "node", "node 7", "node x 1", "node 7 y"} {
+		if _, ok := parseWake(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
 	}
 }
