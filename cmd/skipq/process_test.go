@@ -202,6 +202,19 @@ func TestSIGTERMDrains(t *testing.T) {
 	}
 }
 
+// await polls cond until it holds; timeout only stops a broken test (it
+// is a wait, not an assertion of speed).
+func await(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 var waitersLine = regexp.MustCompile(`(?m)^skipq_longpoll_waiters (\d+)`)
 
 func waiting(t *testing.T, p *process) bool {
