@@ -48,6 +48,21 @@ func resetAcme(t *testing.T, pool *pgxpool.Pool) {
 	}
 }
 
+// acmeState is every row of tenant acme's queues and their messages, as
+// text: what another tenant's calls must leave exactly as it was.
+func acmeState(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var state string
+	err := pool.QueryRow(context.Background(), `
+		SELECT coalesce(string_agg(q::text || ' ' || coalesce(m::text, '-'), E'\n' ORDER BY q.name, m.sequence), '')
+		FROM skipq.queues q LEFT JOIN skipq.messages m ON m.queue_id = q.id
+		WHERE q.tenant = 'acme'`).Scan(&state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state
+}
+
 func TestAuthMatrix(t *testing.T) {
 	n := newNode(t, func(c *node.Config) { c.Auth = "required" })
 	pool := newPool(t, n.DB)
@@ -110,6 +125,7 @@ func TestAuthMatrix(t *testing.T) {
 		for _, c := range callers {
 			t.Run(fmt.Sprintf("%s %s %v as %s", r.method, r.path, r.body, c.name), func(t *testing.T) {
 				resetAcme(t, pool)
+				before := acmeState(t, pool)
 				var headers []string
 				if c.secret != "" {
 					headers = []string{"Authorization", "Bearer " + c.secret}
@@ -136,6 +152,9 @@ func TestAuthMatrix(t *testing.T) {
 					}
 					if qs, ok := resp.Body["queues"]; ok && len(objects(t, qs)) != 0 {
 						t.Fatalf("another tenant's caller saw queues: %s", resp.Raw)
+					}
+					if after := acmeState(t, pool); after != before {
+						t.Fatalf("another tenant's call changed acme's queues and messages:\nbefore:\n%s\nafter:\n%s", before, after)
 					}
 				default:
 					if resp.Status != r.ok {

@@ -1,9 +1,12 @@
 package apitest
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/skipq/skipq/node"
 )
 
 func parseTime(t *testing.T, v any) time.Time {
@@ -37,18 +40,36 @@ func TestDelayedMessageReachesWaitingReceiver(t *testing.T) {
 	}
 }
 
+// An expired message is never delivered, whether or not the worker has
+// removed it yet: the receives run on a node without a worker, after the
+// message's expiresAt has passed on the database's clock. Then a worker
+// removes it.
 func TestExpiredMessagesAreNeverDelivered(t *testing.T) {
-	n := newNode(t)
-	n.send(t, "exp", map[string]any{"body": "short", "expirationSeconds": 1})
+	n := newNode(t, func(c *node.Config) { c.Role = "api" })
+	short := n.send(t, "exp", map[string]any{"body": "short", "expirationSeconds": 1})
 	n.send(t, "exp", map[string]any{"body": "long"})
-	eventually(t, 10*time.Second, "the expired message to be removed", func() bool {
-		st := n.must(t, http.StatusOK, "GET", "/v1/queues/exp", nil)["stats"].(map[string]any)
-		return num(st["total"]) == 1
+	conn := connect(t, n.DB)
+	eventually(t, 10*time.Second, "the message's expiresAt to pass", func() bool {
+		var passed bool
+		if err := conn.QueryRow(context.Background(), "SELECT now() > $1::timestamptz", short["expiresAt"]).Scan(&passed); err != nil {
+			t.Fatal(err)
+		}
+		return passed
 	})
-	msgs := n.receive(t, "exp", map[string]any{"maxMessages": 10})
-	if len(msgs) != 1 || msgs[0]["body"] != "long" {
-		t.Fatalf("got %v", msgs)
+	if msgs := n.receive(t, "exp", map[string]any{"maxMessages": 10, "isPeek": true}); len(msgs) != 1 || msgs[0]["body"] != "long" {
+		t.Fatalf("peek after the expiry: %v", msgs)
 	}
+	if msgs := n.receive(t, "exp", map[string]any{"maxMessages": 10}); len(msgs) != 1 || msgs[0]["body"] != "long" {
+		t.Fatalf("receive after the expiry: %v", msgs)
+	}
+	startNode(t, n.DB, func(c *node.Config) { c.Role = "worker" })
+	eventually(t, 10*time.Second, "the worker to remove the expired message", func() bool {
+		var left int
+		if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM skipq.messages WHERE message_id = $1", short["messageId"]).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		return left == 0
+	})
 }
 
 func TestDeadLetterAfterLeaseExpiry(t *testing.T) {

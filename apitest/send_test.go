@@ -1,8 +1,11 @@
 package apitest
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -98,10 +101,48 @@ func TestSendMediaTypeAndSizes(t *testing.T) {
 	})
 	r := n.do(t, "POST", "/v1/queues/q/messages", `{"body":"x"}`, "Content-Type", "text/plain")
 	wantError(t, r, http.StatusUnsupportedMediaType, "unsupported_media_type")
-	n.do(t, "POST", "/v1/queues/q/messages", `{"body":"x"}`, "Content-Type", "application/json; charset=utf-8")
+	if r := n.do(t, "POST", "/v1/queues/q/messages", `{"body":"x"}`, "Content-Type", "application/json; charset=utf-8"); r.Status != http.StatusCreated {
+		t.Fatalf("application/json with a charset: %d %s", r.Status, r.Raw)
+	}
 
-	r = n.do(t, "POST", "/v1/queues/q/messages", map[string]any{"body": strings.Repeat("x", 5000)})
-	wantError(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
+	// A request over SKIPQ_MAX_REQUEST_BYTES whose every message is within
+	// SKIPQ_MAX_MESSAGE_BYTES: only the request limit can refuse it, with
+	// Content-Length (at once) and chunked (while reading).
+	var small []any
+	for range 50 {
+		small = append(small, map[string]any{"body": strings.Repeat("x", 90)})
+	}
+	over, err := json.Marshal(map[string]any{"messages": small})
+	if err != nil || len(over) <= 4096 {
+		t.Fatalf("the batch is %d bytes (%v); want more than 4096", len(over), err)
+	}
+	requestTooLarge := func(r response) {
+		t.Helper()
+		wantError(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
+		if _, issues := errorCode(t, r); len(issues) != 0 {
+			t.Fatalf("refused for a message, not for the request: %s", r.Raw)
+		}
+	}
+	requestTooLarge(n.do(t, "POST", "/v1/queues/q/messages/batch", string(over)))
+	req, err := http.NewRequest("POST", n.URL+"/v1/queues/q/messages/batch", io.MultiReader(bytes.NewReader(over))) // no length: chunked
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	chunked := response{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
+	if err := json.Unmarshal(raw, &chunked.Body); err != nil {
+		t.Fatalf("chunked oversized request: %d %q", resp.StatusCode, raw)
+	}
+	requestTooLarge(chunked)
+	if msgs := n.receive(t, "q", map[string]any{"maxMessages": 100, "isPeek": true}); len(msgs) != 1 {
+		t.Fatalf("the queue holds %d messages; want only the charset one", len(msgs))
+	}
 	r = n.do(t, "POST", "/v1/queues/q/messages", map[string]any{"body": strings.Repeat("x", 60), "metadata": strings.Repeat("m", 41)})
 	wantError(t, r, http.StatusRequestEntityTooLarge, "payload_too_large", "body")
 	r = n.do(t, "POST", "/v1/queues/q/messages/batch", map[string]any{"messages": []any{

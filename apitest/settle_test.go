@@ -1,8 +1,10 @@
 package apitest
 
 import (
+	"context"
 	"net/http"
 	"testing"
+	"time"
 )
 
 func TestAckNackAndStaleReceipts(t *testing.T) {
@@ -127,7 +129,7 @@ func TestQueueVisibilityMustBePositive(t *testing.T) {
 
 func TestRequeue(t *testing.T) {
 	n := newNode(t)
-	n.send(t, "src", map[string]any{"body": "x", "messageId": "m1", "tags": map[string]any{"a": "1"}, "clientId": "c"})
+	n.send(t, "src", map[string]any{"body": "x", "messageId": "m1", "tags": map[string]any{"a": "1"}, "clientId": "c", "metadata": "meta"})
 	m := n.receive(t, "src", nil)[0]
 	n.must(t, http.StatusOK, "POST", "/v1/receipts/requeue", map[string]any{"receiptHandle": m["receiptHandle"], "queue": "dst"})
 	if got := n.receive(t, "src", map[string]any{"isPeek": true}); len(got) != 0 {
@@ -139,7 +141,7 @@ func TestRequeue(t *testing.T) {
 	}
 	d := got[0]
 	if d["messageId"] != "m1" || d["reRoutedFrom"] != "src" || num(d["receiveCount"]) != 1 || d["body"] != "x" ||
-		d["clientId"] != "c" || d["tags"].(map[string]any)["a"] != "1" || d["firstReceivedAt"] == m["firstReceivedAt"] {
+		d["clientId"] != "c" || d["metadata"] != "meta" || d["tags"].(map[string]any)["a"] != "1" || d["firstReceivedAt"] == m["firstReceivedAt"] {
 		t.Fatalf("requeued message: %v", d)
 	}
 	wantError(t, n.do(t, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": m["receiptHandle"]}), http.StatusNotFound, "receipt_stale")
@@ -153,10 +155,18 @@ func TestRequeue(t *testing.T) {
 	}
 }
 
+// Dead-lettering moves the message whole (messageId, body, metadata, tags,
+// clientId, sentAt) and resets its delivery state and policies to the
+// dead-letter queue's defaults (SPEC §3): here a delay, an expiry, a
+// delivery limit and a dead-letter queue of its own, none of them the
+// source's or the message's.
 func TestDeadLetterAfterNacks(t *testing.T) {
 	n := newNode(t)
 	n.must(t, http.StatusCreated, "PUT", "/v1/queues/work", map[string]any{"maxReceiveCount": 3, "deadLetterQueue": "work.dlq"})
-	sent := n.send(t, "work", map[string]any{"body": "poison", "messageId": "p1", "tags": map[string]any{"t": "v"}})
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/work.dlq", map[string]any{
+		"delaySeconds": 30, "expirationSeconds": 100, "maxReceiveCount": 5, "deadLetterQueue": "work.dlq2"})
+	sent := n.send(t, "work", map[string]any{"body": "poison", "messageId": "p1", "tags": map[string]any{"t": "v"},
+		"metadata": "meta", "clientId": "client-1", "expirationSeconds": 3600})
 	for i := 1; i <= 3; i++ {
 		got := n.receive(t, "work", nil)
 		if len(got) != 1 || num(got[0]["receiveCount"]) != int64(i) {
@@ -167,14 +177,27 @@ func TestDeadLetterAfterNacks(t *testing.T) {
 	if got := n.receive(t, "work", nil); len(got) != 0 {
 		t.Fatalf("a fourth delivery: %v", got)
 	}
-	dl := n.receive(t, "work.dlq", nil)
-	if len(dl) != 1 {
-		t.Fatalf("dead-letter queue holds %v", dl)
-	}
-	d := dl[0]
-	if d["messageId"] != "p1" || d["reRoutedFrom"] != "work" || d["deadLetteredAt"] == nil || num(d["receiveCount"]) != 1 ||
-		d["body"] != "poison" || d["sentAt"] != sent["sentAt"] {
+	wantError(t, n.do(t, "GET", "/v1/queues/work/messages/p1", nil), http.StatusNotFound, "not_found")
+	d := n.must(t, http.StatusOK, "GET", "/v1/queues/work.dlq/messages/p1", nil)
+	if d["reRoutedFrom"] != "work" || d["deadLetteredAt"] == nil || num(d["receiveCount"]) != 0 || d["firstReceivedAt"] != nil ||
+		d["body"] != "poison" || d["metadata"] != "meta" || d["clientId"] != "client-1" || d["sentAt"] != sent["sentAt"] ||
+		len(d["tags"].(map[string]any)) != 1 || d["tags"].(map[string]any)["t"] != "v" {
 		t.Fatalf("dead-lettered message: %v", d)
+	}
+	// The dead-letter queue's delay and expiry, counted from the move.
+	deadLettered, delayed, expires := parseTime(t, d["deadLetteredAt"]), parseTime(t, d["delayedTo"]), parseTime(t, d["expiresAt"])
+	if d["state"] != "delayed" || delayed.Sub(deadLettered) != 30*time.Second || expires.Sub(delayed) != 100*time.Second {
+		t.Fatalf("dead-lettered message: state %v, deadLetteredAt %v, delayedTo %v, expiresAt %v; want delayed 30 s, then 100 s to expiry",
+			d["state"], deadLettered, delayed, expires)
+	}
+	var max int
+	var dlq string
+	if err := connect(t, n.DB).QueryRow(context.Background(),
+		"SELECT max_receive_count, dead_letter_queue FROM skipq.messages WHERE message_id = 'p1'").Scan(&max, &dlq); err != nil {
+		t.Fatal(err)
+	}
+	if max != 5 || dlq != "work.dlq2" {
+		t.Fatalf("dead-lettered message: maxReceiveCount %d, deadLetterQueue %q; want the dead-letter queue's 5 and work.dlq2", max, dlq)
 	}
 }
 

@@ -8,7 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -150,8 +152,12 @@ func TestConcurrentStartMigratesOnce(t *testing.T) {
 	}
 }
 
+// SIGTERM drains (SPEC §9): the node stops taking connections at once,
+// a parked long-poll returns early and empty, a request already being
+// handled finishes (the node waits for it), then the process exits 0.
 func TestSIGTERMDrains(t *testing.T) {
-	p := serve(t, testdb.New(t))
+	db := testdb.New(t)
+	p := serve(t, db)
 	type result struct {
 		status int
 		body   string
@@ -169,14 +175,24 @@ func TestSIGTERMDrains(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		parked <- result{status: resp.StatusCode, body: string(b)}
 	}()
-	// Wait until the receive is parked on the node.
-	deadline := time.Now().Add(10 * time.Second)
-	for !waiting(t, p) {
-		if time.Now().After(deadline) {
-			t.Fatal("the receive never parked")
-		}
-		time.Sleep(20 * time.Millisecond)
+	await(t, 10*time.Second, "the receive to park", func() bool { return waiting(t, p) })
+
+	// A send in flight: its handler is running (it asked for the body,
+	// 100 Continue) and waits for the body, which comes after the signal.
+	const body = `{"body": "in flight"}`
+	conn, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(60 * time.Second)) // a broken drain fails, never hangs, the test
+	fmt.Fprintf(conn, "POST /v1/queues/q/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", len(body))
+	answers := bufio.NewReader(conn)
+	if resp, err := http.ReadResponse(answers, nil); err != nil || resp.StatusCode != http.StatusContinue {
+		t.Fatalf("the send's handler did not ask for its body: %v %v", resp, err)
+	}
+
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +204,31 @@ func TestSIGTERMDrains(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("SIGTERM did not end the parked receive")
 	}
+	// New connections are refused while the send is still open.
+	await(t, 10*time.Second, "the node to refuse new connections", func() bool {
+		c, err := net.Dial("tcp", p.addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	select {
+	case err := <-p.done:
+		p.done <- err // for the cleanup
+		t.Fatalf("skipq serve exited (%v) with a request in flight", err)
+	default:
+	}
+	if _, err := io.WriteString(conn, body); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(answers, nil)
+	if err != nil {
+		t.Fatalf("the in-flight send got no answer: %v", err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated || !strings.Contains(string(answer), `"messageId"`) {
+		t.Fatalf("the in-flight send answered %d %s; want 201", resp.StatusCode, answer)
+	}
 	select {
 	case err := <-p.done:
 		if err != nil {
@@ -197,8 +238,27 @@ func TestSIGTERMDrains(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("skipq serve did not exit after SIGTERM")
 	}
-	if _, err := p.get("/healthz"); err == nil {
-		t.Fatal("the stopped node still answers")
+	pg, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.Background())
+	var stored int
+	if err := pg.QueryRow(context.Background(), "SELECT count(*) FROM skipq.messages WHERE body = 'in flight'").Scan(&stored); err != nil || stored != 1 {
+		t.Fatalf("%d copies of the in-flight send are stored (%v); want 1", stored, err)
+	}
+}
+
+// await polls cond until it holds; timeout only stops a broken test (it
+// is a wait, not an assertion of speed).
+func await(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

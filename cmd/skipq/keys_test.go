@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skipq/skipq/service"
+	"github.com/skipq/skipq/testdb"
+)
+
+// skipq keys create, list and revoke (SPEC §2, §5): the database holds only
+// a hash of each secret, list shows keys and never secrets, and a revoked
+// key gets 401 once the nodes' key cache lets it go (within
+// service.KeyCacheTTL, as docs/OPERATIONS.md tells operators).
+func TestKeysListAndRevoke(t *testing.T) {
+	db := testdb.New(t)
+	p := serve(t, db, "SKIPQ_AUTH=required")
+	c := newCLI(t, p, "SKIPQ_DATABASE_URL="+db)
+	var created struct {
+		ID     int64
+		Secret string
+	}
+	c.okJSON(&created, "keys", "create", "--tenant", "acme", "--role", "read", "--name", "reader", "--json")
+	other := strings.TrimSpace(c.ok("keys", "create", "--tenant", "globex", "--role", "admin", "--name", "other"))
+
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, secret := range []string{created.Secret, other} {
+		var rows, plain, hashed int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*),
+			count(*) FILTER (WHERE strpos(k::text, $1) > 0 OR position(convert_to($1, 'UTF8') IN k.secret_hash) > 0),
+			count(*) FILTER (WHERE k.secret_hash = sha256(convert_to($1, 'UTF8')))
+			FROM skipq.api_keys k`, secret).Scan(&rows, &plain, &hashed); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 2 || plain != 0 || hashed != 1 {
+			t.Fatalf("of %d stored keys, %d hold the secret in plain and %d its SHA-256; want 0 and 1", rows, plain, hashed)
+		}
+	}
+
+	var list struct {
+		Keys []struct {
+			ID                   int64
+			Tenant, Role, Name   string
+			CreatedAt, RevokedAt *string
+		}
+	}
+	out := c.okJSON(&list, "keys", "list", "--json")
+	if len(list.Keys) != 2 || list.Keys[0].ID != created.ID || list.Keys[0].Tenant != "acme" || list.Keys[0].Role != "read" ||
+		list.Keys[0].Name != "reader" || list.Keys[0].CreatedAt == nil || list.Keys[0].RevokedAt != nil || list.Keys[1].Name != "other" {
+		t.Fatalf("keys list --json: %s", out)
+	}
+	text := c.ok("keys", "list")
+	if !regexp.MustCompile(fmt.Sprintf(`(?m)^ID +TENANT +ROLE +NAME +CREATED +REVOKED\n%d +acme +read +reader +\S+ +-$`, created.ID)).MatchString(text) {
+		t.Fatalf("keys list printed\n%s", text)
+	}
+	for _, s := range []string{out, text} {
+		if strings.Contains(s, created.Secret) || strings.Contains(s, other) {
+			t.Fatalf("keys list shows a secret:\n%s", s)
+		}
+	}
+
+	get := func(secret string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+p.addr+"/v1/queues", nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := get(created.Secret); s != http.StatusOK {
+		t.Fatalf("the new key: %d", s)
+	}
+	if got, want := c.ok("keys", "revoke", fmt.Sprint(created.ID)), fmt.Sprintf("revoked key %d (reader)\n", created.ID); got != want {
+		t.Fatalf("keys revoke printed %q, want %q", got, want)
+	}
+	c.okJSON(&list, "keys", "list", "--json")
+	if list.Keys[0].RevokedAt == nil || list.Keys[1].RevokedAt != nil {
+		t.Fatalf("keys list after revoking %d: %+v", created.ID, list.Keys)
+	}
+	await(t, 3*service.KeyCacheTTL, "the revocation to reach the node", func() bool {
+		return get(created.Secret) == http.StatusUnauthorized
+	})
+	if s := get(other); s != http.StatusOK {
+		t.Fatalf("revoking one key turned another away: %d", s)
+	}
+	if got := c.fails(1, "keys", "revoke", "999999"); !strings.Contains(got, "999999") {
+		t.Fatalf("revoking a missing key: stderr %q", got)
+	}
+	c.fails(2, "keys", "revoke", "abc")
+}
