@@ -64,7 +64,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		}
 	}
 	svc := service.New(nil, service.Options{Limits: service.DefaultLimits()})
-	engine := handlers.New(svc, nil, handlers.Config{Metrics: metrics.New(nil, nil)}).(*gin.Engine)
+	engine := handlers.New(svc, handlers.Config{Metrics: metrics.New(nil, nil)}).(*gin.Engine)
 	param := regexp.MustCompile(`:([A-Za-z]+)`)
 	var served []string
 	for _, r := range engine.Routes() {

@@ -30,7 +30,7 @@ func FuzzRoutes(f *testing.F) {
 	}
 	defer pool.Close()
 	svc := service.New(pool, service.Options{Limits: service.DefaultLimits(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	h := New(svc, pool, Config{
+	h := New(svc, Config{
 		AuthOff: true, MaxRequestBytes: 1 << 16, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Ready:   func(c *gin.Context) error { return nil },
 		Metrics: metrics.New(nil, nil),

@@ -19,7 +19,7 @@ import (
 // service panics (no test hook in the handlers).
 func TestHandlerPanicIsAnInternalErrorEnvelope(t *testing.T) {
 	var logs bytes.Buffer
-	h := handlers.New(nil, nil, handlers.Config{
+	h := handlers.New(nil, handlers.Config{
 		AuthOff: true, MaxRequestBytes: 1 << 20, Metrics: metrics.New(nil, nil),
 		Log: slog.New(slog.NewJSONHandler(&logs, nil)),
 	})

@@ -9,7 +9,6 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/metrics"
 	"github.com/skipq/skipq/service"
@@ -42,7 +41,7 @@ type api struct {
 }
 
 // New returns the HTTP handler of a node.
-func New(svc *service.Service, pool *pgxpool.Pool, cfg Config) http.Handler {
+func New(svc *service.Service, cfg Config) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true

@@ -66,7 +66,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if err != nil {
 		return err
 	}
-	handler := handlers.New(svc, pool, handlers.Config{
+	handler := handlers.New(svc, handlers.Config{
 		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log, Metrics: m,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
