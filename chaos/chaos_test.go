@@ -228,9 +228,7 @@ func TestChaos(t *testing.T) {
 			if err := pg.Crash(sig); err != nil {
 				t.Fatal(err)
 			}
-			if pg, err = devpg.Start(ctx, devpg.Options{Dir: dir, Port: 54331}); err != nil {
-				t.Fatal(err)
-			}
+			pg = restartPG(ctx, t, dir)
 			pgRestarts++
 		case step == 7:
 			t.Log("fault: pg_terminate_backend on every skipq connection")
@@ -364,6 +362,24 @@ func (c *cluster) waitReady(ctx context.Context, t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+}
+
+// restartPG starts the crashed cluster again. After a kill -9 the
+// postmaster's backends may still be exiting when it has: until the last
+// one has, a new postmaster refuses the data directory ("pre-existing shared
+// memory block is still in use"), so the start is retried for a while.
+func restartPG(ctx context.Context, t *testing.T, dir string) *devpg.Cluster {
+	for attempt := 1; ; attempt++ {
+		pg, err := devpg.Start(ctx, devpg.Options{Dir: dir, Port: 54331})
+		if err == nil {
+			return pg
+		}
+		if attempt == 40 || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		t.Logf("restart attempt %d: %v", attempt, err)
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
