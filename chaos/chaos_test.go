@@ -38,6 +38,10 @@ const (
 	leaseSeconds = 5
 	queue        = "chaos"
 	deadline     = 8 * time.Minute
+	// hangBound is how long a request may take before it counts as a hang
+	// (SPEC §4: 503, never a hang). Generous: a long-poll waits at most 1 s
+	// and every route has a 30 s server-side deadline.
+	hangBound = 35 * time.Second
 )
 
 func TestChaos(t *testing.T) {
@@ -70,7 +74,9 @@ func TestChaos(t *testing.T) {
 			n.kill()
 		}
 	}()
-	c := &cluster{nodes: nodes, http: &http.Client{Timeout: 15 * time.Second}}
+	// The client's timeout is only a backstop: a request that takes longer
+	// than hangBound counts as a hang, answered or not.
+	c := &cluster{nodes: nodes, http: &http.Client{Timeout: hangBound + 15*time.Second}}
 	c.waitReady(ctx, t)
 
 	var sent, acked sync.Map // id -> true
@@ -274,8 +280,12 @@ func TestChaos(t *testing.T) {
 		"SELECT count(*) FROM (SELECT message_id FROM skipq.messages GROUP BY message_id HAVING count(*) > 1) d").Scan(&multiQueue); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d\n",
-		sentN.Load(), int(ackedN.Load())+settledUnseen, len(lost), doubleAcked.Load(), redeliveries.Load(), kills, pgRestarts, terminations, settledUnseen, left)
+	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d server_errors=%d hangs=%d\n",
+		sentN.Load(), int(ackedN.Load())+settledUnseen, len(lost), doubleAcked.Load(), redeliveries.Load(), kills, pgRestarts, terminations, settledUnseen, left,
+		c.serverErrors.Load(), c.hangs.Load())
+	for _, s := range c.samples {
+		t.Log("failure:", s)
+	}
 	switch {
 	case sentN.Load() != total:
 		t.Fatalf("only %d of %d sends were confirmed", sentN.Load(), total)
@@ -289,6 +299,10 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("%d messages still in the database", left)
 	case multiQueue != 0:
 		t.Fatalf("%d message ids in more than one row", multiQueue)
+	case c.serverErrors.Load() > 0:
+		t.Fatalf("%d answers were server errors (5xx other than 503, or 503 without Retry-After)", c.serverErrors.Load())
+	case c.hangs.Load() > 0:
+		t.Fatalf("%d requests hung (no answer within %v)", c.hangs.Load(), hangBound)
 	case pgRestarts != 2 || terminations != 1:
 		t.Fatalf("the run ended before every fault was injected (pg restarts %d, terminations %d)", pgRestarts, terminations)
 	}
@@ -325,9 +339,24 @@ func (n *node) kill() {
 }
 
 // cluster sends each request to a random node; callers retry on failure.
+// It counts the answers that are failures whatever the fault: a 5xx other
+// than 503, a 503 without Retry-After, and requests that hang.
 type cluster struct {
 	nodes []*node
 	http  *http.Client
+
+	serverErrors, hangs atomic.Int64
+	mu                  sync.Mutex
+	samples             []string // the first few failures, for the log
+}
+
+func (c *cluster) failure(counter *atomic.Int64, format string, args ...any) {
+	counter.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.samples) < 10 {
+		c.samples = append(c.samples, fmt.Sprintf(format, args...))
+	}
 }
 
 func (c *cluster) post(ctx context.Context, path string, body any) (int, []byte) {
@@ -338,12 +367,30 @@ func (c *cluster) post(ctx context.Context, path string, body any) (int, []byte)
 		return 0, nil
 	}
 	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
+		// A killed node or database resets or refuses connections: retried.
+		// A request still unanswered after the bound is a hang.
+		if took := time.Since(start); took > hangBound && ctx.Err() == nil {
+			c.failure(&c.hangs, "POST %s to :%d: no answer after %v: %v", path, n.port, took.Round(time.Second), err)
+		}
 		return 0, nil
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	took := time.Since(start)
+	switch {
+	case took > hangBound:
+		c.failure(&c.hangs, "POST %s to :%d: answered %d after %v", path, n.port, resp.StatusCode, took.Round(time.Second))
+	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "":
+		c.failure(&c.serverErrors, "POST %s to :%d: 503 without Retry-After: %s", path, n.port, b)
+	case resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable:
+		c.failure(&c.serverErrors, "POST %s to :%d: %d: %s", path, n.port, resp.StatusCode, b)
+	}
+	if err != nil {
+		return 0, nil // the answer was cut off: its outcome is unknown
+	}
 	return resp.StatusCode, b
 }
 
