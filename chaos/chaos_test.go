@@ -79,15 +79,14 @@ func TestChaos(t *testing.T) {
 	c := &cluster{nodes: nodes, http: &http.Client{Timeout: hangBound + 15*time.Second}}
 	c.waitReady(ctx, t)
 
-	var sent, acked sync.Map // id -> true
-	var uncertain sync.Map   // id -> true: an ack of it got no answer
+	if err := installAudit(ctx, dbURL); err != nil {
+		t.Fatalf("audit: %v", err)
+	}
+
+	var sent sync.Map // id -> true
 	drained := make(chan struct{})
-	var ackCount sync.Map // id -> *atomic.Int32 (successful acks)
-	var sentN, ackedN, redeliveries, doubleAcked, unexplained atomic.Int64
-	// Every delivery of an id must carry a new receiveCount: a second
-	// delivery with the same count would be two receivers holding one lease.
-	var deliveriesMu sync.Mutex
-	deliveries := map[string]map[int]bool{}
+	var sentN atomic.Int64
+	book := newLedger()
 
 	var work sync.WaitGroup
 	ids := make(chan []string, producers)
@@ -133,68 +132,13 @@ func TestChaos(t *testing.T) {
 					continue
 				}
 				var got struct {
-					Messages []struct {
-						MessageID     string `json:"messageId"`
-						ReceiptHandle string `json:"receiptHandle"`
-						ReceiveCount  int    `json:"receiveCount"`
-					} `json:"messages"`
+					Messages []received `json:"messages"`
 				}
 				if json.Unmarshal(body, &got) != nil {
 					continue
 				}
-				handles := make([]string, len(got.Messages))
-				byHandle := map[string]string{}
-				for i, m := range got.Messages {
-					if m.ReceiveCount > 1 {
-						redeliveries.Add(1)
-					}
-					deliveriesMu.Lock()
-					if deliveries[m.MessageID] == nil {
-						deliveries[m.MessageID] = map[int]bool{}
-					}
-					if deliveries[m.MessageID][m.ReceiveCount] {
-						unexplained.Add(1)
-					}
-					deliveries[m.MessageID][m.ReceiveCount] = true
-					deliveriesMu.Unlock()
-					handles[i] = m.ReceiptHandle
-					byHandle[m.ReceiptHandle] = m.MessageID
-				}
-				if len(handles) == 0 {
-					continue
-				}
-				st, body := c.post(ctx, "/v1/receipts/ack", map[string]any{"receiptHandles": handles})
-				var res struct {
-					Failed []struct {
-						ReceiptHandle string `json:"receiptHandle"`
-					} `json:"failed"`
-				}
-				if st != http.StatusOK || json.Unmarshal(body, &res) != nil {
-					// The outcome is unknown (the node or the database may have
-					// died after the commit): if the ack did not commit, the
-					// lease expires and the message comes back.
-					for _, h := range handles {
-						uncertain.Store(byHandle[h], true)
-					}
-					continue
-				}
-				failed := map[string]bool{}
-				for _, f := range res.Failed {
-					failed[f.ReceiptHandle] = true // stale: redelivered meanwhile
-				}
-				for _, h := range handles {
-					if failed[h] {
-						continue
-					}
-					id := byHandle[h]
-					n, _ := ackCount.LoadOrStore(id, new(atomic.Int32))
-					if n.(*atomic.Int32).Add(1) > 1 {
-						doubleAcked.Add(1)
-					} else {
-						acked.Store(id, true)
-						ackedN.Add(1)
-					}
-				}
+				ds := book.received(queue, got.Messages)
+				book.settle(ctx, c, "/v1/receipts/ack", "ack", ds, nil)
 			}
 		})
 	}
@@ -209,7 +153,9 @@ func TestChaos(t *testing.T) {
 	for step := 0; !closed(drained) && ctx.Err() == nil; {
 		select {
 		case <-progress.C:
-			t.Logf("sent=%d acked=%d redeliveries=%d", sentN.Load(), ackedN.Load(), redeliveries.Load())
+			book.mu.Lock()
+			t.Logf("sent=%d redeliveries=%d", sentN.Load(), book.redeliveries)
+			book.mu.Unlock()
 			// Done when everything was sent, every fault injected and the
 			// queue is empty in the database.
 			if sentN.Load() == total && step >= 9 && queueEmpty(ctx, dbURL) {
@@ -250,28 +196,22 @@ func TestChaos(t *testing.T) {
 	}
 	work.Wait()
 
-	// Verdict, from the consumers' records and the database.
-	// Lost: a sent message that left the database with no ack of it ever
-	// attempted. An ack whose answer was lost counts as settled, since the
-	// queue is empty: its message did not come back.
-	var lost []string
-	var settledUnseen int
-	sent.Range(func(k, _ any) bool {
-		if _, ok := acked.Load(k); ok {
-			return true
-		}
-		if _, ok := uncertain.Load(k); ok {
-			settledUnseen++
-			return true
-		}
-		lost = append(lost, k.(string))
-		return true
-	})
+	// Verdict, from the consumers' records and the database's audit.
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
+	events, err := loadAudit(context.Background(), conn)
+	if err != nil {
+		t.Fatalf("audit: %v", err)
+	}
+	var sentIDs []string
+	sent.Range(func(k, _ any) bool {
+		sentIDs = append(sentIDs, k.(string))
+		return true
+	})
+	v := judge(sentIDs, book, events)
 	var left, multiQueue int64
 	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM skipq.messages").Scan(&left); err != nil {
 		t.Fatal(err)
@@ -280,21 +220,26 @@ func TestChaos(t *testing.T) {
 		"SELECT count(*) FROM (SELECT message_id FROM skipq.messages GROUP BY message_id HAVING count(*) > 1) d").Scan(&multiQueue); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d server_errors=%d hangs=%d\n",
-		sentN.Load(), int(ackedN.Load())+settledUnseen, len(lost), doubleAcked.Load(), redeliveries.Load(), kills, pgRestarts, terminations, settledUnseen, left,
-		c.serverErrors.Load(), c.hangs.Load())
+	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d server_errors=%d hangs=%d audit_mismatch=%d\n",
+		sentN.Load(), v.acked, v.lost, v.doubleAcked, book.redeliveries, kills, pgRestarts, terminations, v.acksAnswerLost, left,
+		c.serverErrors.Load(), c.hangs.Load(), v.auditMismatch)
 	for _, s := range c.samples {
 		t.Log("failure:", s)
+	}
+	for _, s := range v.samples {
+		t.Log("audit:", s)
 	}
 	switch {
 	case sentN.Load() != total:
 		t.Fatalf("only %d of %d sends were confirmed", sentN.Load(), total)
-	case len(lost) > 0:
-		t.Fatalf("%d messages lost, e.g. %v", len(lost), lost[:min(5, len(lost))])
-	case unexplained.Load() > 0:
-		t.Fatalf("%d deliveries repeated a receiveCount (not explained by an expired lease)", unexplained.Load())
-	case doubleAcked.Load() > 0:
-		t.Fatalf("%d messages acked twice", doubleAcked.Load())
+	case v.lost > 0:
+		t.Fatalf("%d messages lost (no ack in the audit), e.g. %v", v.lost, v.lostSample)
+	case book.repeated > 0:
+		t.Fatalf("%d deliveries repeated a receiveCount (not explained by an expired lease)", book.repeated)
+	case v.doubleAcked > 0:
+		t.Fatalf("%d messages acked twice", v.doubleAcked)
+	case v.auditMismatch > 0:
+		t.Fatalf("%d settles disagree with the audit (see the log)", v.auditMismatch)
 	case left != 0:
 		t.Fatalf("%d messages still in the database", left)
 	case multiQueue != 0:

@@ -1,0 +1,289 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The audit: a trigger in the chaos test's database only (never in
+// migrations) records every row that leaves skipq.messages, and every row
+// that a move (dead-lettering, requeue) puts in, each with its transaction
+// and the statement that did it: sqlc names each query in its text
+// ("-- name: MessageAckByReceipt"), and current_query() is the statement the
+// node sent. The verdict settles acks from this evidence instead of from
+// the queue's being empty.
+const auditSQL = `
+CREATE SCHEMA chaos_audit;
+CREATE TABLE chaos_audit.events (
+    op            text        NOT NULL, -- 'delete' or 'insert'
+    queue_id      bigint      NOT NULL,
+    message_id    text        NOT NULL,
+    receive_count integer     NOT NULL,
+    txid          bigint      NOT NULL,
+    how           text        NOT NULL, -- the sqlc query name, else the statement
+    at            timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE FUNCTION chaos_audit.how() RETURNS text LANGUAGE sql AS
+    $$ SELECT coalesce(substring(current_query() FROM '-- name: (\w+)'), current_query()) $$;
+CREATE FUNCTION chaos_audit.deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO chaos_audit.events (op, queue_id, message_id, receive_count, txid, how)
+    SELECT 'delete', o.queue_id, o.message_id, o.receive_count, txid_current(), chaos_audit.how()
+    FROM old_rows o;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER chaos_audit_deleted AFTER DELETE ON skipq.messages
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION chaos_audit.deleted();
+CREATE FUNCTION chaos_audit.inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO chaos_audit.events (op, queue_id, message_id, receive_count, txid, how)
+    SELECT 'insert', n.queue_id, n.message_id, n.receive_count, txid_current(), chaos_audit.how()
+    FROM new_rows n WHERE n.re_routed_from IS NOT NULL;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER chaos_audit_inserted AFTER INSERT ON skipq.messages
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION chaos_audit.inserted();
+`
+
+// The statements that may take a message out of skipq.messages in this
+// workload, by sqlc query name.
+const (
+	howAck        = "MessageAckByReceipt"
+	howDeadLetter = "MessageDeadLetter"
+	howRequeue    = "MessageRequeueByReceipt"
+)
+
+func installAudit(ctx context.Context, dbURL string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, auditSQL)
+	return err
+}
+
+type auditEvent struct {
+	op, queue, id, how string
+	count              int
+	txid               int64
+}
+
+func loadAudit(ctx context.Context, conn *pgx.Conn) ([]auditEvent, error) {
+	rows, err := conn.Query(ctx, `SELECT e.op, coalesce(q.name, '?'), e.message_id, e.receive_count, e.txid, e.how
+		FROM chaos_audit.events e LEFT JOIN skipq.queues q ON q.id = e.queue_id ORDER BY e.at`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (auditEvent, error) {
+		var e auditEvent
+		return e, r.Scan(&e.op, &e.queue, &e.id, &e.count, &e.txid, &e.how)
+	})
+}
+
+// outcome is what a consumer knows of a settle request for a delivery.
+type outcome int
+
+const (
+	pending outcome = iota // not settled (yet)
+	settled                // 200 and not in the failed list
+	stale                  // 200 and in the failed list: it settled nothing
+	unknown                // no answer, or not a 200: it may have committed
+)
+
+// delivery is one message a receive returned.
+type delivery struct {
+	queue, id, handle string
+	count             int       // receiveCount
+	until             time.Time // visibleUntil, by the database's clock
+	action            string    // "ack", … once a settle is sent
+	outcome           outcome
+	audited           bool // the audit holds the settle of this delivery
+}
+
+type msgKey struct{ queue, id string }
+
+// ledger is the consumers' record of every delivery and settle.
+type ledger struct {
+	mu           sync.Mutex
+	byMessage    map[msgKey][]*delivery
+	repeated     int // deliveries that repeated their message's receiveCount
+	redeliveries int
+}
+
+func newLedger() *ledger { return &ledger{byMessage: map[msgKey][]*delivery{}} }
+
+type received struct {
+	MessageID     string    `json:"messageId"`
+	ReceiptHandle string    `json:"receiptHandle"`
+	ReceiveCount  int       `json:"receiveCount"`
+	VisibleUntil  time.Time `json:"visibleUntil"`
+}
+
+// received records a receive's messages. Every delivery of a message in a
+// queue must carry a new receiveCount: a second delivery with the same count
+// would be two receivers holding one lease.
+func (l *ledger) received(queue string, ms []received) []*delivery {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*delivery, len(ms))
+	for i, m := range ms {
+		d := &delivery{queue: queue, id: m.MessageID, handle: m.ReceiptHandle, count: m.ReceiveCount, until: m.VisibleUntil}
+		k := msgKey{queue, m.MessageID}
+		for _, p := range l.byMessage[k] {
+			if p.count == d.count {
+				l.repeated++
+			}
+		}
+		if m.ReceiveCount > 1 {
+			l.redeliveries++
+		}
+		l.byMessage[k] = append(l.byMessage[k], d)
+		out[i] = d
+	}
+	return out
+}
+
+func (l *ledger) find(queue, id string, count int) *delivery {
+	for _, d := range l.byMessage[msgKey{queue, id}] {
+		if d.count == count {
+			return d
+		}
+	}
+	return nil
+}
+
+// settle sends one list-form settle for ds and records each one's outcome.
+func (l *ledger) settle(ctx context.Context, c *cluster, path, action string, ds []*delivery, extra map[string]any) {
+	if len(ds) == 0 {
+		return
+	}
+	body := map[string]any{}
+	for k, v := range extra {
+		body[k] = v
+	}
+	handles := make([]string, len(ds))
+	for i, d := range ds {
+		handles[i] = d.handle
+	}
+	body["receiptHandles"] = handles
+	l.mu.Lock()
+	for _, d := range ds {
+		d.action = action
+	}
+	l.mu.Unlock()
+	st, raw := c.post(ctx, path, body)
+	var res struct {
+		Failed []struct {
+			ReceiptHandle string `json:"receiptHandle"`
+		} `json:"failed"`
+	}
+	ok := st == http.StatusOK && json.Unmarshal(raw, &res) == nil
+	failed := map[string]bool{}
+	for _, f := range res.Failed {
+		failed[f.ReceiptHandle] = true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, d := range ds {
+		switch {
+		case !ok:
+			// The node or the database may have died after the commit.
+			d.outcome = unknown
+		case failed[d.handle]:
+			d.outcome = stale // redelivered meanwhile
+		default:
+			d.outcome = settled
+		}
+	}
+}
+
+// verdict is what the records and the audit say.
+type verdict struct {
+	acked, lost, doubleAcked, acksAnswerLost, auditMismatch int
+	lostSample                                              []string
+	samples                                                 []string
+}
+
+func (v *verdict) mismatch(format string, args ...any) {
+	v.auditMismatch++
+	if len(v.samples) < 10 {
+		v.samples = append(v.samples, fmt.Sprintf(format, args...))
+	}
+}
+
+// judge settles every sent id from the audit: it must have been deleted by
+// exactly one ack, and that ack must be one a consumer sent for that very
+// delivery (receiveCount) and was not told was stale; every ack a consumer
+// was told succeeded must be in the audit; nothing leaves the queue any
+// other way. An ack whose answer was lost counts as settled only when the
+// audit holds it (acks_answer_lost).
+func judge(sent []string, l *ledger, events []auditEvent) verdict {
+	var v verdict
+	isSent := make(map[string]bool, len(sent))
+	for _, id := range sent {
+		isSent[id] = true
+	}
+	ackDeletes := map[string]int{}
+	for _, e := range events {
+		if !isSent[e.id] {
+			v.mismatch("%s of unsent id %q in %s by %s", e.op, e.id, e.queue, e.how)
+			continue
+		}
+		if e.op != "delete" {
+			v.mismatch("%s of %s in %s by %s", e.op, e.id, e.queue, e.how)
+			continue
+		}
+		if e.how != howAck {
+			v.mismatch("%s left %s by %s (receiveCount %d)", e.id, e.queue, e.how, e.count)
+			continue
+		}
+		ackDeletes[e.id]++
+		d := l.find(e.queue, e.id, e.count)
+		switch {
+		case d == nil || d.action != "ack":
+			v.mismatch("%s deleted by an ack of delivery %d in %s that no consumer sent", e.id, e.count, e.queue)
+		case d.outcome == stale:
+			v.mismatch("%s deleted by an ack of delivery %d in %s answered as stale", e.id, e.count, e.queue)
+		default:
+			d.audited = true
+			if d.outcome == unknown {
+				v.acksAnswerLost++
+			}
+		}
+	}
+	acksOK := map[string]int{}
+	for _, ds := range l.byMessage {
+		for _, d := range ds {
+			if d.action == "ack" && d.outcome == settled {
+				acksOK[d.id]++
+				if !d.audited {
+					v.mismatch("ack of %s (delivery %d in %s) answered 200, but the audit has no such deletion", d.id, d.count, d.queue)
+				}
+			}
+		}
+	}
+	for _, id := range sent {
+		switch {
+		case ackDeletes[id] == 0:
+			v.lost++
+			if len(v.lostSample) < 5 {
+				v.lostSample = append(v.lostSample, id)
+			}
+		default:
+			v.acked++
+			if ackDeletes[id] > 1 || acksOK[id] > 1 {
+				v.doubleAcked++
+			}
+		}
+	}
+	return v
+}
