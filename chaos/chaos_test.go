@@ -220,14 +220,14 @@ func TestChaos(t *testing.T) {
 		"SELECT count(*) FROM (SELECT message_id FROM skipq.messages GROUP BY message_id HAVING count(*) > 1) d").Scan(&multiQueue); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d server_errors=%d hangs=%d audit_mismatch=%d\n",
+	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d server_errors=%d hangs=%d audit_mismatch=%d early_redeliveries=%d\n",
 		sentN.Load(), v.acked, v.lost, v.doubleAcked, book.redeliveries, kills, pgRestarts, terminations, v.acksAnswerLost, left,
-		c.serverErrors.Load(), c.hangs.Load(), v.auditMismatch)
+		c.serverErrors.Load(), c.hangs.Load(), v.auditMismatch, v.earlyRedeliveries)
 	for _, s := range c.samples {
 		t.Log("failure:", s)
 	}
 	for _, s := range v.samples {
-		t.Log("audit:", s)
+		t.Log("verdict:", s)
 	}
 	switch {
 	case sentN.Load() != total:
@@ -236,6 +236,8 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("%d messages lost (no ack in the audit), e.g. %v", v.lost, v.lostSample)
 	case book.repeated > 0:
 		t.Fatalf("%d deliveries repeated a receiveCount (not explained by an expired lease)", book.repeated)
+	case v.earlyRedeliveries > 0:
+		t.Fatalf("%d deliveries came while the previous delivery's lease was live (see the log)", v.earlyRedeliveries)
 	case v.doubleAcked > 0:
 		t.Fatalf("%d messages acked twice", v.doubleAcked)
 	case v.auditMismatch > 0:

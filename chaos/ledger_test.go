@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,6 +99,10 @@ const (
 	stale                  // 200 and in the failed list: it settled nothing
 	unknown                // no answer, or not a 200: it may have committed
 )
+
+func (o outcome) String() string {
+	return [...]string{"pending", "settled", "stale", "unknown"}[o]
+}
 
 // delivery is one message a receive returned.
 type delivery struct {
@@ -209,8 +214,41 @@ func (l *ledger) settle(ctx context.Context, c *cluster, path, action string, ds
 // verdict is what the records and the audit say.
 type verdict struct {
 	acked, lost, doubleAcked, acksAnswerLost, auditMismatch int
+	earlyRedeliveries                                       int
 	lostSample                                              []string
 	samples                                                 []string
+}
+
+func (v *verdict) early(format string, args ...any) {
+	v.earlyRedeliveries++
+	if len(v.samples) < 20 {
+		v.samples = append(v.samples, fmt.Sprintf(format, args...))
+	}
+}
+
+// checkLeases flags a delivery made while the previous delivery's lease was
+// live: receivers of a queue never get a message while its lease is live
+// (SPEC §3), unless its holder gave it back (nack, or visibility 0). Both
+// times are the database's: a claim sets visibleUntil to its now() plus the
+// lease it asked for (leaseSeconds), so a delivery's claim time is its
+// visibleUntil - leaseSeconds, and it must not be before the visibleUntil of
+// the delivery before it. A delivery whose answer was lost leaves a gap in
+// the receiveCounts; the check then compares with the last one seen, which
+// is weaker but still sound (leases only move forward).
+func (v *verdict) checkLeases(l *ledger) {
+	for k, ds := range l.byMessage {
+		ds = slices.Clone(ds)
+		slices.SortFunc(ds, func(a, b *delivery) int { return a.count - b.count })
+		for i := 1; i < len(ds); i++ {
+			p, d := ds[i-1], ds[i]
+			gaveBack := (p.action == "nack" || p.action == "release") && p.outcome != stale
+			claimed := d.until.Add(-leaseSeconds * time.Second)
+			if !gaveBack && claimed.Before(p.until) {
+				v.early("%s in %s: delivery %d claimed at %s, inside delivery %d's lease (until %s; settled by %q, outcome %v)",
+					k.id, k.queue, d.count, claimed.Format(time.RFC3339Nano), p.count, p.until.Format(time.RFC3339Nano), p.action, p.outcome)
+			}
+		}
+	}
 }
 
 func (v *verdict) mismatch(format string, args ...any) {
@@ -285,5 +323,6 @@ func judge(sent []string, l *ledger, events []auditEvent) verdict {
 			}
 		}
 	}
+	v.checkLeases(l)
 	return v
 }
