@@ -37,7 +37,13 @@ const (
 	consumers    = 6
 	leaseSeconds = 5
 	queue        = "chaos"
-	deadline     = 8 * time.Minute
+	// Messages the consumers requeue go to requeueQueue; messages nacked or
+	// leased maxReceives times in either goes to deadLetterQueue, where
+	// they are acked.
+	requeueQueue    = "chaos.requeued"
+	deadLetterQueue = "chaos.dlq"
+	maxReceives     = 3
+	deadline        = 8 * time.Minute
 	// hangBound is how long a request may take before it counts as a hang
 	// (SPEC §4: 503, never a hang). Generous: a long-poll waits at most 1 s
 	// and every route has a 30 s server-side deadline.
@@ -79,6 +85,23 @@ func TestChaos(t *testing.T) {
 	c := &cluster{nodes: nodes, http: &http.Client{Timeout: hangBound + 15*time.Second}}
 	c.waitReady(ctx, t)
 
+	for _, q := range []struct {
+		name     string
+		settings map[string]any
+	}{
+		// The dead-letter queue's messages are only ever acked; its own
+		// limit is the largest, so lease expiries alone never discard one.
+		{deadLetterQueue, map[string]any{"maxReceiveCount": 1024}},
+		{queue, map[string]any{"maxReceiveCount": maxReceives, "deadLetterQueue": deadLetterQueue}},
+		{requeueQueue, map[string]any{"maxReceiveCount": maxReceives, "deadLetterQueue": deadLetterQueue}},
+	} {
+		for st := 0; st != http.StatusCreated && st != http.StatusOK; {
+			if ctx.Err() != nil {
+				t.Fatalf("creating queue %s: %v", q.name, ctx.Err())
+			}
+			st, _ = c.do(ctx, "PUT", "/v1/queues/"+q.name, q.settings)
+		}
+	}
 	if err := installAudit(ctx, dbURL); err != nil {
 		t.Fatalf("audit: %v", err)
 	}
@@ -106,6 +129,9 @@ func TestChaos(t *testing.T) {
 				msgs := make([]map[string]any, len(batch))
 				for i, id := range batch {
 					msgs[i] = map[string]any{"body": id, "messageId": id}
+					if delayed(id) {
+						msgs[i]["delaySeconds"] = 1 + rand.IntN(3)
+					}
 				}
 				// Retry with the same ids until a node answers 201: the
 				// idempotency keys make a retry of a committed batch a no-op.
@@ -122,10 +148,19 @@ func TestChaos(t *testing.T) {
 			}
 		})
 	}
-	for range consumers {
+	// Consumers settle what they receive: in the main queue mostly acks,
+	// and a share of nacks, releases (visibility 0) and requeues; poison
+	// messages are nacked every time, so they reach the dead-letter queue.
+	// The last consumer serves the requeue and dead-letter queues.
+	for i := range consumers {
+		queues := []string{queue}
+		if i == consumers-1 {
+			queues = []string{requeueQueue, deadLetterQueue}
+		}
 		work.Go(func() {
-			for ctx.Err() == nil && !closed(drained) {
-				status, body := c.post(ctx, "/v1/queues/"+queue+"/messages/receive",
+			for n := 0; ctx.Err() == nil && !closed(drained); n++ {
+				q := queues[n%len(queues)]
+				status, body := c.post(ctx, "/v1/queues/"+q+"/messages/receive",
 					map[string]any{"maxMessages": 50, "waitSeconds": 1, "visibilitySeconds": leaseSeconds})
 				if status != http.StatusOK {
 					time.Sleep(50 * time.Millisecond)
@@ -137,8 +172,15 @@ func TestChaos(t *testing.T) {
 				if json.Unmarshal(body, &got) != nil {
 					continue
 				}
-				ds := book.received(queue, got.Messages)
-				book.settle(ctx, c, "/v1/receipts/ack", "ack", ds, nil)
+				by := map[string][]*delivery{}
+				for _, d := range book.received(q, got.Messages) {
+					a := chooseAction(q, d.id)
+					by[a] = append(by[a], d)
+				}
+				book.settle(ctx, c, "/v1/receipts/ack", "ack", by["ack"], nil)
+				book.settle(ctx, c, "/v1/receipts/nack", "nack", by["nack"], nil)
+				book.settle(ctx, c, "/v1/receipts/visibility", "release", by["release"], map[string]any{"visibilitySeconds": 0})
+				book.settle(ctx, c, "/v1/receipts/requeue", "requeue", by["requeue"], map[string]any{"queue": requeueQueue})
 			}
 		})
 	}
@@ -220,9 +262,12 @@ func TestChaos(t *testing.T) {
 		"SELECT count(*) FROM (SELECT message_id FROM skipq.messages GROUP BY message_id HAVING count(*) > 1) d").Scan(&multiQueue); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d server_errors=%d hangs=%d audit_mismatch=%d early_redeliveries=%d\n",
+	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d"+
+		" server_errors=%d hangs=%d audit_mismatch=%d early_redeliveries=%d early_delayed=%d over_delivered=%d"+
+		" nacks=%d releases=%d requeues=%d dead_lettered=%d delayed=%d\n",
 		sentN.Load(), v.acked, v.lost, v.doubleAcked, book.redeliveries, kills, pgRestarts, terminations, v.acksAnswerLost, left,
-		c.serverErrors.Load(), c.hangs.Load(), v.auditMismatch, v.earlyRedeliveries)
+		c.serverErrors.Load(), c.hangs.Load(), v.auditMismatch, v.earlyRedeliveries, v.earlyDelayed, v.overDelivered,
+		v.nacked, v.released, v.requeued, v.deadLettered, v.delayed)
 	for _, s := range c.samples {
 		t.Log("failure:", s)
 	}
@@ -236,6 +281,10 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("%d messages lost (no ack in the audit), e.g. %v", v.lost, v.lostSample)
 	case book.repeated > 0:
 		t.Fatalf("%d deliveries repeated a receiveCount (not explained by an expired lease)", book.repeated)
+	case v.earlyDelayed > 0:
+		t.Fatalf("%d messages were delivered before their delay ended (see the log)", v.earlyDelayed)
+	case v.overDelivered > 0:
+		t.Fatalf("%d deliveries went past maxReceiveCount (see the log)", v.overDelivered)
 	case v.earlyRedeliveries > 0:
 		t.Fatalf("%d deliveries came while the previous delivery's lease was live (see the log)", v.earlyRedeliveries)
 	case v.doubleAcked > 0:
@@ -250,6 +299,9 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("%d answers were server errors (5xx other than 503, or 503 without Retry-After)", c.serverErrors.Load())
 	case c.hangs.Load() > 0:
 		t.Fatalf("%d requests hung (no answer within %v)", c.hangs.Load(), hangBound)
+	case v.nacked == 0 || v.released == 0 || v.requeued == 0 || v.deadLettered == 0 || v.delayed == 0:
+		t.Fatalf("the workload missed a path (nacks %d, releases %d, requeues %d, dead-lettered %d, delayed %d)",
+			v.nacked, v.released, v.requeued, v.deadLettered, v.delayed)
 	case pgRestarts != 2 || terminations != 1:
 		t.Fatalf("the run ended before every fault was injected (pg restarts %d, terminations %d)", pgRestarts, terminations)
 	}
@@ -307,9 +359,13 @@ func (c *cluster) failure(counter *atomic.Int64, format string, args ...any) {
 }
 
 func (c *cluster) post(ctx context.Context, path string, body any) (int, []byte) {
+	return c.do(ctx, "POST", path, body)
+}
+
+func (c *cluster) do(ctx context.Context, method, path string, body any) (int, []byte) {
 	raw, _ := json.Marshal(body)
 	n := c.nodes[rand.IntN(len(c.nodes))]
-	req, err := http.NewRequestWithContext(ctx, "POST", fmt.Sprintf("http://127.0.0.1:%d%s", n.port, path), bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://127.0.0.1:%d%s", n.port, path), bytes.NewReader(raw))
 	if err != nil {
 		return 0, nil
 	}
@@ -320,7 +376,7 @@ func (c *cluster) post(ctx context.Context, path string, body any) (int, []byte)
 		// A killed node or database resets or refuses connections: retried.
 		// A request still unanswered after the bound is a hang.
 		if took := time.Since(start); took > hangBound && ctx.Err() == nil {
-			c.failure(&c.hangs, "POST %s to :%d: no answer after %v: %v", path, n.port, took.Round(time.Second), err)
+			c.failure(&c.hangs, "%s %s to :%d: no answer after %v: %v", method, path, n.port, took.Round(time.Second), err)
 		}
 		return 0, nil
 	}
@@ -329,11 +385,11 @@ func (c *cluster) post(ctx context.Context, path string, body any) (int, []byte)
 	took := time.Since(start)
 	switch {
 	case took > hangBound:
-		c.failure(&c.hangs, "POST %s to :%d: answered %d after %v", path, n.port, resp.StatusCode, took.Round(time.Second))
+		c.failure(&c.hangs, "%s %s to :%d: answered %d after %v", method, path, n.port, resp.StatusCode, took.Round(time.Second))
 	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "":
-		c.failure(&c.serverErrors, "POST %s to :%d: 503 without Retry-After: %s", path, n.port, b)
+		c.failure(&c.serverErrors, "%s %s to :%d: 503 without Retry-After: %s", method, path, n.port, b)
 	case resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable:
-		c.failure(&c.serverErrors, "POST %s to :%d: %d: %s", path, n.port, resp.StatusCode, b)
+		c.failure(&c.serverErrors, "%s %s to :%d: %d: %s", method, path, n.port, resp.StatusCode, b)
 	}
 	if err != nil {
 		return 0, nil // the answer was cut off: its outcome is unknown
@@ -375,6 +431,38 @@ func restartPG(ctx context.Context, t *testing.T, dir string) *devpg.Cluster {
 		t.Logf("restart attempt %d: %v", attempt, err)
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// poison ids are nacked at every delivery: they reach the dead-letter queue.
+func poison(id string) bool { return idNumber(id)%100 == 7 }
+
+// delayed ids are sent with a delay of 1 to 3 s.
+func delayed(id string) bool { return idNumber(id)%50 == 3 }
+
+func idNumber(id string) int {
+	var n int
+	fmt.Sscanf(id, "m-%d", &n)
+	return n
+}
+
+// chooseAction picks how a consumer settles a delivery.
+func chooseAction(q, id string) string {
+	r := rand.Float64()
+	switch {
+	case q == deadLetterQueue:
+		return "ack"
+	case poison(id):
+		return "nack"
+	case r < 0.04:
+		return "nack"
+	case q == requeueQueue:
+		return "ack"
+	case r < 0.06:
+		return "release"
+	case r < 0.08:
+		return "requeue"
+	}
+	return "ack"
 }
 
 func terminateAll(ctx context.Context, t *testing.T, dbURL string) {

@@ -107,9 +107,10 @@ func (o outcome) String() string {
 // delivery is one message a receive returned.
 type delivery struct {
 	queue, id, handle string
-	count             int       // receiveCount
-	until             time.Time // visibleUntil, by the database's clock
-	action            string    // "ack", … once a settle is sent
+	count             int        // receiveCount
+	until             time.Time  // visibleUntil, by the database's clock
+	delayedTo         *time.Time // of a message sent with a delay
+	action            string     // "ack", … once a settle is sent
 	outcome           outcome
 	audited           bool // the audit holds the settle of this delivery
 }
@@ -127,10 +128,11 @@ type ledger struct {
 func newLedger() *ledger { return &ledger{byMessage: map[msgKey][]*delivery{}} }
 
 type received struct {
-	MessageID     string    `json:"messageId"`
-	ReceiptHandle string    `json:"receiptHandle"`
-	ReceiveCount  int       `json:"receiveCount"`
-	VisibleUntil  time.Time `json:"visibleUntil"`
+	MessageID     string     `json:"messageId"`
+	ReceiptHandle string     `json:"receiptHandle"`
+	ReceiveCount  int        `json:"receiveCount"`
+	VisibleUntil  time.Time  `json:"visibleUntil"`
+	DelayedTo     *time.Time `json:"delayedTo"`
 }
 
 // received records a receive's messages. Every delivery of a message in a
@@ -141,7 +143,7 @@ func (l *ledger) received(queue string, ms []received) []*delivery {
 	defer l.mu.Unlock()
 	out := make([]*delivery, len(ms))
 	for i, m := range ms {
-		d := &delivery{queue: queue, id: m.MessageID, handle: m.ReceiptHandle, count: m.ReceiveCount, until: m.VisibleUntil}
+		d := &delivery{queue: queue, id: m.MessageID, handle: m.ReceiptHandle, count: m.ReceiveCount, until: m.VisibleUntil, delayedTo: m.DelayedTo}
 		k := msgKey{queue, m.MessageID}
 		for _, p := range l.byMessage[k] {
 			if p.count == d.count {
@@ -214,16 +216,10 @@ func (l *ledger) settle(ctx context.Context, c *cluster, path, action string, ds
 // verdict is what the records and the audit say.
 type verdict struct {
 	acked, lost, doubleAcked, acksAnswerLost, auditMismatch int
-	earlyRedeliveries                                       int
+	earlyRedeliveries, earlyDelayed, overDelivered          int
+	deadLettered, requeued, nacked, released, delayed       int
 	lostSample                                              []string
 	samples                                                 []string
-}
-
-func (v *verdict) early(format string, args ...any) {
-	v.earlyRedeliveries++
-	if len(v.samples) < 20 {
-		v.samples = append(v.samples, fmt.Sprintf(format, args...))
-	}
 }
 
 // checkLeases flags a delivery made while the previous delivery's lease was
@@ -239,23 +235,36 @@ func (v *verdict) checkLeases(l *ledger) {
 	for k, ds := range l.byMessage {
 		ds = slices.Clone(ds)
 		slices.SortFunc(ds, func(a, b *delivery) int { return a.count - b.count })
+		for _, d := range ds {
+			if d.delayedTo != nil && d.until.Add(-leaseSeconds*time.Second).Before(*d.delayedTo) {
+				v.earlyDelayed++
+				v.note("%s in %s: delivery %d claimed at %s, before its delay ended (%s)",
+					k.id, k.queue, d.count, d.until.Add(-leaseSeconds*time.Second).Format(time.RFC3339Nano), d.delayedTo.Format(time.RFC3339Nano))
+			}
+		}
 		for i := 1; i < len(ds); i++ {
 			p, d := ds[i-1], ds[i]
 			gaveBack := (p.action == "nack" || p.action == "release") && p.outcome != stale
 			claimed := d.until.Add(-leaseSeconds * time.Second)
 			if !gaveBack && claimed.Before(p.until) {
-				v.early("%s in %s: delivery %d claimed at %s, inside delivery %d's lease (until %s; settled by %q, outcome %v)",
+				v.earlyRedeliveries++
+				v.note("%s in %s: delivery %d claimed at %s, inside delivery %d's lease (until %s; settled by %q, outcome %v)",
 					k.id, k.queue, d.count, claimed.Format(time.RFC3339Nano), p.count, p.until.Format(time.RFC3339Nano), p.action, p.outcome)
 			}
 		}
 	}
 }
 
-func (v *verdict) mismatch(format string, args ...any) {
-	v.auditMismatch++
-	if len(v.samples) < 10 {
+// note keeps the first violations for the log.
+func (v *verdict) note(format string, args ...any) {
+	if len(v.samples) < 20 {
 		v.samples = append(v.samples, fmt.Sprintf(format, args...))
 	}
+}
+
+func (v *verdict) mismatch(format string, args ...any) {
+	v.auditMismatch++
+	v.note(format, args...)
 }
 
 // judge settles every sent id from the audit: it must have been deleted by
@@ -271,36 +280,96 @@ func judge(sent []string, l *ledger, events []auditEvent) verdict {
 		isSent[id] = true
 	}
 	ackDeletes := map[string]int{}
+	// A move deletes the message from its queue and inserts it into the
+	// destination in one transaction: each delete of a move must have its
+	// insert, same id, same statement, in the same transaction, and the
+	// reverse.
+	type moveKey struct {
+		txid    int64
+		id, how string
+	}
+	moveDeletes := map[moveKey]auditEvent{}
+	moveInserts := map[moveKey]auditEvent{}
 	for _, e := range events {
 		if !isSent[e.id] {
 			v.mismatch("%s of unsent id %q in %s by %s", e.op, e.id, e.queue, e.how)
 			continue
 		}
-		if e.op != "delete" {
-			v.mismatch("%s of %s in %s by %s", e.op, e.id, e.queue, e.how)
+		if e.op == "insert" {
+			moveInserts[moveKey{e.txid, e.id, e.how}] = e
 			continue
 		}
-		if e.how != howAck {
-			v.mismatch("%s left %s by %s (receiveCount %d)", e.id, e.queue, e.how, e.count)
-			continue
-		}
-		ackDeletes[e.id]++
 		d := l.find(e.queue, e.id, e.count)
-		switch {
-		case d == nil || d.action != "ack":
-			v.mismatch("%s deleted by an ack of delivery %d in %s that no consumer sent", e.id, e.count, e.queue)
-		case d.outcome == stale:
-			v.mismatch("%s deleted by an ack of delivery %d in %s answered as stale", e.id, e.count, e.queue)
-		default:
-			d.audited = true
-			if d.outcome == unknown {
-				v.acksAnswerLost++
+		switch e.how {
+		case howAck:
+			ackDeletes[e.id]++
+			switch {
+			case d == nil || d.action != "ack":
+				v.mismatch("%s deleted by an ack of delivery %d in %s that no consumer sent", e.id, e.count, e.queue)
+			case d.outcome == stale:
+				v.mismatch("%s deleted by an ack of delivery %d in %s answered as stale", e.id, e.count, e.queue)
+			default:
+				d.audited = true
+				if d.outcome == unknown {
+					v.acksAnswerLost++
+				}
 			}
+		case howRequeue:
+			v.requeued++
+			moveDeletes[moveKey{e.txid, e.id, e.how}] = e
+			switch {
+			case d == nil || d.action != "requeue":
+				v.mismatch("%s requeued from delivery %d in %s, which no consumer requeued", e.id, e.count, e.queue)
+			case d.outcome == stale:
+				v.mismatch("%s requeued from delivery %d in %s by a requeue answered as stale", e.id, e.count, e.queue)
+			default:
+				d.audited = true
+			}
+		case howDeadLetter:
+			v.deadLettered++
+			moveDeletes[moveKey{e.txid, e.id, e.how}] = e
+			if e.count < maxReceives || e.queue == deadLetterQueue {
+				v.mismatch("%s dead-lettered from %s after %d deliveries (limit %d)", e.id, e.queue, e.count, maxReceives)
+			}
+			if d != nil && d.action == "ack" && d.outcome == settled {
+				v.mismatch("%s dead-lettered from %s after its delivery %d was acked", e.id, e.queue, e.count)
+			}
+		default:
+			v.mismatch("%s left %s by %s (receiveCount %d)", e.id, e.queue, e.how, e.count)
+		}
+	}
+	destination := map[string]string{howRequeue: requeueQueue, howDeadLetter: deadLetterQueue}
+	for k, e := range moveDeletes {
+		in, ok := moveInserts[k]
+		switch {
+		case !ok:
+			v.mismatch("%s left %s by %s, but did not arrive anywhere in that transaction under its id", e.id, e.queue, e.how)
+		case in.queue != destination[e.how]:
+			v.mismatch("%s moved by %s to %s, not %s", e.id, e.how, in.queue, destination[e.how])
+		}
+	}
+	for k, e := range moveInserts {
+		if _, ok := moveDeletes[k]; !ok {
+			v.mismatch("%s arrived in %s by %s without leaving a queue in that transaction", e.id, e.queue, e.how)
 		}
 	}
 	acksOK := map[string]int{}
 	for _, ds := range l.byMessage {
 		for _, d := range ds {
+			switch {
+			case d.queue != deadLetterQueue && d.count > maxReceives:
+				v.overDelivered++
+				v.note("%s delivered %d times in %s (limit %d)", d.id, d.count, d.queue, maxReceives)
+			case d.action == "requeue" && d.outcome == settled && !d.audited:
+				v.mismatch("requeue of %s (delivery %d in %s) answered 200, but the audit has no such move", d.id, d.count, d.queue)
+			case d.action == "nack" && d.outcome == settled:
+				v.nacked++
+			case d.action == "release" && d.outcome == settled:
+				v.released++
+			}
+			if d.delayedTo != nil && d.count == 1 && d.queue == queue {
+				v.delayed++
+			}
 			if d.action == "ack" && d.outcome == settled {
 				acksOK[d.id]++
 				if !d.audited {
