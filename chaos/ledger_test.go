@@ -267,6 +267,22 @@ func (v *verdict) mismatch(format string, args ...any) {
 	v.note(format, args...)
 }
 
+// sentBy checks that the delivery an audited settle e changed is one a
+// consumer sent that settle for and was not told was stale, and marks it
+// audited.
+func (v *verdict) sentBy(d *delivery, e auditEvent, action string) bool {
+	switch {
+	case d == nil || d.action != action:
+		v.mismatch("%s left %s by %s at delivery %d, which no consumer sent an %s for", e.id, e.queue, e.how, e.count, action)
+	case d.outcome == stale:
+		v.mismatch("%s left %s by %s at delivery %d, an %s answered as stale", e.id, e.queue, e.how, e.count, action)
+	default:
+		d.audited = true
+		return true
+	}
+	return false
+}
+
 // judge settles every sent id from the audit: it must have been deleted by
 // exactly one ack, and that ack must be one a consumer sent for that very
 // delivery (receiveCount) and was not told was stale; every ack a consumer
@@ -303,28 +319,13 @@ func judge(sent []string, l *ledger, events []auditEvent) verdict {
 		switch e.how {
 		case howAck:
 			ackDeletes[e.id]++
-			switch {
-			case d == nil || d.action != "ack":
-				v.mismatch("%s deleted by an ack of delivery %d in %s that no consumer sent", e.id, e.count, e.queue)
-			case d.outcome == stale:
-				v.mismatch("%s deleted by an ack of delivery %d in %s answered as stale", e.id, e.count, e.queue)
-			default:
-				d.audited = true
-				if d.outcome == unknown {
-					v.acksAnswerLost++
-				}
+			if v.sentBy(d, e, "ack") && d.outcome == unknown {
+				v.acksAnswerLost++
 			}
 		case howRequeue:
 			v.requeued++
 			moveDeletes[moveKey{e.txid, e.id, e.how}] = e
-			switch {
-			case d == nil || d.action != "requeue":
-				v.mismatch("%s requeued from delivery %d in %s, which no consumer requeued", e.id, e.count, e.queue)
-			case d.outcome == stale:
-				v.mismatch("%s requeued from delivery %d in %s by a requeue answered as stale", e.id, e.count, e.queue)
-			default:
-				d.audited = true
-			}
+			v.sentBy(d, e, "requeue")
 		case howDeadLetter:
 			v.deadLettered++
 			moveDeletes[moveKey{e.txid, e.id, e.how}] = e
