@@ -72,7 +72,7 @@ func TestChaos(t *testing.T) {
 
 	nodes := make([]*node, 3)
 	for i := range nodes {
-		nodes[i] = &node{binary: binary, dbURL: dbURL, port: freePort(t)}
+		nodes[i] = &node{binary: binary, dbURL: dbURL, port: freePort(t), logDir: dir}
 		nodes[i].start(t)
 	}
 	defer func() {
@@ -296,7 +296,7 @@ func TestChaos(t *testing.T) {
 	case multiQueue != 0:
 		t.Fatalf("%d message ids in more than one row", multiQueue)
 	case c.serverErrors.Load() > 0:
-		t.Fatalf("%d answers were server errors (5xx other than 503, or 503 without Retry-After)", c.serverErrors.Load())
+		t.Fatalf("%d answers were server errors (5xx other than 503, or 503 without Retry-After); the nodes' logs are %s/node-*.log", c.serverErrors.Load(), dir)
 	case c.hangs.Load() > 0:
 		t.Fatalf("%d requests hung (no answer within %v)", c.hangs.Load(), hangBound)
 	case v.nacked == 0 || v.released == 0 || v.requeued == 0 || v.deadLettered == 0 || v.delayed == 0:
@@ -311,6 +311,7 @@ func TestChaos(t *testing.T) {
 type node struct {
 	binary, dbURL string
 	port          int
+	logDir        string // each run of the node appends its log to node-<port>.log here
 	mu            sync.Mutex
 	cmd           *exec.Cmd
 }
@@ -318,7 +319,12 @@ type node struct {
 func (n *node) start(t *testing.T) {
 	cmd := exec.Command(n.binary, "serve")
 	cmd.Env = append(os.Environ(), "SKIPQ_DATABASE_URL="+n.dbURL, fmt.Sprintf("SKIPQ_LISTEN_ADDR=127.0.0.1:%d", n.port), "SKIPQ_AUTH=off")
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	logFile, err := os.OpenFile(filepath.Join(n.logDir, fmt.Sprintf("node-%d.log", n.port)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close() // the child keeps its own descriptor
+	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
