@@ -4,7 +4,11 @@
 // on a private PostgreSQL, producers and consumers over HTTP, and a fault
 // loop that SIGKILLs nodes, crashes PostgreSQL twice (an immediate
 // shutdown, then a kill -9 of every PostgreSQL process; each restart
-// replays the WAL) and terminates every backend. Run it with `make chaos`.
+// replays the WAL) and terminates every backend. Consumers ack, nack,
+// release and requeue; some sends are delayed and some messages end in the
+// dead-letter queue. The verdict (ledger_test.go) checks the consumers'
+// records against an audit trigger in the test's database. Run it with
+// `make chaos`; docs/RELIABILITY.md describes the verdict.
 package chaos
 
 import (
