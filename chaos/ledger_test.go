@@ -231,6 +231,14 @@ type verdict struct {
 // the delivery before it. A delivery whose answer was lost leaves a gap in
 // the receiveCounts; the check then compares with the last one seen, which
 // is weaker but still sound (leases only move forward).
+//
+// One window, never seen in a run: a claim's now() is its transaction's
+// start, a moment before its snapshot. A claim that started just before a
+// lease ended, and whose snapshot came after the worker readied the message,
+// would be reported a few milliseconds early though the lease held. A
+// sample whose claim is within a few milliseconds of the lease end deserves
+// that look first; a real early redelivery (the break that fired leases 3 s
+// early) shows gaps up to the whole break.
 func (v *verdict) checkLeases(l *ledger) {
 	for k, ds := range l.byMessage {
 		ds = slices.Clone(ds)
