@@ -53,7 +53,7 @@ run: postgres-bin build
 # through PgBouncer in transaction-pooling mode and their LISTEN connection
 # direct (SPEC §1; node/nodetest), run the concurrent packages under the race
 # detector (RACE_PACKAGES), run the fault test once (make chaos's TestChaos,
-# about 40 s: 100,000 messages through killed nodes, a PostgreSQL restart and
+# about 50 s: 100,000 messages through killed nodes, two PostgreSQL crashes and
 # terminated backends), then stop the shared test cluster and any
 # PgBouncer left in front of it, whether the tests passed or not, keeping the
 # first failure's exit status.
@@ -89,8 +89,11 @@ fuzz:
 	done
 
 # chaos: three nodes and a private PostgreSQL under faults (SIGKILLed nodes,
-# a PostgreSQL restart, terminated backends); fails on any lost or doubly
-# settled message. See docs/RELIABILITY.md.
+# two PostgreSQL crashes, terminated backends), with nacks, releases,
+# requeues, delays and dead letters; fails on any lost or doubly settled
+# message, a settle the database's audit disagrees with, a delivery inside a
+# live lease or before its delay, a 5xx other than 503, or a hang. See
+# docs/RELIABILITY.md.
 chaos: postgres-bin
 	go test -tags chaos -count=1 -timeout 15m -v -run TestChaos ./chaos/
 	SKIPQ_TEST_LONGPOLLS=10000 go test -count=1 -v -run 'TestManyLongPolls|TestSlowAndOversizedRequests' ./cmd/skipq/

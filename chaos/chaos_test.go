@@ -4,7 +4,11 @@
 // on a private PostgreSQL, producers and consumers over HTTP, and a fault
 // loop that SIGKILLs nodes, crashes PostgreSQL twice (an immediate
 // shutdown, then a kill -9 of every PostgreSQL process; each restart
-// replays the WAL) and terminates every backend. Run it with `make chaos`.
+// replays the WAL) and terminates every backend. Consumers ack, nack,
+// release and requeue; some sends are delayed and some messages end in the
+// dead-letter queue. The verdict (ledger_test.go) checks the consumers'
+// records against an audit trigger in the test's database. Run it with
+// `make chaos`; docs/RELIABILITY.md describes the verdict.
 package chaos
 
 import (
@@ -37,7 +41,17 @@ const (
 	consumers    = 6
 	leaseSeconds = 5
 	queue        = "chaos"
-	deadline     = 8 * time.Minute
+	// Messages the consumers requeue go to requeueQueue; messages nacked or
+	// leased maxReceives times in either goes to deadLetterQueue, where
+	// they are acked.
+	requeueQueue    = "chaos.requeued"
+	deadLetterQueue = "chaos.dlq"
+	maxReceives     = 3
+	deadline        = 8 * time.Minute
+	// hangBound is how long a request may take before it counts as a hang
+	// (SPEC §4: 503, never a hang). Generous: a long-poll waits at most 1 s
+	// and every route has a 30 s server-side deadline.
+	hangBound = 35 * time.Second
 )
 
 func TestChaos(t *testing.T) {
@@ -62,7 +76,7 @@ func TestChaos(t *testing.T) {
 
 	nodes := make([]*node, 3)
 	for i := range nodes {
-		nodes[i] = &node{binary: binary, dbURL: dbURL, port: freePort(t)}
+		nodes[i] = &node{binary: binary, dbURL: dbURL, port: freePort(t), logDir: dir}
 		nodes[i].start(t)
 	}
 	defer func() {
@@ -70,18 +84,36 @@ func TestChaos(t *testing.T) {
 			n.kill()
 		}
 	}()
-	c := &cluster{nodes: nodes, http: &http.Client{Timeout: 15 * time.Second}}
+	// The client's timeout is only a backstop: a request that takes longer
+	// than hangBound counts as a hang, answered or not.
+	c := &cluster{nodes: nodes, http: &http.Client{Timeout: hangBound + 15*time.Second}}
 	c.waitReady(ctx, t)
 
-	var sent, acked sync.Map // id -> true
-	var uncertain sync.Map   // id -> true: an ack of it got no answer
+	for _, q := range []struct {
+		name     string
+		settings map[string]any
+	}{
+		// The dead-letter queue's messages are only ever acked; its own
+		// limit is the largest, so lease expiries alone never discard one.
+		{deadLetterQueue, map[string]any{"maxReceiveCount": 1024}},
+		{queue, map[string]any{"maxReceiveCount": maxReceives, "deadLetterQueue": deadLetterQueue}},
+		{requeueQueue, map[string]any{"maxReceiveCount": maxReceives, "deadLetterQueue": deadLetterQueue}},
+	} {
+		for st := 0; st != http.StatusCreated && st != http.StatusOK; {
+			if ctx.Err() != nil {
+				t.Fatalf("creating queue %s: %v", q.name, ctx.Err())
+			}
+			st, _ = c.do(ctx, "PUT", "/v1/queues/"+q.name, q.settings)
+		}
+	}
+	if err := installAudit(ctx, dbURL); err != nil {
+		t.Fatalf("audit: %v", err)
+	}
+
+	var sent sync.Map // id -> true
 	drained := make(chan struct{})
-	var ackCount sync.Map // id -> *atomic.Int32 (successful acks)
-	var sentN, ackedN, redeliveries, doubleAcked, unexplained atomic.Int64
-	// Every delivery of an id must carry a new receiveCount: a second
-	// delivery with the same count would be two receivers holding one lease.
-	var deliveriesMu sync.Mutex
-	deliveries := map[string]map[int]bool{}
+	var sentN atomic.Int64
+	book := newLedger()
 
 	var work sync.WaitGroup
 	ids := make(chan []string, producers)
@@ -101,6 +133,9 @@ func TestChaos(t *testing.T) {
 				msgs := make([]map[string]any, len(batch))
 				for i, id := range batch {
 					msgs[i] = map[string]any{"body": id, "messageId": id}
+					if delayed(id) {
+						msgs[i]["delaySeconds"] = 1 + rand.IntN(3)
+					}
 				}
 				// Retry with the same ids until a node answers 201: the
 				// idempotency keys make a retry of a committed batch a no-op.
@@ -117,78 +152,39 @@ func TestChaos(t *testing.T) {
 			}
 		})
 	}
-	for range consumers {
+	// Consumers settle what they receive: in the main queue mostly acks,
+	// and a share of nacks, releases (visibility 0) and requeues; poison
+	// messages are nacked every time, so they reach the dead-letter queue.
+	// The last consumer serves the requeue and dead-letter queues.
+	for i := range consumers {
+		queues := []string{queue}
+		if i == consumers-1 {
+			queues = []string{requeueQueue, deadLetterQueue}
+		}
 		work.Go(func() {
-			for ctx.Err() == nil && !closed(drained) {
-				status, body := c.post(ctx, "/v1/queues/"+queue+"/messages/receive",
+			for n := 0; ctx.Err() == nil && !closed(drained); n++ {
+				q := queues[n%len(queues)]
+				status, body := c.post(ctx, "/v1/queues/"+q+"/messages/receive",
 					map[string]any{"maxMessages": 50, "waitSeconds": 1, "visibilitySeconds": leaseSeconds})
 				if status != http.StatusOK {
 					time.Sleep(50 * time.Millisecond)
 					continue
 				}
 				var got struct {
-					Messages []struct {
-						MessageID     string `json:"messageId"`
-						ReceiptHandle string `json:"receiptHandle"`
-						ReceiveCount  int    `json:"receiveCount"`
-					} `json:"messages"`
+					Messages []received `json:"messages"`
 				}
 				if json.Unmarshal(body, &got) != nil {
 					continue
 				}
-				handles := make([]string, len(got.Messages))
-				byHandle := map[string]string{}
-				for i, m := range got.Messages {
-					if m.ReceiveCount > 1 {
-						redeliveries.Add(1)
-					}
-					deliveriesMu.Lock()
-					if deliveries[m.MessageID] == nil {
-						deliveries[m.MessageID] = map[int]bool{}
-					}
-					if deliveries[m.MessageID][m.ReceiveCount] {
-						unexplained.Add(1)
-					}
-					deliveries[m.MessageID][m.ReceiveCount] = true
-					deliveriesMu.Unlock()
-					handles[i] = m.ReceiptHandle
-					byHandle[m.ReceiptHandle] = m.MessageID
+				by := map[string][]*delivery{}
+				for _, d := range book.received(q, got.Messages) {
+					a := chooseAction(q, d.id)
+					by[a] = append(by[a], d)
 				}
-				if len(handles) == 0 {
-					continue
-				}
-				st, body := c.post(ctx, "/v1/receipts/ack", map[string]any{"receiptHandles": handles})
-				var res struct {
-					Failed []struct {
-						ReceiptHandle string `json:"receiptHandle"`
-					} `json:"failed"`
-				}
-				if st != http.StatusOK || json.Unmarshal(body, &res) != nil {
-					// The outcome is unknown (the node or the database may have
-					// died after the commit): if the ack did not commit, the
-					// lease expires and the message comes back.
-					for _, h := range handles {
-						uncertain.Store(byHandle[h], true)
-					}
-					continue
-				}
-				failed := map[string]bool{}
-				for _, f := range res.Failed {
-					failed[f.ReceiptHandle] = true // stale: redelivered meanwhile
-				}
-				for _, h := range handles {
-					if failed[h] {
-						continue
-					}
-					id := byHandle[h]
-					n, _ := ackCount.LoadOrStore(id, new(atomic.Int32))
-					if n.(*atomic.Int32).Add(1) > 1 {
-						doubleAcked.Add(1)
-					} else {
-						acked.Store(id, true)
-						ackedN.Add(1)
-					}
-				}
+				book.settle(ctx, c, "/v1/receipts/ack", "ack", by["ack"], nil)
+				book.settle(ctx, c, "/v1/receipts/nack", "nack", by["nack"], nil)
+				book.settle(ctx, c, "/v1/receipts/visibility", "release", by["release"], map[string]any{"visibilitySeconds": 0})
+				book.settle(ctx, c, "/v1/receipts/requeue", "requeue", by["requeue"], map[string]any{"queue": requeueQueue})
 			}
 		})
 	}
@@ -203,7 +199,9 @@ func TestChaos(t *testing.T) {
 	for step := 0; !closed(drained) && ctx.Err() == nil; {
 		select {
 		case <-progress.C:
-			t.Logf("sent=%d acked=%d redeliveries=%d", sentN.Load(), ackedN.Load(), redeliveries.Load())
+			book.mu.Lock()
+			t.Logf("sent=%d redeliveries=%d", sentN.Load(), book.redeliveries)
+			book.mu.Unlock()
 			// Done when everything was sent, every fault injected and the
 			// queue is empty in the database.
 			if sentN.Load() == total && step >= 9 && queueEmpty(ctx, dbURL) {
@@ -228,9 +226,7 @@ func TestChaos(t *testing.T) {
 			if err := pg.Crash(sig); err != nil {
 				t.Fatal(err)
 			}
-			if pg, err = devpg.Start(ctx, devpg.Options{Dir: dir, Port: 54331}); err != nil {
-				t.Fatal(err)
-			}
+			pg = restartPG(ctx, t, dir)
 			pgRestarts++
 		case step == 7:
 			t.Log("fault: pg_terminate_backend on every skipq connection")
@@ -246,28 +242,22 @@ func TestChaos(t *testing.T) {
 	}
 	work.Wait()
 
-	// Verdict, from the consumers' records and the database.
-	// Lost: a sent message that left the database with no ack of it ever
-	// attempted. An ack whose answer was lost counts as settled, since the
-	// queue is empty: its message did not come back.
-	var lost []string
-	var settledUnseen int
-	sent.Range(func(k, _ any) bool {
-		if _, ok := acked.Load(k); ok {
-			return true
-		}
-		if _, ok := uncertain.Load(k); ok {
-			settledUnseen++
-			return true
-		}
-		lost = append(lost, k.(string))
-		return true
-	})
+	// Verdict, from the consumers' records and the database's audit.
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
+	events, err := loadAudit(context.Background(), conn)
+	if err != nil {
+		t.Fatalf("audit: %v", err)
+	}
+	var sentIDs []string
+	sent.Range(func(k, _ any) bool {
+		sentIDs = append(sentIDs, k.(string))
+		return true
+	})
+	v := judge(sentIDs, book, events)
 	var left, multiQueue int64
 	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM skipq.messages").Scan(&left); err != nil {
 		t.Fatal(err)
@@ -276,21 +266,46 @@ func TestChaos(t *testing.T) {
 		"SELECT count(*) FROM (SELECT message_id FROM skipq.messages GROUP BY message_id HAVING count(*) > 1) d").Scan(&multiQueue); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d\n",
-		sentN.Load(), int(ackedN.Load())+settledUnseen, len(lost), doubleAcked.Load(), redeliveries.Load(), kills, pgRestarts, terminations, settledUnseen, left)
+	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d"+
+		" server_errors=%d hangs=%d audit_mismatch=%d early_redeliveries=%d early_delayed=%d over_delivered=%d"+
+		" nacks=%d releases=%d requeues=%d dead_lettered=%d delayed=%d\n",
+		sentN.Load(), v.acked, v.lost, v.doubleAcked, book.redeliveries, kills, pgRestarts, terminations, v.acksAnswerLost, left,
+		c.serverErrors.Load(), c.hangs.Load(), v.auditMismatch, v.earlyRedeliveries, v.earlyDelayed, v.overDelivered,
+		v.nacked, v.released, v.requeued, v.deadLettered, v.delayed)
+	for _, s := range c.samples {
+		t.Log("failure:", s)
+	}
+	for _, s := range v.samples {
+		t.Log("verdict:", s)
+	}
 	switch {
 	case sentN.Load() != total:
 		t.Fatalf("only %d of %d sends were confirmed", sentN.Load(), total)
-	case len(lost) > 0:
-		t.Fatalf("%d messages lost, e.g. %v", len(lost), lost[:min(5, len(lost))])
-	case unexplained.Load() > 0:
-		t.Fatalf("%d deliveries repeated a receiveCount (not explained by an expired lease)", unexplained.Load())
-	case doubleAcked.Load() > 0:
-		t.Fatalf("%d messages acked twice", doubleAcked.Load())
+	case v.lost > 0:
+		t.Fatalf("%d messages lost (no ack in the audit), e.g. %v", v.lost, v.lostSample)
+	case book.repeated > 0:
+		t.Fatalf("%d deliveries repeated a receiveCount (not explained by an expired lease)", book.repeated)
+	case v.earlyDelayed > 0:
+		t.Fatalf("%d messages were delivered before their delay ended (see the log)", v.earlyDelayed)
+	case v.overDelivered > 0:
+		t.Fatalf("%d deliveries went past maxReceiveCount (see the log)", v.overDelivered)
+	case v.earlyRedeliveries > 0:
+		t.Fatalf("%d deliveries came while the previous delivery's lease was live (see the log)", v.earlyRedeliveries)
+	case v.doubleAcked > 0:
+		t.Fatalf("%d messages acked twice", v.doubleAcked)
+	case v.auditMismatch > 0:
+		t.Fatalf("%d settles disagree with the audit (see the log)", v.auditMismatch)
 	case left != 0:
 		t.Fatalf("%d messages still in the database", left)
 	case multiQueue != 0:
 		t.Fatalf("%d message ids in more than one row", multiQueue)
+	case c.serverErrors.Load() > 0:
+		t.Fatalf("%d answers were server errors (5xx other than 503, or 503 without Retry-After); the nodes' logs are %s/node-*.log", c.serverErrors.Load(), dir)
+	case c.hangs.Load() > 0:
+		t.Fatalf("%d requests hung (no answer within %v)", c.hangs.Load(), hangBound)
+	case v.nacked == 0 || v.released == 0 || v.requeued == 0 || v.deadLettered == 0 || v.delayed == 0:
+		t.Fatalf("the workload missed a path (nacks %d, releases %d, requeues %d, dead-lettered %d, delayed %d)",
+			v.nacked, v.released, v.requeued, v.deadLettered, v.delayed)
 	case pgRestarts != 2 || terminations != 1:
 		t.Fatalf("the run ended before every fault was injected (pg restarts %d, terminations %d)", pgRestarts, terminations)
 	}
@@ -300,6 +315,7 @@ func TestChaos(t *testing.T) {
 type node struct {
 	binary, dbURL string
 	port          int
+	logDir        string // each run of the node appends its log to node-<port>.log here
 	mu            sync.Mutex
 	cmd           *exec.Cmd
 }
@@ -307,7 +323,12 @@ type node struct {
 func (n *node) start(t *testing.T) {
 	cmd := exec.Command(n.binary, "serve")
 	cmd.Env = append(os.Environ(), "SKIPQ_DATABASE_URL="+n.dbURL, fmt.Sprintf("SKIPQ_LISTEN_ADDR=127.0.0.1:%d", n.port), "SKIPQ_AUTH=off")
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	logFile, err := os.OpenFile(filepath.Join(n.logDir, fmt.Sprintf("node-%d.log", n.port)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close() // the child keeps its own descriptor
+	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -327,25 +348,62 @@ func (n *node) kill() {
 }
 
 // cluster sends each request to a random node; callers retry on failure.
+// It counts the answers that are failures whatever the fault: a 5xx other
+// than 503, a 503 without Retry-After, and requests that hang.
 type cluster struct {
 	nodes []*node
 	http  *http.Client
+
+	serverErrors, hangs atomic.Int64
+	mu                  sync.Mutex
+	samples             []string // the first few failures, for the log
+}
+
+func (c *cluster) failure(counter *atomic.Int64, format string, args ...any) {
+	counter.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.samples) < 10 {
+		c.samples = append(c.samples, fmt.Sprintf(format, args...))
+	}
 }
 
 func (c *cluster) post(ctx context.Context, path string, body any) (int, []byte) {
+	return c.do(ctx, "POST", path, body)
+}
+
+func (c *cluster) do(ctx context.Context, method, path string, body any) (int, []byte) {
 	raw, _ := json.Marshal(body)
 	n := c.nodes[rand.IntN(len(c.nodes))]
-	req, err := http.NewRequestWithContext(ctx, "POST", fmt.Sprintf("http://127.0.0.1:%d%s", n.port, path), bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://127.0.0.1:%d%s", n.port, path), bytes.NewReader(raw))
 	if err != nil {
 		return 0, nil
 	}
 	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
+		// A killed node or database resets or refuses connections: retried.
+		// A request still unanswered after the bound is a hang.
+		if took := time.Since(start); took > hangBound && ctx.Err() == nil {
+			c.failure(&c.hangs, "%s %s to :%d: no answer after %v: %v", method, path, n.port, took.Round(time.Second), err)
+		}
 		return 0, nil
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	took := time.Since(start)
+	switch {
+	case took > hangBound:
+		c.failure(&c.hangs, "%s %s to :%d: answered %d after %v", method, path, n.port, resp.StatusCode, took.Round(time.Second))
+	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "":
+		c.failure(&c.serverErrors, "%s %s to :%d: 503 without Retry-After: %s", method, path, n.port, b)
+	case resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable:
+		c.failure(&c.serverErrors, "%s %s to :%d: %d: %s", method, path, n.port, resp.StatusCode, b)
+	}
+	if err != nil {
+		return 0, nil // the answer was cut off: its outcome is unknown
+	}
 	return resp.StatusCode, b
 }
 
@@ -365,6 +423,56 @@ func (c *cluster) waitReady(ctx context.Context, t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+}
+
+// restartPG starts the crashed cluster again. After a kill -9 the
+// postmaster's backends may still be exiting when it has: until the last
+// one has, a new postmaster refuses the data directory ("pre-existing shared
+// memory block is still in use"), so the start is retried for a while.
+func restartPG(ctx context.Context, t *testing.T, dir string) *devpg.Cluster {
+	for attempt := 1; ; attempt++ {
+		pg, err := devpg.Start(ctx, devpg.Options{Dir: dir, Port: 54331})
+		if err == nil {
+			return pg
+		}
+		if attempt == 40 || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		t.Logf("restart attempt %d: %v", attempt, err)
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// poison ids are nacked at every delivery: they reach the dead-letter queue.
+func poison(id string) bool { return idNumber(id)%100 == 7 }
+
+// delayed ids are sent with a delay of 1 to 3 s.
+func delayed(id string) bool { return idNumber(id)%50 == 3 }
+
+func idNumber(id string) int {
+	var n int
+	fmt.Sscanf(id, "m-%d", &n)
+	return n
+}
+
+// chooseAction picks how a consumer settles a delivery.
+func chooseAction(q, id string) string {
+	r := rand.Float64()
+	switch {
+	case q == deadLetterQueue:
+		return "ack"
+	case poison(id):
+		return "nack"
+	case r < 0.04:
+		return "nack"
+	case q == requeueQueue:
+		return "ack"
+	case r < 0.06:
+		return "release"
+	case r < 0.08:
+		return "requeue"
+	}
+	return "ack"
 }
 
 func terminateAll(ctx context.Context, t *testing.T, dbURL string) {

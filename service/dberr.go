@@ -47,5 +47,8 @@ func unavailable(err error) bool {
 			return true
 		}
 	}
-	return pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed)
+	// A connection that an earlier failure in the same exchange closed (a
+	// transaction's next statement, or its commit, after the database went
+	// away) reports pgconn.ErrConnClosed, not the EOF that closed it.
+	return pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed) || errors.Is(err, pgconn.ErrConnClosed)
 }
