@@ -55,11 +55,14 @@ CREATE TRIGGER chaos_audit_inserted AFTER INSERT ON skipq.messages
 `
 
 // The statements that may take a message out of skipq.messages in this
-// workload, by sqlc query name.
+// workload, by query name: the ack, the worker's dead-letter move of an
+// expired last lease, a nack (whose last deliveries it dead-letters in the
+// same statement, through skipq.message_dead_letter) and the requeue.
 const (
 	howAck        = "MessageAckByReceipt"
 	howDeadLetter = "MessageDeadLetter"
-	howRequeue    = "MessageRequeueByReceipt"
+	howNack       = "MessageNack"
+	howRequeue    = "MessageRequeue"
 )
 
 func installAudit(ctx context.Context, dbURL string) error {
@@ -334,7 +337,7 @@ func judge(sent []string, l *ledger, events []auditEvent) verdict {
 			v.requeued++
 			moveDeletes[moveKey{e.txid, e.id, e.how}] = e
 			v.sentBy(d, e, "requeue")
-		case howDeadLetter:
+		case howDeadLetter, howNack:
 			v.deadLettered++
 			moveDeletes[moveKey{e.txid, e.id, e.how}] = e
 			if e.count < maxReceives || e.queue == deadLetterQueue {
@@ -347,7 +350,7 @@ func judge(sent []string, l *ledger, events []auditEvent) verdict {
 			v.mismatch("%s left %s by %s (receiveCount %d)", e.id, e.queue, e.how, e.count)
 		}
 	}
-	destination := map[string]string{howRequeue: requeueQueue, howDeadLetter: deadLetterQueue}
+	destination := map[string]string{howRequeue: requeueQueue, howDeadLetter: deadLetterQueue, howNack: deadLetterQueue}
 	for k, e := range moveDeletes {
 		in, ok := moveInserts[k]
 		switch {
