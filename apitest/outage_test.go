@@ -16,6 +16,8 @@ func TestDatabaseOutage(t *testing.T) {
 	proxy, url := newDBProxy(t, testdb.New(t))
 	n := startNode(t, url)
 	n.send(t, "o", map[string]any{"body": "before"})
+	n.send(t, "s", map[string]any{"body": "held"})
+	h := n.receive(t, "s", map[string]any{"visibilitySeconds": 300})[0]["receiptHandle"]
 
 	// A long-poll parked when the database goes away ends cleanly.
 	waiting := n.doAsync(t, "POST", "/v1/queues/idle/messages/receive", map[string]any{"waitSeconds": 3})
@@ -30,6 +32,11 @@ func TestDatabaseOutage(t *testing.T) {
 		{"POST", "/v1/queues/o/messages/receive", map[string]any{"waitSeconds": 0}},
 		{"GET", "/v1/queues/o", nil},
 		{"GET", "/readyz", nil},
+		// Settles: 503, never receipt_stale (the handle is live) or 500.
+		{"POST", "/v1/receipts/ack", map[string]any{"receiptHandle": h}},
+		{"POST", "/v1/receipts/nack", map[string]any{"receiptHandle": h}},
+		{"POST", "/v1/receipts/visibility", map[string]any{"receiptHandles": []any{h}, "visibilitySeconds": 60}},
+		{"POST", "/v1/receipts/requeue", map[string]any{"receiptHandle": h, "queue": "elsewhere"}},
 	} {
 		r := timed(t, n, call.method, call.path, call.body)
 		wantError(t, r, http.StatusServiceUnavailable, "unavailable")
@@ -53,6 +60,9 @@ func TestDatabaseOutage(t *testing.T) {
 	eventually(t, 20*time.Second, "the node to recover", func() bool {
 		return timed(t, n, "GET", "/readyz", nil).Status == http.StatusOK
 	})
+	// The settles refused during the outage changed nothing: the handle
+	// still holds its lease, and settles now.
+	n.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": h})
 	n.send(t, "o", map[string]any{"body": "after"})
 	msgs := n.receive(t, "o", map[string]any{"maxMessages": 10})
 	if len(msgs) != 2 || msgs[0]["body"] != "before" || msgs[1]["body"] != "after" {

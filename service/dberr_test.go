@@ -20,3 +20,20 @@ func TestConnClosedIsUnavailable(t *testing.T) {
 		t.Fatalf("fromDB(%v) = %v, want KindUnavailable", err, fromDB("nack", err))
 	}
 }
+
+// A backend terminated by an administrator (57P01, what pg_terminate_backend
+// sends), a crash (57P02) and a database still starting (57P03) are the
+// database going away too: 503, never a 500 or, for a settle, a stale
+// receipt.
+func TestShutdownCodesAreUnavailable(t *testing.T) {
+	for _, code := range []string{"57P01", "57P02", "57P03", "08006"} {
+		err := fmt.Errorf("ack: %w", &pgconn.PgError{Code: code})
+		var e *Error
+		if !errors.As(fromDB("ack", err), &e) || e.Kind != KindUnavailable {
+			t.Errorf("SQLSTATE %s: %v, want KindUnavailable", code, fromDB("ack", err))
+		}
+	}
+	if KindOf(fromDB("ack", &pgconn.PgError{Code: "23505"})) != KindInternal {
+		t.Error("a unique violation became something other than an internal error")
+	}
+}
