@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # The test cluster that testdb starts (devpg.EnsureDaemon) and `test` stops.
 TEST_CLUSTER := .skipq/test
 
-.PHONY: postgres-bin pgbouncer-bin build run test fuzz chaos generate clean
+.PHONY: postgres-bin pgbouncer-bin build run test lint fuzz chaos generate clean
 
 # postgres-bin: the PostgreSQL server binaries (Debian's postgresql package)
 # and the unprivileged "postgres" user that runs private clusters for root.
@@ -48,7 +48,13 @@ run: postgres-bin build
 		exec ./bin/skipq dev; \
 	fi
 
-# test: vet, check that sqlc's generated code is current, run every test,
+# lint: golangci-lint, pinned as a Go tool in go.mod, with .golangci.yml
+# (bugs, not taste: errcheck, govet, ineffassign, staticcheck, unused, gofmt).
+# The first run on a machine builds it (about a minute).
+lint:
+	go tool golangci-lint run --build-tags chaos ./...
+
+# test: lint, vet, check that sqlc's generated code is current, run every test,
 # run the HTTP API suite (apitest) a second time with the nodes' database URL
 # through PgBouncer in transaction-pooling mode and their LISTEN connection
 # direct (SPEC §1; node/nodetest), run the concurrent packages under the race
@@ -57,7 +63,7 @@ run: postgres-bin build
 # terminated backends), then stop the shared test cluster and any
 # PgBouncer left in front of it, whether the tests passed or not, keeping the
 # first failure's exit status.
-test: postgres-bin pgbouncer-bin
+test: postgres-bin pgbouncer-bin lint
 	go vet ./...
 	@if [ -f sqlc.yaml ]; then echo "go tool sqlc diff"; go tool sqlc diff; fi
 	@status=0; \

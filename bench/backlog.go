@@ -101,7 +101,7 @@ func (e *env) preload(ctx context.Context, queue string, n int) (float64, error)
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close(context.Background())
+	defer func() { _ = conn.Close(context.Background()) }()
 	start := time.Now()
 	_, err = conn.Exec(ctx, `
 INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count, ready)

@@ -348,7 +348,7 @@ func (e *env) privateDatabase(ctx context.Context) (string, error) {
 			e.logf("drop database %s: %v", name, err)
 			return
 		}
-		defer conn.Close(ctx)
+		defer func() { _ = conn.Close(ctx) }()
 		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
 			e.logf("drop database %s: %v", name, err)
 		}

@@ -68,7 +68,7 @@ func (c *client) do(ctx context.Context, method, u string, body []byte, want int
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != want {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 		return &httpError{method, u, resp.StatusCode, strings.TrimSpace(string(b))}
@@ -207,7 +207,7 @@ func (c *client) waiters(ctx context.Context, base string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {

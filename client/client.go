@@ -218,7 +218,7 @@ func (c *Client) once(ctx context.Context, cl call, target string, payload []byt
 	if err != nil {
 		return 0, &connError{fmt.Errorf("skipq: %s %s: %w", cl.method, cl.path, err)}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return resp.StatusCode, &connError{fmt.Errorf("skipq: %s %s: reading the answer: %w", cl.method, cl.path, err)}

@@ -52,7 +52,7 @@ func (l *Listener) listenOnce(ctx context.Context, connected func()) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer func() { _ = conn.Close(context.Background()) }()
 	if _, err := conn.Exec(ctx, "LISTEN "+WakeChannel); err != nil {
 		return err
 	}

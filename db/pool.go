@@ -107,12 +107,12 @@ func (p Planned) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 func (p Planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	br := p.send(ctx, sql, args)
 	if _, err := br.Exec(); err != nil {
-		br.Close()
+		_ = br.Close()
 		return nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		br.Close()
+		_ = br.Close()
 		return nil, err
 	}
 	return &batchRows{Rows: rows, br: br}, nil

@@ -57,11 +57,11 @@ func EnsureDaemon(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	done := make(chan struct{})
 	go func() {
-		cmd.Wait() // reap it should it exit while we run; after that, init does
+		_ = cmd.Wait() // reap it should it exit while we run; after that, init does
 		close(done)
 	}()
 	if err := c.waitReady(ctx, func() bool { return isClosed(done) }); err != nil {
-		cmd.Process.Signal(syscall.SIGQUIT)
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
 		return nil, err
 	}
 	return c, nil
@@ -109,7 +109,7 @@ func stopServer(l *layout) error {
 	if l.waitGone(pid, stopTimeout) {
 		return nil
 	}
-	syscall.Kill(pid, syscall.SIGQUIT) // immediate shutdown
+	_ = syscall.Kill(pid, syscall.SIGQUIT) // immediate shutdown
 	if l.waitGone(pid, 5*time.Second) {
 		return fmt.Errorf("devpg: postgres (pid %d) did not shut down within %s; sent SIGQUIT", pid, stopTimeout)
 	}

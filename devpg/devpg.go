@@ -119,7 +119,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("devpg: start postgres: %w", err)
 	}
 	if err := c.waitReady(ctx, func() bool { return isClosed(c.done) }); err != nil {
-		c.Stop()
+		_ = c.Stop()
 		return nil, err
 	}
 	return c, nil
@@ -184,13 +184,13 @@ func (c *Cluster) stop() error {
 		return nil
 	case <-time.After(stopTimeout):
 	}
-	c.cmd.Process.Signal(syscall.SIGQUIT)
+	_ = c.cmd.Process.Signal(syscall.SIGQUIT)
 	select {
 	case <-c.done:
 		return fmt.Errorf("devpg: postgres did not shut down within %s; sent SIGQUIT", stopTimeout)
 	case <-time.After(5 * time.Second):
 	}
-	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) // the whole group: no stray backend
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) // the whole group: no stray backend
 	<-c.done
 	return fmt.Errorf("devpg: postgres ignored SIGINT and SIGQUIT; killed")
 }
@@ -214,7 +214,7 @@ func (c *Cluster) Crash(sig syscall.Signal) error {
 		select {
 		case <-c.done:
 		case <-time.After(stopTimeout):
-			syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 			<-c.done
 		}
 	})
@@ -243,7 +243,7 @@ func (c *Cluster) CreateDatabase(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("devpg: %w", err)
 	}
-	defer conn.Close(context.Background())
+	defer func() { _ = conn.Close(context.Background()) }()
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
 		return fmt.Errorf("devpg: %w", err)
@@ -282,7 +282,7 @@ func (c *Cluster) waitReady(ctx context.Context, exited func() bool) error {
 	for {
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
-			conn.Close(ctx)
+			_ = conn.Close(ctx)
 			return nil
 		}
 		if exited() {

@@ -133,7 +133,7 @@ func StartPgBouncer(ctx context.Context, opts PgBouncerOptions) (*PgBouncer, err
 	if cred != nil && !traversable(parent, cred) {
 		return nil, fmt.Errorf("devpg: the \"postgres\" user, which runs pgbouncer, cannot reach %s", parent)
 	}
-	sweepPgBouncers(parent, false) // what dead processes left
+	_ = sweepPgBouncers(parent, false) // what dead processes left
 	poolSize := opts.PoolSize
 	if poolSize <= 0 {
 		poolSize = 20
@@ -212,7 +212,7 @@ func StartPgBouncer(ctx context.Context, opts PgBouncerOptions) (*PgBouncer, err
 		return fail(fmt.Errorf("devpg: start pgbouncer: %w", err))
 	}
 	if err := b.waitReady(ctx, server.Database); err != nil {
-		b.Stop()
+		_ = b.Stop()
 		return nil, err
 	}
 	return b, nil
@@ -304,7 +304,7 @@ func (b *PgBouncer) waitReady(ctx context.Context, database string) error {
 		if err != nil {
 			return err
 		}
-		defer conn.Close(context.Background())
+		defer func() { _ = conn.Close(context.Background()) }()
 		_, err = conn.Exec(ctx, "SELECT 1")
 		return err
 	}
@@ -421,16 +421,16 @@ func (b *PgBouncer) stop() error {
 		return nil
 	case <-time.After(10 * time.Second):
 	}
-	b.cmd.Process.Kill()
+	_ = b.cmd.Process.Kill()
 	<-b.done
 	return fmt.Errorf("devpg: pgbouncer ignored SIGTERM for 10s; killed")
 }
 
 func (b *PgBouncer) removeFiles() {
 	if b.sock != b.dir {
-		os.RemoveAll(b.sock)
+		_ = os.RemoveAll(b.sock)
 	}
-	os.RemoveAll(b.dir)
+	_ = os.RemoveAll(b.dir)
 	if b.lock != nil {
 		b.lock.Close()
 	}
@@ -467,9 +467,9 @@ func sweepPgBouncers(parent string, all bool) error {
 			continue
 		}
 		if s := pgBouncerSocketDir(dir); s != dir {
-			os.RemoveAll(s)
+			_ = os.RemoveAll(s)
 		}
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 	}
 	return errors.Join(errs...)
 }
@@ -503,7 +503,7 @@ func killPgBouncerIn(dir string) error {
 		return nil
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		syscall.Kill(pid, sig)
+		_ = syscall.Kill(pid, sig)
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if !isOurs() {
 				return nil

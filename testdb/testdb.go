@@ -297,7 +297,7 @@ func dropOthers(ctx context.Context, conn *pgx.Conn, keep string) {
 	for _, name := range old {
 		// A template database cannot be dropped until it is not one.
 		if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident(name)+" IS_TEMPLATE false"); err == nil {
-			conn.Exec(ctx, "DROP DATABASE "+ident(name)+" WITH (FORCE)")
+			_, _ = conn.Exec(ctx, "DROP DATABASE "+ident(name)+" WITH (FORCE)")
 		}
 	}
 }
@@ -325,7 +325,7 @@ func withConn(ctx context.Context, url string, f func(*pgx.Conn) error) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer func() { _ = conn.Close(context.Background()) }()
 	return f(conn)
 }
 
