@@ -228,20 +228,18 @@ type verdict struct {
 // checkLeases flags a delivery made while the previous delivery's lease was
 // live: receivers of a queue never get a message while its lease is live
 // (SPEC §3), unless its holder gave it back (nack, or visibility 0). Both
-// times are the database's: a claim sets visibleUntil to its now() plus the
+// times are the database's: a claim sets visibleUntil to its time plus the
 // lease it asked for (leaseSeconds), so a delivery's claim time is its
 // visibleUntil - leaseSeconds, and it must not be before the visibleUntil of
 // the delivery before it. A delivery whose answer was lost leaves a gap in
 // the receiveCounts; the check then compares with the last one seen, which
 // is weaker but still sound (leases only move forward).
 //
-// One window, never seen in a run: a claim's now() is its transaction's
-// start, a moment before its snapshot. A claim that started just before a
-// lease ended, and whose snapshot came after the worker readied the message,
-// would be reported a few milliseconds early though the lease held. A
-// sample whose claim is within a few milliseconds of the lease end deserves
-// that look first; a real early redelivery (the break that fired leases 3 s
-// early) shows gaps up to the whole break.
+// The claim's time is clock_timestamp() read during its statement, after
+// its snapshot (skipq.message_claim). It was now(), the call's start,
+// before the snapshot: a claim that began a few milliseconds before the
+// worker readied a delayed message and saw the message was dated before
+// the delay ended -- this check caught it (early_delayed=1, 5 ms).
 func (v *verdict) checkLeases(l *ledger) {
 	for k, ds := range l.byMessage {
 		ds = slices.Clone(ds)

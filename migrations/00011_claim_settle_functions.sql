@@ -9,6 +9,13 @@
 -- took as they are now (skipq.messages), so sqlc types the calls; a caller
 -- reads the columns it needs.
 --
+-- The claims read the time with clock_timestamp(), during the statement,
+-- not now(): now() is when the call began, and the statement inside takes
+-- its snapshot later, so it can see -- and deliver -- a message that a
+-- commit in between made available, and would then date the delivery (its
+-- lease, its expiry check) before that commit: make chaos caught a
+-- delivery dated 5 ms before its delay ended.
+--
 -- plan_cache_mode = force_generic_plan: every statement here has a shape
 -- whose only plan under the plan settings is the intended one (the claim's
 -- LATERAL probes, the settles' per-row queue check), so a plan made once
@@ -76,7 +83,7 @@ AS $$
 BEGIN
     RETURN QUERY
     WITH t AS (
-        SELECT coalesce(p_now, now()) AS now,
+        SELECT coalesce(p_now, clock_timestamp()) AS now,
                coalesce(p_visibility_seconds,
                         (SELECT q.visibility_seconds FROM skipq.queues q
                          WHERE q.tenant = p_tenant AND q.name = p_queue)) AS visibility_seconds
@@ -95,7 +102,7 @@ BEGIN
             FROM skipq.messages c
             WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
               AND c.ready
-              AND (c.expires_at IS NULL OR c.expires_at > coalesce(p_now, now()))
+              AND (c.expires_at IS NULL OR c.expires_at > coalesce(p_now, clock_timestamp()))
             FOR UPDATE SKIP LOCKED) c
         LIMIT p_max_messages
     ), picked AS (
@@ -163,7 +170,7 @@ BEGIN
             FROM skipq.messages c
             WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
               AND c.ready
-              AND (c.expires_at IS NULL OR c.expires_at > coalesce(p_now, now()))
+              AND (c.expires_at IS NULL OR c.expires_at > coalesce(p_now, clock_timestamp()))
             FOR UPDATE SKIP LOCKED) c
         LIMIT p_max_messages
     ), picked AS (

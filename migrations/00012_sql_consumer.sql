@@ -62,7 +62,8 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 -- +goose StatementEnd
 
--- skipq.receive claims like an HTTP receive (the same function), for
+-- skipq.receive claims like an HTTP receive (the same function, which
+-- reads the time at the claim itself: clock_timestamp()), for
 -- visibility_seconds (NULL: the queue's default), and returns the messages
 -- in sequence order with their receipt handles; no rows for a queue that
 -- does not exist. There is no response budget: rows are not JSON.
@@ -94,7 +95,7 @@ BEGIN
            NULL::text, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at,
            m.first_received_at, m.receive_count, m.visible_at, m.delayed_to, m.expires_at,
            m.re_routed_from, m.dead_lettered_at
-    FROM skipq.message_claim(receive.tenant, queue_name, clock_timestamp(), visibility_seconds, max_messages,
+    FROM skipq.message_claim(receive.tenant, queue_name, NULL, visibility_seconds, max_messages,
                              9223372036854775807, 0) m
     ORDER BY m.sequence;
 END $$;
