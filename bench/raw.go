@@ -119,10 +119,7 @@ func (w *rawWorkload) produce(ctx context.Context, _ int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	select {
-	case w.avail <- struct{}{}:
-	default:
-	}
+	announceSend(w.avail)
 	return w.batch, nil
 }
 
@@ -159,6 +156,15 @@ func (w *rawWorkload) consume(ctx context.Context, i int) (int, error) {
 		return int(n), fmt.Errorf("raw ack deleted %d of %d claimed messages", n, len(seqs))
 	}
 	return int(n), nil
+}
+
+// announceSend is a producer's signal to one waiting consumer (none
+// waiting: nothing to do).
+func announceSend(avail chan<- struct{}) {
+	select {
+	case avail <- struct{}{}:
+	default:
+	}
 }
 
 // awaitSend is a consumer's wait when it found nothing: a producer's

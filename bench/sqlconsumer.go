@@ -32,10 +32,7 @@ func (w *sqlConsumerWorkload) produce(ctx context.Context, i int) (int, error) {
 	if err := w.senders[i].send(ctx); err != nil {
 		return 0, err
 	}
-	select {
-	case w.avail <- struct{}{}:
-	default:
-	}
+	announceSend(w.avail)
 	return w.batch, nil
 }
 

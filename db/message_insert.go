@@ -3,6 +3,8 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // MessageInsert calls skipq.message_insert (migrations/00009_one_send.sql),
@@ -20,20 +22,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) ([
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var items []MessageInsertRow
-	for rows.Next() {
-		var i MessageInsertRow
-		if err := rows.Scan(&i.Pos, &i.QueueID, &i.MessageID, &i.Sequence, &i.SentAt,
-			&i.DelayedTo, &i.ExpiresAt, &i.Outcome); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[MessageInsertRow])
 }
 
 // The "-- name:" line labels the statement in pg_stat_statements as sqlc's
@@ -76,7 +65,8 @@ const (
 	OutcomeConflict  = "conflict"
 )
 
-// MessageInsertRow is one position's outcome (Pos is 1-based). A conflict
+// MessageInsertRow is one position's outcome (Pos is 1-based); its fields
+// are messageInsert's columns in order (pgx.RowToStructByPos). A conflict
 // carries only its position, queue and id; nothing was inserted.
 type MessageInsertRow struct {
 	Pos       int32

@@ -3,13 +3,16 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The nack, the dead-letter move and the requeue are PL/pgSQL functions
 // (migrations/00013_nack_functions.sql, 00014_requeue_function.sql) shared
-// with the SQL consumer API;
-// like MessageInsert, their calls are written by hand because sqlc cannot
-// see the columns of a function that returns a table.
+// with the SQL consumer API. Like MessageInsert, their calls are written by
+// hand because sqlc cannot see the columns of a function that returns a
+// table; each row type lists its statement's columns in order, as
+// pgx.RowToStructByPos reads them.
 
 // MessageNackParams name deliveries by their receipts' parts.
 type MessageNackParams struct {
@@ -40,16 +43,7 @@ func (q *Queries) MessageNack(ctx context.Context, arg MessageNackParams) ([]Mes
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var items []MessageNackRow
-	for rows.Next() {
-		var i MessageNackRow
-		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.Token, &i.MovedTo, &i.Discarded); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	return items, rows.Err()
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[MessageNackRow])
 }
 
 // MessageDeadLetterParams name locked messages that used up their
@@ -82,17 +76,7 @@ func (q *Queries) MessageDeadLetter(ctx context.Context, arg MessageDeadLetterPa
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var items []MessageDeadLetterRow
-	for rows.Next() {
-		var i MessageDeadLetterRow
-		if err := rows.Scan(&i.SourceQueueID, &i.SourceSequence, &i.Tenant, &i.DeadLetterQueueID,
-			&i.DeadLetterQueueName); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	return items, rows.Err()
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[MessageDeadLetterRow])
 }
 
 // MessageRequeueParams name deliveries to move to ToQueue, in each
@@ -126,14 +110,5 @@ func (q *Queries) MessageRequeue(ctx context.Context, arg MessageRequeueParams) 
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var items []MessageRequeueRow
-	for rows.Next() {
-		var i MessageRequeueRow
-		if err := rows.Scan(&i.SourceQueueID, &i.SourceSequence, &i.SourceToken, &i.DestinationQueueID); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	return items, rows.Err()
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[MessageRequeueRow])
 }
