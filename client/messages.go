@@ -37,13 +37,17 @@ type Message struct {
 	ExpirationSeconds *int
 	MaxReceiveCount   *int
 	DeadLetterQueue   *string
+	// GroupID is the message's group: required on a FIFO queue (a group's
+	// messages are delivered in order, one batch at a time), refused on a
+	// standard one. A send with a group creates a missing queue as FIFO.
+	GroupID string
 }
 
 func (m Message) wire() wire.SendRequest {
 	w := wire.SendRequest{
 		Metadata: m.Metadata, Tags: m.Tags, ClientID: m.ClientID, MessageID: m.MessageID,
 		DelaySeconds: m.DelaySeconds, ExpirationSeconds: m.ExpirationSeconds,
-		MaxReceiveCount: m.MaxReceiveCount, DeadLetterQueue: m.DeadLetterQueue,
+		MaxReceiveCount: m.MaxReceiveCount, DeadLetterQueue: m.DeadLetterQueue, GroupID: m.GroupID,
 	}
 	if m.Binary || !utf8.Valid(m.Body) {
 		w.Body, w.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), wire.EncodingBase64
@@ -115,6 +119,7 @@ type StoredMessage struct {
 	ExpiresAt       *wire.Time
 	ReRoutedFrom    string // the queue it was moved from ("" = none)
 	DeadLetteredAt  *wire.Time
+	GroupID         string // its group on a FIFO queue ("" on a standard one)
 }
 
 func stored(w wire.Message) (StoredMessage, error) {
@@ -123,6 +128,7 @@ func stored(w wire.Message) (StoredMessage, error) {
 		Metadata: w.Metadata, Tags: w.Tags, SentAt: w.SentAt, FirstReceivedAt: w.FirstReceivedAt,
 		ReceiveCount: w.ReceiveCount, VisibleUntil: w.VisibleUntil, DelayedTo: w.DelayedTo,
 		ExpiresAt: w.ExpiresAt, ReRoutedFrom: deref(w.ReRoutedFrom), DeadLetteredAt: w.DeadLetteredAt,
+		GroupID: deref(w.GroupID),
 	}
 	if m.Tags == nil {
 		m.Tags = map[string]string{}
@@ -160,6 +166,9 @@ func (m StoredMessage) Wire() wire.Message {
 	if m.ReRoutedFrom != "" {
 		w.ReRoutedFrom = &m.ReRoutedFrom
 	}
+	if m.GroupID != "" {
+		w.GroupID = &m.GroupID
+	}
 	return w
 }
 
@@ -171,6 +180,10 @@ type ReceiveOptions struct {
 	// AutoAck removes what it returns: the messages come without a receipt
 	// handle (at-most-once).
 	AutoAck bool
+	// MaxMessagesPerGroup (FIFO queues, 1 … 10; 0 = 1) is how many of a
+	// group's first messages one receive takes. They come together, in
+	// order, sharing one lease; settle them in order.
+	MaxMessagesPerGroup int
 }
 
 // Receive claims up to MaxMessages available messages and hides them for
@@ -187,7 +200,8 @@ type ReceiveOptions struct {
 // caller can still settle them.
 func (c *Client) Receive(ctx context.Context, queue string, opts ReceiveOptions) ([]*Received, error) {
 	ws, err := c.receive(ctx, queue, wire.ReceiveRequest{MaxMessages: maxMessages(opts.MaxMessages),
-		VisibilitySeconds: opts.VisibilitySeconds, WaitSeconds: opts.WaitSeconds, AutoAck: opts.AutoAck})
+		VisibilitySeconds: opts.VisibilitySeconds, WaitSeconds: opts.WaitSeconds, AutoAck: opts.AutoAck,
+		MaxMessagesPerGroup: optional(opts.MaxMessagesPerGroup)})
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +242,10 @@ func (c *Client) receive(ctx context.Context, queue string, in wire.ReceiveReque
 
 // maxMessages is a receive's maxMessages on the wire: 0 is not sent (the
 // server's default, 1).
-func maxMessages(n int) *int {
+func maxMessages(n int) *int { return optional(n) }
+
+// optional is a count on the wire: 0 is not sent (the server's default).
+func optional(n int) *int {
 	if n == 0 {
 		return nil
 	}

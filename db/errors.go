@@ -29,3 +29,10 @@ func IsUniqueViolation(err error, constraint string) bool {
 	}
 	return constraint == "" || pgErr.ConstraintName == constraint
 }
+
+// IsQueueTypeMismatch reports whether err is skipq.message_requeue's refusal
+// to move messages between a FIFO and a standard queue (SQLSTATE SQ409).
+func IsQueueTypeMismatch(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "SQ409"
+}

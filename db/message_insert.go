@@ -18,7 +18,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) ([
 		arg.Tenant, arg.Queue, arg.Now, arg.ServerMaxReceiveCount,
 		arg.MessageIds, arg.Keyed, arg.ClientIds, arg.Metadatas, arg.BodyBinaries, arg.Tags,
 		arg.DelaySeconds, arg.ExpirationSeconds, arg.MaxReceiveCounts,
-		arg.DeadLetterQueues, arg.DeadLetterQueueGiven, arg.BodyOffsets, arg.BodyLengths, arg.BodyData)
+		arg.DeadLetterQueues, arg.DeadLetterQueueGiven, arg.BodyOffsets, arg.BodyLengths, arg.BodyData, arg.GroupIds)
 	if err != nil {
 		return nil, err
 	}
@@ -26,17 +26,18 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) ([
 }
 
 // The "-- name:" line labels the statement in pg_stat_statements as sqlc's
-// do (skipq bench reports statements by it). The body data goes last: the
-// driver appends nothing after it in its buffer.
+// do (skipq bench reports statements by it).
 const messageInsert = `-- name: MessageInsert :many
 SELECT pos, queue_id, message_id, sequence, sent_at, delayed_to, expires_at, outcome
-FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
 
 // MessageInsertParams are one send's messages, one array element each.
 // DelaySeconds and ExpirationSeconds of -1, MaxReceiveCounts of 0 and
 // DeadLetterQueueGiven false take the queue's defaults. Keyed marks the
 // messages whose MessageIds are idempotency keys (given by the client).
 // Bodies are BodyData cut at BodyOffsets (1-based) and BodyLengths.
+// GroupIds is nil for a standard queue's messages, one group each for a
+// FIFO queue's.
 type MessageInsertParams struct {
 	Tenant                string
 	Queue                 string
@@ -56,6 +57,7 @@ type MessageInsertParams struct {
 	BodyOffsets           []int32
 	BodyLengths           []int32
 	BodyData              []byte
+	GroupIds              []*string
 }
 
 // Outcomes of one position of a MessageInsert.
@@ -63,6 +65,10 @@ const (
 	OutcomeSent      = "sent"
 	OutcomeDuplicate = "duplicate"
 	OutcomeConflict  = "conflict"
+	// The queue is FIFO and the message has no group, or it is standard
+	// and the message has one: nothing was inserted.
+	OutcomeGroupRequired = "group_required"
+	OutcomeGroupRefused  = "group_refused"
 )
 
 // MessageInsertRow is one position's outcome (Pos is 1-based); its fields

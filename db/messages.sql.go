@@ -10,8 +10,45 @@ import (
 	"time"
 )
 
+const groupEnterForRedrive = `-- name: GroupEnterForRedrive :exec
+SELECT skipq.group_enter(array_agg(d.id), array_agg(coalesce(m.group_id, m.message_id)))
+FROM skipq.messages m
+JOIN skipq.queues s ON s.id = m.queue_id
+JOIN skipq.queues d ON d.tenant = s.tenant
+     AND d.name = CASE WHEN $1::text = '' THEN m.re_routed_from ELSE $1::text END
+WHERE m.queue_id = $2 AND m.sequence = ANY($3::bigint[]) AND d.fifo
+`
+
+type GroupEnterForRedriveParams struct {
+	ToQueue   string
+	QueueID   int64
+	Sequences []int64
+}
+
+// Redrive into FIFO queues: the groups the messages will join (their own,
+// or one named by their messageId when they had none) are entered before
+// MessageRedrive draws their sequences (skipq.group_enter), in the same
+// transaction.
+func (q *Queries) GroupEnterForRedrive(ctx context.Context, arg GroupEnterForRedriveParams) error {
+	_, err := q.db.Exec(ctx, groupEnterForRedrive, arg.ToQueue, arg.QueueID, arg.Sequences)
+	return err
+}
+
+const groupPrune = `-- name: GroupPrune :one
+SELECT skipq.group_prune($1::integer)::integer AS pruned
+`
+
+// Worker: deletes up to @max_groups group rows left without messages
+// (skipq.group_prune).
+func (q *Queries) GroupPrune(ctx context.Context, maxGroups int32) (int32, error) {
+	row := q.db.QueryRow(ctx, groupPrune, maxGroups)
+	var pruned int32
+	err := row.Scan(&pruned)
+	return pruned, err
+}
+
 const messageAckByReceipt = `-- name: MessageAckByReceipt :many
-SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token
+SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token, (a.group_id IS NOT NULL)::boolean AS grouped
 FROM skipq.message_ack($1::bigint[], $2::bigint[], $3::bytea[]) a
 `
 
@@ -25,11 +62,13 @@ type MessageAckByReceiptRow struct {
 	QueueID  int64
 	Sequence int64
 	Token    []byte
+	Grouped  bool
 }
 
 // Deletes the messages whose lease the handles hold (skipq.message_ack),
 // returning the token each matched, so the caller credits exactly the
-// handle that settled the row.
+// handle that settled the row, and whether the message was in a group
+// (its group may have become receivable: waiting receivers are woken).
 func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByReceiptParams) ([]MessageAckByReceiptRow, error) {
 	rows, err := q.db.Query(ctx, messageAckByReceipt, arg.QueueIds, arg.Sequences, arg.Tokens)
 	if err != nil {
@@ -39,7 +78,12 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 	var items []MessageAckByReceiptRow
 	for rows.Next() {
 		var i MessageAckByReceiptRow
-		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.Token); err != nil {
+		if err := rows.Scan(
+			&i.QueueID,
+			&i.Sequence,
+			&i.Token,
+			&i.Grouped,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -52,7 +96,7 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 
 const messageBrowse = `-- name: MessageBrowse :many
 WITH t AS (SELECT coalesce($7::timestamptz, clock_timestamp()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, (CASE
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, (CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
     WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
     ELSE 'in_flight' END)::text AS state
@@ -149,6 +193,7 @@ func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([
 			&i.SkipqMessage.DeadLetteredAt,
 			&i.SkipqMessage.LeaseToken,
 			&i.SkipqMessage.Ready,
+			&i.SkipqMessage.GroupID,
 			&i.State,
 		); err != nil {
 			return nil, err
@@ -164,7 +209,7 @@ func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([
 const messageClaim = `-- name: MessageClaim :many
 
 
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready FROM skipq.message_claim($1::text, $2::text, $3::timestamptz,
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim($1::text, $2::text, $3::timestamptz,
     $4::integer, $5::integer, $6::bigint,
     $7::bigint)
 `
@@ -235,6 +280,7 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 			&i.DeadLetteredAt,
 			&i.LeaseToken,
 			&i.Ready,
+			&i.GroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -247,7 +293,7 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 }
 
 const messageClaimAndDelete = `-- name: MessageClaimAndDelete :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready FROM skipq.message_claim_and_delete($1::text, $2::text, $3::timestamptz,
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim_and_delete($1::text, $2::text, $3::timestamptz,
     $4::integer, $5::bigint, $6::bigint)
 `
 
@@ -300,6 +346,81 @@ func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAnd
 			&i.DeadLetteredAt,
 			&i.LeaseToken,
 			&i.Ready,
+			&i.GroupID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageClaimGrouped = `-- name: MessageClaimGrouped :many
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim_grouped($1::text, $2::text, $3::timestamptz,
+    $4::integer, $5::integer, $6::integer,
+    $7::bigint, $8::bigint, $9::text)
+`
+
+type MessageClaimGroupedParams struct {
+	Tenant            string
+	Queue             string
+	Now               *time.Time
+	VisibilitySeconds *int32
+	MaxMessages       int32
+	MaxPerGroup       int32
+	MaxResponseBytes  int64
+	MessageOverhead   int64
+	Mode              string
+}
+
+// A receive on a FIFO queue (@mode 'claim', 'delete' for autoAck, 'peek'):
+// up to @max_messages messages, at most @max_per_group from each receivable
+// group, groups in rotation order; skipq.message_claim_grouped
+// (migrations/00015_fifo_queues.sql). Rows come back in answer order.
+func (q *Queries) MessageClaimGrouped(ctx context.Context, arg MessageClaimGroupedParams) ([]SkipqMessage, error) {
+	rows, err := q.db.Query(ctx, messageClaimGrouped,
+		arg.Tenant,
+		arg.Queue,
+		arg.Now,
+		arg.VisibilitySeconds,
+		arg.MaxMessages,
+		arg.MaxPerGroup,
+		arg.MaxResponseBytes,
+		arg.MessageOverhead,
+		arg.Mode,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SkipqMessage
+	for rows.Next() {
+		var i SkipqMessage
+		if err := rows.Scan(
+			&i.QueueID,
+			&i.Sequence,
+			&i.MessageID,
+			&i.ClientID,
+			&i.Metadata,
+			&i.Body,
+			&i.BodyBinary,
+			&i.Tags,
+			&i.SentAt,
+			&i.VisibleAt,
+			&i.DelayedTo,
+			&i.ExpiresAt,
+			&i.ReceiveCount,
+			&i.FirstReceivedAt,
+			&i.MaxReceiveCount,
+			&i.DeadLetterQueue,
+			&i.ReRoutedFrom,
+			&i.DeadLetteredAt,
+			&i.LeaseToken,
+			&i.Ready,
+			&i.GroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -346,7 +467,7 @@ WITH page AS MATERIALIZED (
         WINDOW w AS (ORDER BY c.dead_lettered_at DESC, c.sequence DESC ROWS UNBOUNDED PRECEDING)) b
     WHERE b.n = 1 OR b.before < $7::bigint
 )
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
 FROM page
 JOIN skipq.messages m ON m.queue_id = page.queue_id AND m.sequence = page.sequence
 `
@@ -414,6 +535,7 @@ func (q *Queries) MessageDeadLetteredList(ctx context.Context, arg MessageDeadLe
 			&i.SkipqMessage.DeadLetteredAt,
 			&i.SkipqMessage.LeaseToken,
 			&i.SkipqMessage.Ready,
+			&i.SkipqMessage.GroupID,
 			&i.QueueName,
 		); err != nil {
 			return nil, err
@@ -660,7 +782,7 @@ func (q *Queries) MessageDeleteOrphaned(ctx context.Context, maxMessages int32) 
 
 const messageGetByID = `-- name: MessageGetByID :one
 WITH t AS (SELECT coalesce($3::timestamptz, clock_timestamp()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, (CASE
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, (CASE
     WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
     WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
     ELSE 'in_flight' END)::text AS state
@@ -704,6 +826,7 @@ func (q *Queries) MessageGetByID(ctx context.Context, arg MessageGetByIDParams) 
 		&i.SkipqMessage.DeadLetteredAt,
 		&i.SkipqMessage.LeaseToken,
 		&i.SkipqMessage.Ready,
+		&i.SkipqMessage.GroupID,
 		&i.State,
 	)
 	return i, err
@@ -799,7 +922,8 @@ const messagePeek = `-- name: MessagePeek :many
 WITH walked AS (
     SELECT c.queue_id, c.sequence, c.size
     FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r
-          WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
+          WHERE r.queue_id = (SELECT q.id FROM skipq.queues q
+                              WHERE q.tenant = $1 AND q.name = $2 AND NOT q.fifo)
           ORDER BY r.sequence) r
     CROSS JOIN LATERAL (
         SELECT c.queue_id, c.sequence,
@@ -820,7 +944,7 @@ WITH walked AS (
         WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
     WHERE w.n = 1 OR w.before < $6::bigint
 )
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id
 FROM skipq.messages m
 WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
   AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p))
@@ -879,6 +1003,7 @@ func (q *Queries) MessagePeek(ctx context.Context, arg MessagePeekParams) ([]Mes
 			&i.SkipqMessage.DeadLetteredAt,
 			&i.SkipqMessage.LeaseToken,
 			&i.SkipqMessage.Ready,
+			&i.SkipqMessage.GroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -943,7 +1068,7 @@ WITH src AS (
       AND EXISTS (SELECT 1 FROM skipq.queues d, src
                   WHERE d.tenant = src.tenant
                     AND d.name = CASE WHEN $3::text = '' THEN m.re_routed_from ELSE $3::text END)
-    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready
+    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.queue_id = $1
@@ -953,7 +1078,8 @@ WITH src AS (
 ), inserted AS (
     INSERT INTO skipq.messages (
         queue_id, message_id, client_id, metadata, body, body_binary, tags,
-        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready)
+        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready,
+        group_id)
     SELECT dq.id, skipq.uuid_v7()::text,
            moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
            t.now,
@@ -964,7 +1090,8 @@ WITH src AS (
            CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count ELSE $5::integer END,
            dq.dead_letter_queue,
            src.name,
-           dq.delay_seconds = 0
+           dq.delay_seconds = 0,
+           CASE WHEN dq.fifo THEN coalesce(moved.group_id, moved.message_id) END
     FROM moved, src, t, skipq.queues dq
     WHERE dq.tenant = src.tenant
       AND dq.name = CASE WHEN $3::text = '' THEN moved.re_routed_from ELSE $3::text END
@@ -1091,7 +1218,7 @@ func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg Message
 }
 
 const messageVacuum = `-- name: MessageVacuum :exec
-VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers
+VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers, skipq.message_groups
 `
 
 // Worker: VACUUM sooner than autovacuum's one-minute nap. Every message

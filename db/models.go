@@ -55,6 +55,14 @@ type SkipqMessage struct {
 	DeadLetteredAt  *time.Time
 	LeaseToken      []byte
 	Ready           bool
+	GroupID         *string
+}
+
+type SkipqMessageGroup struct {
+	QueueID     int64
+	GroupID     string
+	Turn        int64
+	LeasedUntil time.Time
 }
 
 type SkipqQueue struct {
@@ -69,6 +77,7 @@ type SkipqQueue struct {
 	DeadLetterQueue    string
 	DedupWindowSeconds int32
 	CreatedAt          time.Time
+	Fifo               bool
 }
 
 type SkipqQueueCount struct {

@@ -112,24 +112,25 @@ func (q *Queries) QueueCountsRefresh(ctx context.Context, now *time.Time) error 
 }
 
 const queueCreateMissing = `-- name: QueueCreateMissing :exec
-INSERT INTO skipq.queues (tenant, name)
-SELECT $1, n.name
-FROM unnest($2::text[]) AS n(name)
+INSERT INTO skipq.queues (tenant, name, fifo)
+SELECT $1, n.name, $2::boolean
+FROM unnest($3::text[]) AS n(name)
 WHERE NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = $1 AND e.name = n.name)
 ON CONFLICT (tenant, name) DO NOTHING
 `
 
 type QueueCreateMissingParams struct {
 	Tenant string
+	Fifo   bool
 	Names  []string
 }
 
 // Auto-creation on send, requeue and dead-lettering: every name that does not
-// exist yet gets a queue with default settings. Concurrent creators are fine:
+// exist yet gets a queue with default settings (FIFO when @fifo). Concurrent creators are fine:
 // the loser's row is skipped by ON CONFLICT. NOT EXISTS keeps existing names
 // from being proposed at all, so the common case burns no identity value.
 func (q *Queries) QueueCreateMissing(ctx context.Context, arg QueueCreateMissingParams) error {
-	_, err := q.db.Exec(ctx, queueCreateMissing, arg.Tenant, arg.Names)
+	_, err := q.db.Exec(ctx, queueCreateMissing, arg.Tenant, arg.Fifo, arg.Names)
 	return err
 }
 
@@ -152,7 +153,7 @@ func (q *Queries) QueueDelete(ctx context.Context, arg QueueDeleteParams) (int64
 }
 
 const queueGetByName = `-- name: QueueGetByName :one
-SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at FROM skipq.queues
+SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo FROM skipq.queues
 WHERE tenant = $1 AND name = $2
 `
 
@@ -176,12 +177,13 @@ func (q *Queries) QueueGetByName(ctx context.Context, arg QueueGetByNameParams) 
 		&i.DeadLetterQueue,
 		&i.DedupWindowSeconds,
 		&i.CreatedAt,
+		&i.Fifo,
 	)
 	return i, err
 }
 
 const queueList = `-- name: QueueList :many
-SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at FROM skipq.queues
+SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo FROM skipq.queues
 WHERE tenant = $1
   AND name >= $2::text AND starts_with(name, $2::text)
   AND name > $3::text
@@ -224,6 +226,7 @@ func (q *Queries) QueueList(ctx context.Context, arg QueueListParams) ([]SkipqQu
 			&i.DeadLetterQueue,
 			&i.DedupWindowSeconds,
 			&i.CreatedAt,
+			&i.Fifo,
 		); err != nil {
 			return nil, err
 		}
@@ -243,7 +246,8 @@ SELECT
     count(*) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
                         OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count))::bigint AS in_flight,
     min(coalesce(m.delayed_to, m.sent_at)) FILTER (
-        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at
+        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at,
+    count(DISTINCT m.group_id)::bigint AS groups
 FROM skipq.messages m, t
 WHERE m.queue_id = $1
   AND (m.expires_at IS NULL OR m.expires_at > t.now)
@@ -259,6 +263,7 @@ type QueueStatsRow struct {
 	Delayed           int64
 	InFlight          int64
 	OldestAvailableAt interface{}
+	Groups            int64
 }
 
 // Counted at request time from the queue's own rows (one primary-key range
@@ -273,6 +278,7 @@ func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueSt
 		&i.Delayed,
 		&i.InFlight,
 		&i.OldestAvailableAt,
+		&i.Groups,
 	)
 	return i, err
 }
@@ -310,7 +316,7 @@ func (q *Queries) QueueTenantsByID(ctx context.Context, ids []int64) ([]QueueTen
 const queueUpsert = `-- name: QueueUpsert :one
 INSERT INTO skipq.queues AS q (
     tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds,
-    expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds)
+    expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, fifo)
 VALUES (
     $1, $2,
     coalesce($3::integer, 60),
@@ -319,7 +325,8 @@ VALUES (
     coalesce($6::integer, 0),
     coalesce($7::integer, 0),
     coalesce($8::text, ''),
-    coalesce($9::integer, 300))
+    coalesce($9::integer, 300),
+    coalesce($10::boolean, false))
 ON CONFLICT (tenant, name) DO UPDATE SET
     visibility_seconds   = coalesce($3::integer, q.visibility_seconds),
     receive_wait_seconds = coalesce($4::integer, q.receive_wait_seconds),
@@ -328,7 +335,8 @@ ON CONFLICT (tenant, name) DO UPDATE SET
     max_receive_count    = coalesce($7::integer, q.max_receive_count),
     dead_letter_queue    = coalesce($8::text, q.dead_letter_queue),
     dedup_window_seconds = coalesce($9::integer, q.dedup_window_seconds)
-RETURNING q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at, (q.xmax = 0)::boolean AS created
+WHERE q.fifo = coalesce($10::boolean, q.fifo)
+RETURNING q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at, q.fifo, (q.xmax = 0)::boolean AS created
 `
 
 type QueueUpsertParams struct {
@@ -341,6 +349,7 @@ type QueueUpsertParams struct {
 	MaxReceiveCount    *int32
 	DeadLetterQueue    *string
 	DedupWindowSeconds *int32
+	Fifo               *bool
 }
 
 type QueueUpsertRow struct {
@@ -355,12 +364,15 @@ type QueueUpsertRow struct {
 	DeadLetterQueue    string
 	DedupWindowSeconds int32
 	CreatedAt          time.Time
+	Fifo               bool
 	Created            bool
 }
 
 // PUT: creates the queue with the given settings (table defaults for the
 // rest), or updates only the given settings of an existing queue. `created`
 // is true when the row was inserted (xmax is 0 only for a fresh insert).
+// fifo is fixed at creation: an update giving the other type changes
+// nothing and returns no row.
 func (q *Queries) QueueUpsert(ctx context.Context, arg QueueUpsertParams) (QueueUpsertRow, error) {
 	row := q.db.QueryRow(ctx, queueUpsert,
 		arg.Tenant,
@@ -372,6 +384,7 @@ func (q *Queries) QueueUpsert(ctx context.Context, arg QueueUpsertParams) (Queue
 		arg.MaxReceiveCount,
 		arg.DeadLetterQueue,
 		arg.DedupWindowSeconds,
+		arg.Fifo,
 	)
 	var i QueueUpsertRow
 	err := row.Scan(
@@ -386,6 +399,7 @@ func (q *Queries) QueueUpsert(ctx context.Context, arg QueueUpsertParams) (Queue
 		&i.DeadLetterQueue,
 		&i.DedupWindowSeconds,
 		&i.CreatedAt,
+		&i.Fifo,
 		&i.Created,
 	)
 	return i, err

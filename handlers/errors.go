@@ -30,6 +30,8 @@ func statusOf(k service.Kind) (int, string) {
 		return http.StatusServiceUnavailable, "unavailable"
 	case service.KindTooManyRequests:
 		return http.StatusTooManyRequests, "too_many_requests"
+	case service.KindQueueTypeMismatch:
+		return http.StatusConflict, "queue_type_mismatch"
 	}
 	return http.StatusInternalServerError, "internal_error"
 }

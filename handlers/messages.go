@@ -24,7 +24,7 @@ func sendInput(r wire.SendRequest, path string) (service.MessageInput, *service.
 		Body: r.Body, BodyEncoding: r.BodyEncoding, Metadata: r.Metadata, Tags: r.Tags,
 		ClientID: r.ClientID, MessageID: r.MessageID, DelaySeconds: r.DelaySeconds,
 		ExpirationSeconds: r.ExpirationSeconds, MaxReceiveCount: r.MaxReceiveCount,
-		DeadLetterQueue: dlq,
+		DeadLetterQueue: dlq, GroupID: r.GroupID,
 	}, nil
 }
 

@@ -21,12 +21,12 @@ func toQueue(q service.Queue) wire.Queue {
 		VisibilitySeconds: q.VisibilitySeconds, ReceiveWaitSeconds: q.ReceiveWaitSeconds,
 		DelaySeconds: q.DelaySeconds, ExpirationSeconds: q.ExpirationSeconds,
 		MaxReceiveCount: q.MaxReceiveCount, DeadLetterQueue: q.DeadLetterQueue,
-		DedupWindowSeconds: q.DedupWindowSeconds,
+		DedupWindowSeconds: q.DedupWindowSeconds, FIFO: q.FIFO,
 	}
 	if st := q.Stats; st != nil {
 		out.Stats = &wire.QueueStats{
 			Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight,
-			Total:             st.Available + st.Delayed + st.InFlight,
+			Total: st.Available + st.Delayed + st.InFlight, Groups: st.Groups,
 			OldestAvailableAt: wire.AtPtr(st.OldestAvailableAt),
 		}
 	}
@@ -47,7 +47,7 @@ func toMessage(m service.Message) wire.Message {
 		SentAt: wire.At(m.SentAt), FirstReceivedAt: wire.AtPtr(m.FirstReceivedAt),
 		ReceiveCount: m.ReceiveCount, VisibleUntil: wire.AtPtr(m.VisibleUntil),
 		DelayedTo: wire.AtPtr(m.DelayedTo), ExpiresAt: wire.AtPtr(m.ExpiresAt),
-		ReRoutedFrom: m.ReRoutedFrom, DeadLetteredAt: wire.AtPtr(m.DeadLetteredAt),
+		ReRoutedFrom: m.ReRoutedFrom, DeadLetteredAt: wire.AtPtr(m.DeadLetteredAt), GroupID: m.GroupID,
 	}
 	if m.ReceiptHandle != "" {
 		out.ReceiptHandle = &m.ReceiptHandle

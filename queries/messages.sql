@@ -30,6 +30,15 @@ SELECT * FROM skipq.message_claim(@tenant::text, @queue::text, sqlc.narg('now'):
 SELECT * FROM skipq.message_claim_and_delete(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
     @max_messages::integer, @max_response_bytes::bigint, @message_overhead::bigint);
 
+-- name: MessageClaimGrouped :many
+-- A receive on a FIFO queue (@mode 'claim', 'delete' for autoAck, 'peek'):
+-- up to @max_messages messages, at most @max_per_group from each receivable
+-- group, groups in rotation order; skipq.message_claim_grouped
+-- (migrations/00015_fifo_queues.sql). Rows come back in answer order.
+SELECT * FROM skipq.message_claim_grouped(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
+    sqlc.narg('visibility_seconds')::integer, @max_messages::integer, @max_per_group::integer,
+    @max_response_bytes::bigint, @message_overhead::bigint, @mode::text);
+
 -- name: MessagePeek :many
 -- isPeek receive: the messages a claim would take (the same walk and
 -- response budget as MessageClaim), unchanged and unlocked. Rows come back
@@ -37,7 +46,8 @@ SELECT * FROM skipq.message_claim_and_delete(@tenant::text, @queue::text, sqlc.n
 WITH walked AS (
     SELECT c.queue_id, c.sequence, c.size
     FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r
-          WHERE r.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+          WHERE r.queue_id = (SELECT q.id FROM skipq.queues q
+                              WHERE q.tenant = @tenant AND q.name = @queue AND NOT q.fifo)
           ORDER BY r.sequence) r
     CROSS JOIN LATERAL (
         SELECT c.queue_id, c.sequence,
@@ -66,8 +76,9 @@ WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND
 -- name: MessageAckByReceipt :many
 -- Deletes the messages whose lease the handles hold (skipq.message_ack),
 -- returning the token each matched, so the caller credits exactly the
--- handle that settled the row.
-SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token
+-- handle that settled the row, and whether the message was in a group
+-- (its group may have become receivable: waiting receivers are woken).
+SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token, (a.group_id IS NOT NULL)::boolean AS grouped
 FROM skipq.message_ack(@queue_ids::bigint[], @sequences::bigint[], @tokens::bytea[]) a;
 
 -- name: MessageSetVisibilityByReceipt :many
@@ -391,7 +402,8 @@ WITH src AS (
 ), inserted AS (
     INSERT INTO skipq.messages (
         queue_id, message_id, client_id, metadata, body, body_binary, tags,
-        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready)
+        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready,
+        group_id)
     SELECT dq.id, skipq.uuid_v7()::text,
            moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
            t.now,
@@ -402,7 +414,8 @@ WITH src AS (
            CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count ELSE @server_max_receive_count::integer END,
            dq.dead_letter_queue,
            src.name,
-           dq.delay_seconds = 0
+           dq.delay_seconds = 0,
+           CASE WHEN dq.fifo THEN coalesce(moved.group_id, moved.message_id) END
     FROM moved, src, t, skipq.queues dq
     WHERE dq.tenant = src.tenant
       AND dq.name = CASE WHEN @to_queue::text = '' THEN moved.re_routed_from ELSE @to_queue::text END
@@ -418,6 +431,23 @@ SELECT inserted.queue_id, inserted.message_id, inserted.sequence,
        (SELECT dq2.name FROM skipq.queues dq2 WHERE dq2.id = inserted.queue_id)::text AS queue_name,
        inserted.delayed_to
 FROM inserted;
+
+-- name: GroupEnterForRedrive :exec
+-- Redrive into FIFO queues: the groups the messages will join (their own,
+-- or one named by their messageId when they had none) are entered before
+-- MessageRedrive draws their sequences (skipq.group_enter), in the same
+-- transaction.
+SELECT skipq.group_enter(array_agg(d.id), array_agg(coalesce(m.group_id, m.message_id)))
+FROM skipq.messages m
+JOIN skipq.queues s ON s.id = m.queue_id
+JOIN skipq.queues d ON d.tenant = s.tenant
+     AND d.name = CASE WHEN @to_queue::text = '' THEN m.re_routed_from ELSE @to_queue::text END
+WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND d.fifo;
+
+-- name: GroupPrune :one
+-- Worker: deletes up to @max_groups group rows left without messages
+-- (skipq.group_prune).
+SELECT skipq.group_prune(@max_groups::integer)::integer AS pruned;
 
 -- name: MessageDeadTuples :one
 -- Worker: dead row versions in the messages table, per the statistics
@@ -435,4 +465,4 @@ SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead;
 -- primary-key probe (measured: a claim probing each message through the
 -- messageId index, 600 ms under load). ANALYZE also invalidates the plans
 -- cached from the old statistics.
-VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers;
+VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers, skipq.message_groups;

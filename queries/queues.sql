@@ -8,7 +8,7 @@ WHERE tenant = @tenant AND name = @name;
 -- is true when the row was inserted (xmax is 0 only for a fresh insert).
 INSERT INTO skipq.queues AS q (
     tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds,
-    expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds)
+    expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, fifo)
 VALUES (
     @tenant, @name,
     coalesce(sqlc.narg('visibility_seconds')::integer, 60),
@@ -17,7 +17,8 @@ VALUES (
     coalesce(sqlc.narg('expiration_seconds')::integer, 0),
     coalesce(sqlc.narg('max_receive_count')::integer, 0),
     coalesce(sqlc.narg('dead_letter_queue')::text, ''),
-    coalesce(sqlc.narg('dedup_window_seconds')::integer, 300))
+    coalesce(sqlc.narg('dedup_window_seconds')::integer, 300),
+    coalesce(sqlc.narg('fifo')::boolean, false))
 ON CONFLICT (tenant, name) DO UPDATE SET
     visibility_seconds   = coalesce(sqlc.narg('visibility_seconds')::integer, q.visibility_seconds),
     receive_wait_seconds = coalesce(sqlc.narg('receive_wait_seconds')::integer, q.receive_wait_seconds),
@@ -26,15 +27,18 @@ ON CONFLICT (tenant, name) DO UPDATE SET
     max_receive_count    = coalesce(sqlc.narg('max_receive_count')::integer, q.max_receive_count),
     dead_letter_queue    = coalesce(sqlc.narg('dead_letter_queue')::text, q.dead_letter_queue),
     dedup_window_seconds = coalesce(sqlc.narg('dedup_window_seconds')::integer, q.dedup_window_seconds)
+-- fifo is fixed at creation: an update giving the other type changes
+-- nothing and returns no row.
+WHERE q.fifo = coalesce(sqlc.narg('fifo')::boolean, q.fifo)
 RETURNING q.*, (q.xmax = 0)::boolean AS created;
 
 -- name: QueueCreateMissing :exec
 -- Auto-creation on send, requeue and dead-lettering: every name that does not
--- exist yet gets a queue with default settings. Concurrent creators are fine:
+-- exist yet gets a queue with default settings (FIFO when @fifo). Concurrent creators are fine:
 -- the loser's row is skipped by ON CONFLICT. NOT EXISTS keeps existing names
 -- from being proposed at all, so the common case burns no identity value.
-INSERT INTO skipq.queues (tenant, name)
-SELECT @tenant, n.name
+INSERT INTO skipq.queues (tenant, name, fifo)
+SELECT @tenant, n.name, @fifo::boolean
 FROM unnest(@names::text[]) AS n(name)
 WHERE NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = @tenant AND e.name = n.name)
 ON CONFLICT (tenant, name) DO NOTHING;
@@ -66,7 +70,8 @@ SELECT
     count(*) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
                         OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count))::bigint AS in_flight,
     min(coalesce(m.delayed_to, m.sent_at)) FILTER (
-        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at
+        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at,
+    count(DISTINCT m.group_id)::bigint AS groups
 FROM skipq.messages m, t
 WHERE m.queue_id = @queue_id
   AND (m.expires_at IS NULL OR m.expires_at > t.now);

@@ -47,3 +47,12 @@ func (s *Service) observeMoves(moves []db.MessageDeadLetterRow) {
 		s.obs.MessagesDiscarded(tenant, queue, DiscardMaxReceives, n)
 	})
 }
+
+// deadLetterSources are the queues messages were dead-lettered from.
+func deadLetterSources(moves []db.MessageDeadLetterRow) map[int64]bool {
+	sources := map[int64]bool{}
+	for _, r := range moves {
+		sources[r.SourceQueueID] = true
+	}
+	return sources
+}

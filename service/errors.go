@@ -22,6 +22,8 @@ const (
 	KindUnavailable
 	// KindTooManyRequests: the node is at a capacity limit; retry later.
 	KindTooManyRequests
+	// KindQueueTypeMismatch: a move between a FIFO and a standard queue.
+	KindQueueTypeMismatch
 )
 
 // Issue is one problem with the input, at a path like "messages[2].body".

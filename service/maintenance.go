@@ -89,8 +89,20 @@ func (s *Service) FireTimers(ctx context.Context, max int) (int, error) {
 	for id, n := range deadLetterArrivals(moves) {
 		s.hub.Publish(id, n)
 	}
+	for id := range deadLetterSources(moves) {
+		// A FIFO group whose first message left may take its next one.
+		s.hub.Publish(id, 1)
+	}
 	s.observeMoves(moves)
 	return taken, nil
+}
+
+// PruneGroups deletes up to max rows of FIFO groups left without messages
+// (skipq.group_prune): those a settle could not prune, and those of purged
+// queues, expired messages and deleted queues.
+func (s *Service) PruneGroups(ctx context.Context, max int) (int, error) {
+	n, err := s.q.GroupPrune(ctx, int32(max))
+	return int(n), fromDB("prune empty groups", err)
 }
 
 // timerHorizon is how far ahead a timer can be when it is filed: never

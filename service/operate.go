@@ -295,7 +295,13 @@ func (s *Service) redriveLocked(ctx context.Context, tx *db.Queries, q db.SkipqQ
 			}
 		}
 	}
-	if err := tx.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: q.Tenant, Names: dests}); err != nil {
+	if err := tx.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: q.Tenant, Names: dests, Fifo: q.Fifo}); err != nil {
+		return nil, err
+	}
+	// Into FIFO queues, messages join their groups' ends (the groups a
+	// redrive empties here are pruned by the worker's GroupPrune).
+	if err := tx.GroupEnterForRedrive(ctx, db.GroupEnterForRedriveParams{
+		QueueID: q.ID, Sequences: seqs, ToQueue: toQueue}); err != nil {
 		return nil, err
 	}
 	return tx.MessageRedrive(ctx, db.MessageRedriveParams{

@@ -19,6 +19,7 @@ type Queue struct {
 	MaxReceiveCount    int
 	DeadLetterQueue    string
 	DedupWindowSeconds int
+	FIFO               bool
 	Stats              *QueueStats
 }
 
@@ -27,6 +28,9 @@ type QueueStats struct {
 	Available int64
 	Delayed   int64
 	InFlight  int64
+	// Groups counts the FIFO groups that have messages (0 on a standard
+	// queue).
+	Groups int64
 	// OldestAvailableAt is when the oldest available message became
 	// available (its delayedTo, else its sentAt); nil when none is.
 	OldestAvailableAt *time.Time
@@ -42,6 +46,7 @@ type QueueSettings struct {
 	MaxReceiveCount    *int
 	DeadLetterQueue    *string
 	DedupWindowSeconds *int
+	FIFO               *bool // fixed at creation
 }
 
 func (s *Service) validateSettings(name string, in QueueSettings) error {
@@ -66,6 +71,9 @@ func (s *Service) PutQueue(ctx context.Context, tenant, name string, in QueueSet
 	if err := s.validateSettings(name, in); err != nil {
 		return Queue{}, false, err
 	}
+	if err := s.checkQueueType(ctx, tenant, name, in); err != nil {
+		return Queue{}, false, err
+	}
 	row, err := s.q.QueueUpsert(ctx, db.QueueUpsertParams{
 		Tenant:             tenant,
 		Name:               name,
@@ -76,17 +84,53 @@ func (s *Service) PutQueue(ctx context.Context, tenant, name string, in QueueSet
 		MaxReceiveCount:    int32Ptr(in.MaxReceiveCount),
 		DeadLetterQueue:    in.DeadLetterQueue,
 		DedupWindowSeconds: int32Ptr(in.DedupWindowSeconds),
+		Fifo:               in.FIFO,
 	})
+	if errors.Is(db.NotFound(err), db.ErrNotFound) {
+		// The queue exists with the other type: the update changed nothing.
+		return Queue{}, false, Invalid(Issue{Path: "fifo", Message: "cannot change: fifo is fixed when the queue is created"})
+	}
 	if err != nil {
 		return Queue{}, false, fromDB("put queue", err)
 	}
+	s.kinds.set(tenant, name, row.Fifo)
 	return queueFromRow(db.SkipqQueue{
 		ID: row.ID, Tenant: row.Tenant, Name: row.Name, VisibilitySeconds: row.VisibilitySeconds,
 		ReceiveWaitSeconds: row.ReceiveWaitSeconds, DelaySeconds: row.DelaySeconds,
 		ExpirationSeconds: row.ExpirationSeconds, MaxReceiveCount: row.MaxReceiveCount,
 		DeadLetterQueue: row.DeadLetterQueue, DedupWindowSeconds: row.DedupWindowSeconds,
-		CreatedAt: row.CreatedAt,
+		CreatedAt: row.CreatedAt, Fifo: row.Fifo,
 	}), row.Created, nil
+}
+
+// checkQueueType refuses what the queue's type cannot have: a change of
+// type (fifo is fixed at creation), and a FIFO queue whose dead-letter
+// queue is an existing standard one (its messages would lose their
+// groups). A dead-letter queue created later by a FIFO queue's move is
+// FIFO.
+func (s *Service) checkQueueType(ctx context.Context, tenant, name string, in QueueSettings) error {
+	cur, err := s.queueByName(ctx, s.q, tenant, name)
+	exists := err == nil
+	if err != nil && KindOf(err) != KindNotFound {
+		return err
+	}
+	if exists && in.FIFO != nil && *in.FIFO != cur.Fifo {
+		return Invalid(Issue{Path: "fifo", Message: "cannot change: fifo is fixed when the queue is created"})
+	}
+	fifo := cur.Fifo || in.FIFO != nil && *in.FIFO
+	if !fifo || in.DeadLetterQueue == nil || *in.DeadLetterQueue == "" {
+		return nil
+	}
+	dlq, err := s.queueByName(ctx, s.q, tenant, *in.DeadLetterQueue)
+	switch {
+	case KindOf(err) == KindNotFound:
+		return nil
+	case err != nil:
+		return err
+	case !dlq.Fifo:
+		return Invalid(Issue{Path: "deadLetterQueue", Message: "must be a FIFO queue: the queue is FIFO"})
+	}
+	return nil
 }
 
 // GetQueue returns a queue with its stats.
@@ -103,7 +147,7 @@ func (s *Service) GetQueue(ctx context.Context, tenant, name string) (Queue, err
 		return Queue{}, fromDB("queue stats", err)
 	}
 	q := queueFromRow(row)
-	q.Stats = &QueueStats{Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight}
+	q.Stats = &QueueStats{Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight, Groups: st.Groups}
 	// min() over no rows is NULL, which sqlc can only type as any.
 	if t, ok := st.OldestAvailableAt.(time.Time); ok {
 		q.Stats.OldestAvailableAt = &t
@@ -199,6 +243,7 @@ func queueFromRow(r db.SkipqQueue) Queue {
 		MaxReceiveCount:    int(r.MaxReceiveCount),
 		DeadLetterQueue:    r.DeadLetterQueue,
 		DedupWindowSeconds: int(r.DedupWindowSeconds),
+		FIFO:               r.Fifo,
 	}
 }
 

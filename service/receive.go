@@ -30,6 +30,7 @@ type Message struct {
 	ExpiresAt       *time.Time
 	ReRoutedFrom    *string
 	DeadLetteredAt  *time.Time
+	GroupID         *string // nil on a standard queue
 }
 
 // ReceiveOptions are a receive request's fields; nil means the default.
@@ -39,7 +40,16 @@ type ReceiveOptions struct {
 	WaitSeconds       *int
 	IsPeek            bool
 	AutoAck           bool
+	// MaxMessagesPerGroup is how many messages a receive on a FIFO queue
+	// takes from one group (1 … MaxMessagesPerGroup; default 1). A
+	// standard queue has no groups and ignores it.
+	MaxMessagesPerGroup *int
 }
+
+// MaxMessagesPerGroup bounds ReceiveOptions.MaxMessagesPerGroup (SQS's
+// batch), and with it how far into a group a claim reads: a group's
+// in-flight messages are always among its first ten (skipq.group_release).
+const MaxMessagesPerGroup = 10
 
 func (s *Service) validateReceive(queue string, o ReceiveOptions) error {
 	var is issues
@@ -49,6 +59,7 @@ func (s *Service) validateReceive(queue string, o ReceiveOptions) error {
 	is.between("maxMessages", o.MaxMessages, 1, s.limits.MaxReceiveMessages)
 	is.between("visibilitySeconds", o.VisibilitySeconds, 1, s.limits.MaxVisibilitySeconds)
 	is.between("waitSeconds", o.WaitSeconds, 0, s.limits.MaxWaitSeconds)
+	is.between("maxMessagesPerGroup", o.MaxMessagesPerGroup, 1, MaxMessagesPerGroup)
 	if o.IsPeek && o.AutoAck {
 		is.add("autoAck", "cannot be combined with isPeek")
 	}
@@ -72,9 +83,19 @@ func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOp
 		return msgs, err
 	}
 
-	queueID, wait, err := s.waitTarget(ctx, tenant, queue, o.WaitSeconds)
-	if err != nil || wait <= 0 {
+	queueID, wait, retype, err := s.waitTarget(ctx, tenant, queue, o.WaitSeconds)
+	if err != nil {
 		return nil, err
+	}
+	if retype {
+		// The claim took the queue for the other type (this node had not
+		// seen it yet, or it was created again): claim as it is.
+		if msgs, _, err = s.claim(ctx, tenant, queue, max, o); err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+	}
+	if wait <= 0 {
+		return nil, nil
 	}
 	// Every waiting receive holds a goroutine, its connection's buffers and
 	// a hub entry until it ends: past the node's cap, refuse at once rather
@@ -109,7 +130,7 @@ func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOp
 			return nil, nil
 		}
 		if queueID == missingQueue {
-			if queueID, _, err = s.waitTarget(ctx, tenant, queue, &wait); err != nil {
+			if queueID, _, _, err = s.waitTarget(ctx, tenant, queue, &wait); err != nil {
 				return nil, err
 			}
 		}
@@ -130,17 +151,22 @@ func (s *Service) leave(queueID int64, w *waiter) {
 
 // waitTarget resolves what a receive waits on: the queue's id (missingQueue
 // when it does not exist yet) and the wait in seconds (the queue's default
-// when not given; 1 s for a missing queue, the default of a new one).
-func (s *Service) waitTarget(ctx context.Context, tenant, queue string, waitSeconds *int) (int64, int, error) {
+// when not given; 1 s for a missing queue, the default of a new one). It
+// notes the queue's type, and retype says that claims took it for the other
+// one until now.
+func (s *Service) waitTarget(ctx context.Context, tenant, queue string, waitSeconds *int) (id int64, wait int, retype bool, err error) {
 	row, err := s.queueByName(ctx, s.q, tenant, queue)
-	id, wait := row.ID, int(row.ReceiveWaitSeconds)
-	if KindOf(err) == KindNotFound {
+	id, wait = row.ID, int(row.ReceiveWaitSeconds)
+	switch {
+	case err == nil:
+		retype = s.kinds.set(tenant, queue, row.Fifo)
+	case KindOf(err) == KindNotFound:
 		id, wait, err = missingQueue, 1, nil
 	}
 	if waitSeconds != nil {
 		wait = *waitSeconds
 	}
-	return id, wait, err
+	return id, wait, retype, err
 }
 
 // claimTimeout bounds one claim of a long-poll, whose request has no
@@ -156,7 +182,25 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 	budget, overhead := int64(s.limits.MaxResponseBytes), messageOverhead(queue)
 	var rows []db.SkipqMessage
 	var err error
+	fifo := s.kinds.isFIFO(tenant, queue)
 	switch {
+	case fifo && max == 1 && !o.IsPeek && !o.AutoAck:
+		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, true)
+	case fifo:
+		mode := "claim"
+		switch {
+		case o.IsPeek:
+			mode = "peek"
+		case o.AutoAck:
+			mode = "delete"
+		}
+		rows, err = s.direct.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: tenant, Queue: queue,
+			Now: s.now(), VisibilitySeconds: int32Ptr(o.VisibilitySeconds), MaxMessages: int32(max),
+			MaxPerGroup: intOr(o.MaxMessagesPerGroup, 1), MaxResponseBytes: budget, MessageOverhead: overhead,
+			Mode: mode})
+		if o.AutoAck {
+			autoAcked(rows, s.nowOr(time.Now()))
+		}
 	case o.IsPeek:
 		var peeked []db.MessagePeekRow
 		peeked, err = s.q.MessagePeek(ctx, db.MessagePeekParams{Tenant: tenant, Queue: queue, Now: s.now(),
@@ -167,14 +211,9 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 	case o.AutoAck:
 		rows, err = s.direct.MessageClaimAndDelete(ctx, db.MessageClaimAndDeleteParams{Tenant: tenant, Queue: queue, Now: s.now(),
 			MaxMessages: int32(max), MaxResponseBytes: budget, MessageOverhead: overhead})
-		for i := range rows {
-			rows[i].ReceiveCount++
-			if rows[i].FirstReceivedAt == nil {
-				rows[i].FirstReceivedAt = new(s.nowOr(time.Now()))
-			}
-		}
+		autoAcked(rows, s.nowOr(time.Now()))
 	case max == 1:
-		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds)
+		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, false)
 	default:
 		rows, err = s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
 			MaxMessages: int32(max), VisibilitySeconds: int32Ptr(o.VisibilitySeconds),
@@ -191,7 +230,10 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 		size += estimatedRowBytes(r, overhead)
 	}
 	more := len(rows) == max || size >= budget
-	slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	if !fifo {
+		// A FIFO claim answers in its own order: group by group, in rotation.
+		slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	}
 	if len(rows) > 0 && !o.IsPeek {
 		s.names.remember(rows[0].QueueID, tenant, queue)
 		s.obs.MessagesReceived(tenant, queue, len(rows))
@@ -208,6 +250,17 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 		}
 	}
 	return msgs, more, nil
+}
+
+// autoAcked reports a removed delivery as the receive that made it: its
+// count includes it.
+func autoAcked(rows []db.SkipqMessage, now time.Time) {
+	for i := range rows {
+		rows[i].ReceiveCount++
+		if rows[i].FirstReceivedAt == nil {
+			rows[i].FirstReceivedAt = new(now)
+		}
+	}
 }
 
 // MessageOverheadBytes is the response-budget estimate of a received
@@ -234,6 +287,9 @@ func estimatedRowBytes(r db.SkipqMessage, overhead int64) int64 {
 	n += int64(len(r.Metadata) + len(r.Tags) + len(r.MessageID) + len(r.ClientID))
 	if r.ReRoutedFrom != nil {
 		n += int64(len(*r.ReRoutedFrom))
+	}
+	if r.GroupID != nil {
+		n += int64(len(*r.GroupID))
 	}
 	return n + overhead
 }
@@ -264,12 +320,14 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 		ExpiresAt:       r.ExpiresAt,
 		ReRoutedFrom:    r.ReRoutedFrom,
 		DeadLetteredAt:  r.DeadLetteredAt,
+		GroupID:         r.GroupID,
 	}
 }
 
 // claimCall is one single-message receive's part of a shared claim.
 type claimCall struct {
 	tenant, queue string
+	fifo          bool
 	visibility    *int
 	rows          []db.SkipqMessage
 	err           error
@@ -283,8 +341,8 @@ func claimSize(*claimCall) int { return 1 }
 // served by one claim. Receives of more than one message claim on their
 // own: they already share a commit among their messages, and splitting a
 // batch would have to respect each request's response budget.
-func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibility *int) ([]db.SkipqMessage, error) {
-	call := &claimCall{tenant: tenant, queue: queue, visibility: visibility}
+func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibility *int, fifo bool) ([]db.SkipqMessage, error) {
+	call := &claimCall{tenant: tenant, queue: queue, fifo: fifo, visibility: visibility}
 	if err := s.claims.do(ctx, call); err != nil {
 		return nil, err
 	}
@@ -298,12 +356,13 @@ func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibil
 func (s *Service) runClaims(ctx context.Context, calls []*claimCall) {
 	type key struct {
 		tenant, queue string
+		fifo          bool
 		visibility    int // -1: the queue's default
 	}
 	groups := map[key][]*claimCall{}
 	var order []key
 	for _, c := range calls {
-		k := key{c.tenant, c.queue, -1}
+		k := key{c.tenant, c.queue, c.fifo, -1}
 		if c.visibility != nil {
 			k.visibility = *c.visibility
 		}
@@ -314,10 +373,22 @@ func (s *Service) runClaims(ctx context.Context, calls []*claimCall) {
 	}
 	for _, k := range order {
 		group := groups[k]
-		rows, err := s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
-			MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility),
-			MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
-			MessageOverhead:  messageOverhead(k.queue)})
+		var rows []db.SkipqMessage
+		var err error
+		if k.fifo {
+			// One message from each of as many groups: the receivers share
+			// no group, and get the groups in rotation order.
+			rows, err = s.direct.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: k.tenant, Queue: k.queue,
+				Now: s.now(), VisibilitySeconds: int32Ptr(group[0].visibility), MaxMessages: int32(len(group)),
+				MaxPerGroup: 1, MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
+				MessageOverhead: messageOverhead(k.queue), Mode: "claim"})
+		} else {
+			rows, err = s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
+				MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility),
+				MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
+				MessageOverhead:  messageOverhead(k.queue)})
+			slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
+		}
 		if err != nil {
 			if len(group) == 1 {
 				group[0].err = err
@@ -330,7 +401,6 @@ func (s *Service) runClaims(ctx context.Context, calls []*claimCall) {
 			}
 			continue
 		}
-		slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
 		for i, c := range group {
 			if i < len(rows) {
 				c.rows = rows[i : i+1]

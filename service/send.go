@@ -30,6 +30,7 @@ type MessageInput struct {
 	ExpirationSeconds *int
 	MaxReceiveCount   *int    // 0 = the queue's default
 	DeadLetterQueue   *string // "" = discard
+	GroupID           string  // required on a FIFO queue, refused on a standard one
 }
 
 // SendResult is the outcome of one sent message.
@@ -60,6 +61,11 @@ func (s *Service) Send(ctx context.Context, tenant, queue string, in MessageInpu
 	return res[0], nil
 }
 
+// MaxBatchGroups bounds the distinct groups of one batch: a send waits for
+// each group's lock (skipq.group_enter), and a transaction's locks must fit
+// PostgreSQL's shared lock table (max_locks_per_transaction per connection).
+const MaxBatchGroups = 64
+
 // SendBatch sends up to MaxBatchMessages messages in one transaction: all or
 // nothing. Results are in input order.
 func (s *Service) SendBatch(ctx context.Context, tenant, queue string, in []MessageInput) ([]SendResult, error) {
@@ -68,6 +74,15 @@ func (s *Service) SendBatch(ctx context.Context, tenant, queue string, in []Mess
 		return nil, Invalid(Issue{Path: "messages", Message: "must hold at least one message"})
 	case len(in) > MaxBatchMessages:
 		return nil, Invalid(Issue{Path: "messages", Message: fmt.Sprintf("must hold at most %d messages", MaxBatchMessages)})
+	}
+	groups := map[string]bool{}
+	for _, m := range in {
+		if m.GroupID != "" {
+			groups[m.GroupID] = true
+		}
+	}
+	if len(groups) > MaxBatchGroups {
+		return nil, Invalid(Issue{Path: "messages", Message: fmt.Sprintf("must name at most %d distinct groupIds", MaxBatchGroups)})
 	}
 	return s.send(ctx, tenant, queue, in, func(i int) string { return fmt.Sprintf("messages[%d]", i) })
 }
@@ -204,6 +219,7 @@ func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
 func (c *sendCall) answer(rows []db.MessageInsertRow, off int) {
 	c.results = make([]SendResult, len(c.msgs))
 	conflictAt := -1
+	var groupIssues []Issue
 	for _, r := range rows {
 		i := int(r.Pos) - 1 - off
 		if i < 0 || i >= len(c.msgs) {
@@ -215,12 +231,21 @@ func (c *sendCall) answer(rows []db.MessageInsertRow, off int) {
 			if conflictAt < 0 || i < conflictAt {
 				conflictAt = i
 			}
+		case db.OutcomeGroupRequired:
+			groupIssues = append(groupIssues, Issue{Path: join(c.pathOf(i), "groupId"), Message: "is required: the queue is FIFO"})
+		case db.OutcomeGroupRefused:
+			groupIssues = append(groupIssues, Issue{Path: join(c.pathOf(i), "groupId"), Message: "is not allowed: the queue is not FIFO"})
 		default:
 			c.results[i] = SendResult{MessageID: r.MessageID, Sequence: deref(r.Sequence), SentAt: deref(r.SentAt),
 				DelayedTo: r.DelayedTo, ExpiresAt: r.ExpiresAt, Duplicate: r.Outcome == db.OutcomeDuplicate}
 		}
 	}
-	if conflictAt >= 0 {
+	switch {
+	case len(groupIssues) > 0:
+		slices.SortFunc(groupIssues, func(a, b Issue) int { return strings.Compare(a.Path, b.Path) })
+		c.results = nil
+		c.err = Invalid(groupIssues...)
+	case conflictAt >= 0:
 		c.results = nil
 		c.err = conflict(c.pathOf(conflictAt), c.msgs[conflictAt].MessageID)
 	}
@@ -240,7 +265,9 @@ func (s *Service) sendAlone(ctx context.Context, c *sendCall) {
 			c.err = errQueueVanished
 			return
 		}
-		if err = s.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: c.tenant, Names: []string{c.queue}}); err != nil {
+		// A queue created by a send with groups is FIFO (SPEC §12).
+		fifo := slices.ContainsFunc(c.msgs, func(m prepared) bool { return m.GroupID != "" })
+		if err = s.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: c.tenant, Names: []string{c.queue}, Fifo: fifo}); err != nil {
 			break
 		}
 	}
@@ -251,7 +278,7 @@ func (s *Service) sendAlone(ctx context.Context, c *sendCall) {
 		c.err = &Error{Kind: KindIdempotencyConflict, Message: "a message with this messageId is already in the queue", Err: err}
 	case err != nil:
 		c.err = fromDB("send", err)
-	case rows[0].Outcome != db.OutcomeConflict && len(rows) != len(c.msgs):
+	case (rows[0].Outcome == db.OutcomeSent || rows[0].Outcome == db.OutcomeDuplicate) && len(rows) != len(c.msgs):
 		c.err = fromDB("send", fmt.Errorf("answered %d of %d messages", len(rows), len(c.msgs)))
 	default:
 		c.answer(rows, 0)
@@ -292,6 +319,17 @@ func (s *Service) insertParams(tenant, queue string, msgs []prepared) db.Message
 		p.MaxReceiveCounts = append(p.MaxReceiveCounts, intOr(m.MaxReceiveCount, 0))
 		p.DeadLetterQueues = append(p.DeadLetterQueues, strOr(m.DeadLetterQueue, ""))
 		p.DeadLetterQueueGiven = append(p.DeadLetterQueueGiven, m.DeadLetterQueue != nil)
+	}
+	// Group ids only when some message has one: a standard queue's send
+	// passes NULL.
+	for i, m := range msgs {
+		if m.GroupID == "" {
+			continue
+		}
+		if p.GroupIds == nil {
+			p.GroupIds = make([]*string, len(msgs))
+		}
+		p.GroupIds[i] = &msgs[i].GroupID
 	}
 	return p
 }
@@ -342,6 +380,9 @@ func (s *Service) prepare(queue string, in []MessageInput, pathOf func(int) stri
 				return nil, &Error{Kind: KindInternal, Message: "minting a message id failed", Err: err}
 			}
 			o.MessageID = id.String()
+		}
+		if m.GroupID != "" && !messageIDPattern.MatchString(m.GroupID) {
+			is.add(join(p, "groupId"), "must match ^[A-Za-z0-9._:-]{1,128}$")
 		}
 		if len(m.ClientID) > 256 {
 			is.add(join(p, "clientId"), "must be at most 256 bytes")

@@ -35,6 +35,7 @@ type Service struct {
 	claims     *sharer[claimCall]
 	keys       keyCache
 	names      queueNames
+	kinds      queueKinds
 	obs        Observer
 	// now, when set, replaces the database clock in every time-based rule
 	// (tests move time instead of sleeping).

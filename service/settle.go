@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/skipq/skipq/db"
@@ -112,9 +113,18 @@ func (s *Service) runAcks(ctx context.Context, calls []*settleCall) {
 	}
 	changed := map[settledKey]bool{}
 	acked := map[int64]int{}
+	unblocked := map[int64]int{}
 	for _, r := range rows {
 		changed[settled(r.QueueID, r.Sequence, r.Token)] = true
 		acked[r.QueueID]++
+		if r.Grouped {
+			// Its group may take its next message now (SPEC §12): wake a
+			// receiver as a send would.
+			unblocked[r.QueueID] = 1
+		}
+	}
+	for id, n := range unblocked {
+		s.hub.Publish(id, n)
 	}
 	m.answer(calls, changed)
 	s.observeByID(ctx, acked, s.obs.MessagesAcked)
@@ -240,6 +250,10 @@ func (s *Service) Requeue(ctx context.Context, handles []string, queue string) (
 	rows, err := s.direct.MessageRequeue(ctx, db.MessageRequeueParams{
 		Now: s.now(), QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens,
 		ToQueue: queue, ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount)})
+	if db.IsQueueTypeMismatch(err) {
+		return SettleResult{}, &Error{Kind: KindQueueTypeMismatch,
+			Message: fmt.Sprintf("cannot requeue between a FIFO and a standard queue (%q)", queue), Err: err}
+	}
 	if err != nil {
 		return SettleResult{}, fromDB("requeue", err)
 	}

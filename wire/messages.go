@@ -15,6 +15,8 @@ type SendRequest struct {
 	DeadLetterQueue   *string           `json:"deadLetterQueue,omitempty"`
 	// MaxReceiveQueue is KubeMQ's name for DeadLetterQueue.
 	MaxReceiveQueue *string `json:"maxReceiveQueue,omitempty"`
+	// GroupID is required on a FIFO queue and refused on a standard one.
+	GroupID string `json:"groupId,omitempty"`
 }
 
 // SendBatchRequest is the body of POST …/messages/batch.
@@ -46,6 +48,9 @@ type ReceiveRequest struct {
 	WaitSeconds       *int `json:"waitSeconds,omitempty"`
 	IsPeek            bool `json:"isPeek,omitempty"`
 	AutoAck           bool `json:"autoAck,omitempty"`
+	// MaxMessagesPerGroup (FIFO queues, 1 … 10, default 1): how many of a
+	// group's first messages one receive takes.
+	MaxMessagesPerGroup *int `json:"maxMessagesPerGroup,omitempty"`
 }
 
 // Message is a stored message: what a receive, peek, browse, lookup or
@@ -69,6 +74,7 @@ type Message struct {
 	ExpiresAt       *Time             `json:"expiresAt"`
 	ReRoutedFrom    *string           `json:"reRoutedFrom"`
 	DeadLetteredAt  *Time             `json:"deadLetteredAt"`
+	GroupID         *string           `json:"groupId"` // null on a standard queue
 	State           State             `json:"state,omitempty"`
 	VisibleAt       *Time             `json:"visibleAt,omitempty"`
 }

@@ -11,6 +11,7 @@ type QueueSettings struct {
 	MaxReceiveCount    *int    `json:"maxReceiveCount,omitempty"`    // 0 = the server's limit (0)
 	DeadLetterQueue    *string `json:"deadLetterQueue,omitempty"`    // "" = discard over-limit messages ("")
 	DedupWindowSeconds *int    `json:"dedupWindowSeconds,omitempty"` // how long a messageId is remembered (300)
+	FIFO               *bool   `json:"fifo,omitempty"`               // message groups, fixed at creation (false)
 }
 
 // Queue is a queue with its settings; Stats only where the route says so
@@ -25,6 +26,7 @@ type Queue struct {
 	MaxReceiveCount    int         `json:"maxReceiveCount"`
 	DeadLetterQueue    string      `json:"deadLetterQueue"`
 	DedupWindowSeconds int         `json:"dedupWindowSeconds"`
+	FIFO               bool        `json:"fifo"`
 	Stats              *QueueStats `json:"stats,omitempty"`
 }
 
@@ -35,6 +37,7 @@ type QueueStats struct {
 	Delayed           int64 `json:"delayed"`
 	InFlight          int64 `json:"inFlight"`
 	Total             int64 `json:"total"`
+	Groups            int64 `json:"groups"`            // FIFO groups with messages
 	OldestAvailableAt *Time `json:"oldestAvailableAt"` // nil when nothing is available
 }
 

@@ -98,10 +98,10 @@ func dlqList(ctx context.Context, c *client.Client, o *cliOptions, source string
 		return nil
 	}
 	tw := newTable(os.Stdout)
-	fmt.Fprintln(tw, "DEAD-LETTERED\tQUEUE\tFROM\tSEQUENCE\tMESSAGE-ID\tTAGS\tBODY")
+	fmt.Fprintln(tw, "DEAD-LETTERED\tQUEUE\tFROM\tSEQUENCE\tMESSAGE-ID\tGROUP\tTAGS\tBODY")
 	for _, m := range msgs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", humanTime(m.DeadLetteredAt), m.Queue,
-			orDash(m.ReRoutedFrom), m.Sequence, m.MessageID, tagsPreview(m.Tags), bodyPreview(m.Body, m.Binary))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", humanTime(m.DeadLetteredAt), m.Queue,
+			orDash(m.ReRoutedFrom), m.Sequence, m.MessageID, orDash(m.GroupID), tagsPreview(m.Tags), bodyPreview(m.Body, m.Binary))
 	}
 	return tw.Flush()
 }

@@ -12,10 +12,10 @@ import (
 )
 
 const sendUsage = `skipq send QUEUE [BODY|-] [--delay S] [--expiration S] [--tag k=v]... [--id ID]
-                  [--metadata M] [--client-id C] [--max-receive N] [--dlq QUEUE] [--binary]
+                  [--metadata M] [--client-id C] [--max-receive N] [--dlq QUEUE] [--binary] [--group G]
   The body is BODY, or stdin when BODY is "-" or absent and stdin is not a terminal.`
 
-const receiveUsage = `skipq receive QUEUE [--max N] [--wait S] [--visibility S] [--ack | --peek] [-q]`
+const receiveUsage = `skipq receive QUEUE [--max N] [--per-group N] [--wait S] [--visibility S] [--ack | --peek] [-q]`
 
 // maxStdinBody bounds what send reads from stdin: the service's largest
 // request (SKIPQ_MAX_REQUEST_BYTES' default); its message limit is lower.
@@ -42,6 +42,7 @@ func cmdSend(ctx context.Context, args []string) error {
 	fs.Var(maxReceive, "max-receive", "most `deliveries` before dead-lettering (0 = the queue's)")
 	fs.Var(dlq, "dlq", "dead-letter `queue` (\"\" = discard; default: the queue's)")
 	binary := fs.Bool("binary", false, "send the body as bytes (base64 on the wire)")
+	group := fs.String("group", "", "the message's `group` (required on a FIFO queue; creates a missing queue as FIFO)")
 	pos, err := cliParse(fs, args, sendUsage)
 	if err != nil {
 		return err
@@ -70,7 +71,7 @@ func cmdSend(ctx context.Context, args []string) error {
 	m := client.Message{
 		Body: body, Binary: *binary, Metadata: *metadata, ClientID: *clientID, MessageID: *id,
 		DelaySeconds: delay.v, ExpirationSeconds: expiration.v, MaxReceiveCount: maxReceive.v,
-		DeadLetterQueue: dlq.v,
+		DeadLetterQueue: dlq.v, GroupID: *group,
 	}
 	if len(tags) > 0 {
 		m.Tags = tags
@@ -101,6 +102,7 @@ func cmdSend(ctx context.Context, args []string) error {
 func cmdReceive(ctx context.Context, args []string) error {
 	fs, o := cliFlags("receive")
 	maxN := fs.Int("max", 1, "most `messages` to receive (1 … 1024)")
+	perGroup := fs.Int("per-group", 0, "FIFO queues: most `messages` from one group (1 … 10; default 1)")
 	wait, visibility := &secondsFlag{}, &secondsFlag{}
 	fs.Var(wait, "wait", "long-poll wait in `seconds`, 0 = answer at once (default: the queue's)")
 	fs.Var(visibility, "visibility", "lease in `seconds` (default: the queue's)")
@@ -140,7 +142,7 @@ func cmdReceive(ctx context.Context, args []string) error {
 		}
 	} else {
 		rs, err := c.Receive(ctx, pos[0], client.ReceiveOptions{MaxMessages: *maxN, WaitSeconds: wait.v,
-			VisibilitySeconds: visibility.v, AutoAck: *ack})
+			VisibilitySeconds: visibility.v, AutoAck: *ack, MaxMessagesPerGroup: *perGroup})
 		for _, r := range rs { // a decode error still returns what was claimed
 			j := r.Wire()
 			if r.ReceiptHandle != "" {
@@ -182,13 +184,13 @@ func printReceived(o *cliOptions, quiet, withHandles bool, msgs []messageJSON, s
 		return nil
 	}
 	tw := newTable(os.Stdout)
-	header := "SEQUENCE\tMESSAGE-ID\tRECEIVES\tTAGS\tBODY"
+	header := "SEQUENCE\tMESSAGE-ID\tGROUP\tRECEIVES\tTAGS\tBODY"
 	if withHandles {
 		header += "\tRECEIPT-HANDLE"
 	}
 	fmt.Fprintln(tw, header)
 	for i, m := range stored {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s", m.Sequence, m.MessageID, m.ReceiveCount,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s", m.Sequence, m.MessageID, orDash(m.GroupID), m.ReceiveCount,
 			tagsPreview(m.Tags), bodyPreview(m.Body, m.Binary))
 		if withHandles {
 			fmt.Fprintf(tw, "\t%s", orDash(deref(msgs[i].ReceiptHandle)))

@@ -13,7 +13,7 @@ import (
 const queuesUsage = `skipq queues list [--prefix P]
        skipq queues get QUEUE
        skipq queues create QUEUE [--visibility S] [--wait S] [--delay S] [--expiration S]
-                                 [--max-receive N] [--dlq QUEUE] [--dedup-window S]
+                                 [--max-receive N] [--dlq QUEUE] [--dedup-window S] [--fifo]
        skipq queues delete QUEUE
        skipq queues purge QUEUE`
 
@@ -39,6 +39,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 	fs.Var(maxReceive, "max-receive", "create: most `deliveries` before dead-lettering (0 = the server's limit)")
 	fs.Var(dlq, "dlq", "create: dead-letter `queue` (\"\" = discard)")
 	fs.Var(dedup, "dedup-window", "create: how long a messageId is remembered, in `seconds` (300)")
+	fifo := fs.Bool("fifo", false, "create: a FIFO queue (message groups, in order); fixed once created")
 	pos, err := cliParse(fs, args, queuesUsage)
 	if err != nil {
 		return err
@@ -48,7 +49,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 	}
 	verb, pos := pos[0], pos[1:]
 	settingFlags := visibility.v != nil || wait.v != nil || delay.v != nil || expiration.v != nil ||
-		dedup.v != nil || maxReceive.v != nil || dlq.v != nil
+		dedup.v != nil || maxReceive.v != nil || dlq.v != nil || *fifo
 	if settingFlags && verb != "create" {
 		return usageErr("queues", "queue settings are flags of queues create")
 	}
@@ -91,6 +92,9 @@ func cmdQueues(ctx context.Context, args []string) error {
 		s.VisibilitySeconds, s.ReceiveWaitSeconds, s.DelaySeconds = visibility.v, wait.v, delay.v
 		s.ExpirationSeconds, s.DedupWindowSeconds = expiration.v, dedup.v
 		s.MaxReceiveCount, s.DeadLetterQueue = maxReceive.v, dlq.v
+		if *fifo {
+			s.FIFO = fifo
+		}
 		q, created, err := c.PutQueue(ctx, pos[0], s)
 		if err != nil {
 			return apiError(err)
@@ -176,6 +180,7 @@ func printQueue(out io.Writer, q client.Queue) error {
 		{"max receive", maxReceiveText(q.MaxReceiveCount)},
 		{"dead-letter queue", dlq},
 		{"dedup window", fmt.Sprintf("%ds", q.DedupWindowSeconds)},
+		{"fifo", strconv.FormatBool(q.FIFO)},
 	}
 	if s := q.Stats; s != nil {
 		rows = append(rows,
@@ -183,6 +188,7 @@ func printQueue(out io.Writer, q client.Queue) error {
 			[2]string{"delayed", strconv.FormatInt(s.Delayed, 10)},
 			[2]string{"in flight", strconv.FormatInt(s.InFlight, 10)},
 			[2]string{"total", strconv.FormatInt(s.Total, 10)},
+			[2]string{"groups", strconv.FormatInt(s.Groups, 10)},
 			[2]string{"oldest available", humanTime(s.OldestAvailableAt)})
 	}
 	for _, r := range rows {

@@ -307,7 +307,7 @@ func TestCLISendReceiveSettle(t *testing.T) {
 	// The two nacked messages are available again: peek leaves them there.
 	golden(t, "receive_peek.json", c.ok("receive", "jobs", "--peek", "--max", "10", "--wait", "0", "--json"))
 	out = c.ok("receive", "jobs", "--peek", "--max", "10", "--wait", "0")
-	if !regexp.MustCompile(`^SEQUENCE +MESSAGE-ID +RECEIVES +TAGS +BODY\n\d+ +\S+ +1 +- +from stdin\\nline 2\\n\n\d+ +\S+ +1 +- +piped\n$`).MatchString(out) {
+	if !regexp.MustCompile(`^SEQUENCE +MESSAGE-ID +GROUP +RECEIVES +TAGS +BODY\n\d+ +\S+ +- +1 +- +from stdin\\nline 2\\n\n\d+ +\S+ +- +1 +- +piped\n$`).MatchString(out) {
 		t.Errorf("receive --peek printed\n%s", out)
 	}
 	// --ack takes them for good.
@@ -330,7 +330,7 @@ func TestCLISendReceiveSettle(t *testing.T) {
 	// settle from a shell.
 	c.ok("send", "jobs", "table me")
 	out = c.ok("receive", "jobs", "--visibility", "1")
-	if !regexp.MustCompile(`^SEQUENCE +MESSAGE-ID +RECEIVES +TAGS +BODY +RECEIPT-HANDLE\n\d+ +\S+ +1 +- +table me +\S+\n$`).MatchString(out) {
+	if !regexp.MustCompile(`^SEQUENCE +MESSAGE-ID +GROUP +RECEIVES +TAGS +BODY +RECEIPT-HANDLE\n\d+ +\S+ +- +1 +- +table me +\S+\n$`).MatchString(out) {
 		t.Errorf("receive printed\n%s", out)
 	}
 	handle := strings.TrimSpace(c.ok("receive", "jobs", "-q", "--wait", "5"))
@@ -462,7 +462,7 @@ func TestCLIDeadLetters(t *testing.T) {
 
 	golden(t, "dlq_list.json", c.ok("dlq", "list", "--source", "one", "--json"))
 	out := c.ok("dlq", "list", "--source", "one")
-	if !regexp.MustCompile(`^DEAD-LETTERED +QUEUE +FROM +SEQUENCE +MESSAGE-ID +TAGS +BODY\n\S+ +one\.dlq +one +\d+ +\S+ +n=0 +one 0\n$`).MatchString(out) {
+	if !regexp.MustCompile(`^DEAD-LETTERED +QUEUE +FROM +SEQUENCE +MESSAGE-ID +GROUP +TAGS +BODY\n\S+ +one\.dlq +one +\d+ +\S+ +- +n=0 +one 0\n$`).MatchString(out) {
 		t.Errorf("dlq list printed\n%s", out)
 	}
 	r := c.run("dlq", "list", "--limit", "3", "--json")
