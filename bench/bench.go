@@ -39,13 +39,15 @@ const (
 	Idle        = "idle"
 	Heads       = "heads"
 	Backlog     = "backlog"
+	FIFO        = "fifo"
 )
 
 // Scenarios is every scenario, in run order.
 // Idle runs first, on the fresh database: after the other scenarios the
 // worker still fires the lease timers of their claims for a minute (most of
 // them hints of messages already acked), which is work, not idleness.
-var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, Heads, Backlog}
+// FIFO runs last: it fills one group with a million messages.
+var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, Heads, Backlog, FIFO}
 
 // Point is one lifecycle measurement: messages per send/receive/ack call and
 // producer/consumer pairs.
@@ -222,6 +224,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			rep.Heads, rep.HeadsEvidence, err = e.heads(ctx)
 		case Backlog:
 			rep.Backlog, err = e.backlog(ctx, rep.Lifecycle)
+		case FIFO:
+			rep.FIFO, err = e.fifo(ctx)
 		}
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", sc, err)

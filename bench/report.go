@@ -17,6 +17,7 @@ type Report struct {
 	Backlog        *BacklogResult     `json:"backlog"`
 	Idle           *IdleResult        `json:"idle"`
 	Heads          *HeadsResult       `json:"heads"`
+	FIFO           *FIFOResult        `json:"fifo,omitempty"`
 	HeadsEvidence  *HeadsEvidence     `json:"heads_evidence,omitempty"`
 	RSSMBPeak      float64            `json:"rss_mb_peak"`
 	RSSScope       string             `json:"rss_scope"`
@@ -66,6 +67,35 @@ type SQLConsumerPoint struct {
 	// RawFromLifecycle: the raw figure is the lifecycle scenario's for the
 	// point, measured earlier in the same run.
 	RawFromLifecycle bool `json:"raw_from_lifecycle"`
+}
+
+// FIFOResult is the FIFO scenario (issue #13): FIFO lifecycle / standard
+// lifecycle in the same run, the receive past a blocked group, the wake-up
+// of a group's next message.
+type FIFOResult struct {
+	B1x16Ratio       float64     `json:"b1x16_ratio"`
+	B100x4Ratio      float64     `json:"b100x4_ratio"`
+	HOLP50MS         float64     `json:"hol_p50_ms"`
+	HOLBuffers       int64       `json:"hol_buffers"`
+	GroupWakeP50MS   float64     `json:"group_wake_p50_ms"`
+	GroupWakeP99MS   float64     `json:"group_wake_p99_ms"`
+	Groups           int         `json:"groups"` // active groups of the FIFO lifecycle
+	Points           []FIFOPoint `json:"points"`
+	HOLMessages      int         `json:"hol_messages"` // in the blocked group
+	HOLExplain       *Explain    `json:"hol_explain"`
+	GroupWakeSamples int         `json:"group_wake_samples"`
+	GroupWakePath    string      `json:"group_wake_path"`
+}
+
+// FIFOPoint is one point of the FIFO lifecycle next to the standard one.
+type FIFOPoint struct {
+	Batch            int       `json:"batch"`
+	Pairs            int       `json:"pairs"`
+	StandardMsgsPerS float64   `json:"standard_msgs_per_s"`
+	FIFOMsgsPerS     float64   `json:"fifo_msgs_per_s"`
+	Ratio            float64   `json:"ratio"`
+	Standard         *RunStats `json:"standard_stats,omitempty"`
+	FIFO             *RunStats `json:"fifo_stats,omitempty"`
 }
 
 // RunStats is the evidence of one measured window.
@@ -275,6 +305,16 @@ func targets(r Report) []Target {
 		add(fmt.Sprintf("%d waiting long-polls: connections in use", i.Waiters), "≤ 10", float64(i.DBConnections), "connections", i.DBConnections <= 10, "")
 		add(fmt.Sprintf("%d waiting long-polls: statements/s", i.Waiters), "≤ 5", i.StatementsPerS, "statements/s", i.StatementsPerS <= 5, i.StatementsSource)
 	}
+	if f := r.FIFO; f != nil {
+		src := "issue #13"
+		add("FIFO lifecycle batch 1 × 16 / standard", "≥ 0.70", f.B1x16Ratio, "ratio", f.B1x16Ratio >= 0.7, src)
+		add("FIFO lifecycle batch 100 × 4 / standard", "≥ 0.50", f.B100x4Ratio, "ratio", f.B100x4Ratio >= 0.5, src)
+		add(fmt.Sprintf("FIFO receive past a %s-message group in flight (p50)", thousands(float64(f.HOLMessages))),
+			"≤ 10 ms", f.HOLP50MS, "ms", f.HOLP50MS <= 10, src)
+		add("FIFO claim past that group", "≤ 200 buffers", float64(f.HOLBuffers), "buffers", f.HOLBuffers <= 200, src)
+		add("FIFO group wake-up after the freeing ack p50", "≤ 10 ms", f.GroupWakeP50MS, "ms", f.GroupWakeP50MS <= 10, src)
+		add("FIFO group wake-up after the freeing ack p99", "≤ 50 ms", f.GroupWakeP99MS, "ms", f.GroupWakeP99MS <= 50, src)
+	}
 	if r.RSSMBPeak > 0 {
 		add("peak RSS", "≤ 100 MB", r.RSSMBPeak, "MB", r.RSSMBPeak <= 100, r.RSSScope)
 	}
@@ -349,6 +389,22 @@ func (r Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "wake latency (send answered → waiting receive answered, %s), %d samples:\n", l.Path, l.Samples)
 		fmt.Fprintf(w, "  p50 %.2f ms   p90 %.2f ms   p99 %.2f ms   max %.2f ms   (send round trip p50 %.2f ms)\n\n",
 			l.P50, l.P90, l.P99, l.Max, l.SendP50)
+	}
+	if f := r.FIFO; f != nil {
+		fmt.Fprintf(w, "FIFO queues (%d active groups, maxMessagesPerGroup 1) next to the standard queue, messages/s acked:\n", f.Groups)
+		for _, p := range f.Points {
+			fmt.Fprintf(w, "  batch %3d × %2d pairs: standard %10s  FIFO %10s  FIFO/standard %.2f\n",
+				p.Batch, p.Pairs, thousands(p.StandardMsgsPerS), thousands(p.FIFOMsgsPerS), p.Ratio)
+		}
+		fmt.Fprintf(w, "  receive past a %s-message group whose head is in flight: p50 %.2f ms; its claim read %d buffers\n",
+			thousands(float64(f.HOLMessages)), f.HOLP50MS, f.HOLBuffers)
+		if x := f.HOLExplain; x != nil {
+			for _, line := range x.Plan {
+				fmt.Fprintf(w, "    %s\n", line)
+			}
+		}
+		fmt.Fprintf(w, "  group wake-up (freeing ack answered → waiting receive answered, %s), %d samples: p50 %.2f ms   p99 %.2f ms\n\n",
+			f.GroupWakePath, f.GroupWakeSamples, f.GroupWakeP50MS, f.GroupWakeP99MS)
 	}
 	if i := r.Idle; i != nil {
 		fmt.Fprintf(w, "idle: %d waiting long-polls on one node for %.0f s:\n", i.Waiters, i.Seconds)

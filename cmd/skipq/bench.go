@@ -56,7 +56,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
 	quick := fs.Bool("quick", false, "a short smoke run (CI)")
-	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, latency, idle, heads, backlog (default all)")
+	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, sqlconsumer, latency, idle, heads, backlog, fifo (default all)")
 	duration := fs.Duration("duration", 0, "each measured run (default 5s; 3s with --quick)")
 	urls := fs.String("url", "", "comma-separated URLs of running nodes to drive instead of in-process ones (needs --database-url)")
 	dbURL := fs.String("database-url", "", "an existing, migrated database instead of a fresh one on the private cluster")
