@@ -1436,3 +1436,68 @@ func TestConsumeShutdownTimeoutCancelsAndNacks(t *testing.T) {
 		t.Fatalf("after the shutdown: %d messages", len(msgs))
 	}
 }
+
+// On a FIFO queue Consume never handles two messages of one group at once,
+// handles each group's messages in send order, and after a failure nacks
+// the rest of the group's batch, so the group's order survives it.
+func TestConsumeKeepsGroupsInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	c := newClient(t, startNode(t))
+	log, _ := consumerLog()
+	const groups, perGroup = 4, 6
+	var msgs []client.Message
+	for i := range perGroup {
+		for g := range groups {
+			msgs = append(msgs, client.Message{Body: []byte(fmt.Sprint(i)), GroupID: fmt.Sprint("g", g)})
+		}
+	}
+	must[[]client.SendResult](t)(c.SendBatch(ctx, "ordered", msgs))
+
+	var mu sync.Mutex
+	handled := map[string][]string{}
+	running := map[string]int{}
+	failedOnce := false
+	var overlap atomic.Bool
+	handler := func(_ context.Context, m *client.Received) error {
+		mu.Lock()
+		running[m.GroupID]++
+		if running[m.GroupID] > 1 {
+			overlap.Store(true)
+		}
+		fail := m.GroupID == "g1" && string(m.Body) == "2" && !failedOnce
+		if fail {
+			failedOnce = true
+		} else {
+			handled[m.GroupID] = append(handled[m.GroupID], string(m.Body))
+		}
+		mu.Unlock()
+		defer func() { mu.Lock(); running[m.GroupID]--; mu.Unlock() }()
+		if fail {
+			return errors.New("not yet")
+		}
+		return nil
+	}
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Consume(cctx, "ordered", handler, client.ConsumeOptions{Concurrency: 6, MaxMessagesPerGroup: 3,
+			WaitSeconds: 1, Logger: log})
+	}()
+	eventually(t, "every message to be handled", func() bool { return total(t, c, "ordered") == 0 })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if overlap.Load() {
+		t.Error("two messages of one group were handled at once")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"0", "1", "2", "3", "4", "5"}
+	for g := range groups {
+		if got := handled[fmt.Sprint("g", g)]; !slices.Equal(got, want) {
+			t.Errorf("group g%d handled %v, want %v", g, got, want)
+		}
+	}
+}

@@ -41,6 +41,10 @@ type ConsumeOptions struct {
 	// Logger receives handler failures, panics (with their stack), failed
 	// settles and receive errors (default slog.Default()).
 	Logger *slog.Logger
+	// MaxMessagesPerGroup (FIFO queues, 1 … 10; default 1) is how many of
+	// a group's messages one receive takes. They are handled one after
+	// another, in order, by one handler slot each as its turn comes.
+	MaxMessagesPerGroup int
 }
 
 // settleTimeout bounds one settle request of the consumer, retries included.
@@ -66,6 +70,12 @@ const minReceiveBackoff = 100 * time.Millisecond
 //     nothing more is sent for that message; it will be delivered again.
 //   - Handlers get a context that is not cancelled with ctx (it carries
 //     ctx's values): a shutdown lets them finish.
+//   - On a FIFO queue, the server never hands out a group's messages while
+//     a batch of it is in flight, and the messages of one group that a
+//     receive returns (MaxMessagesPerGroup) are handled one at a time, in
+//     order, each settled before the next starts; when one fails, it and
+//     the rest of its group's batch are nacked, so they come back in order.
+//     No two messages of one group are ever handled at once.
 //
 // When ctx is done, Consume stops receiving (a receive in flight is
 // abandoned), waits for running handlers (up to ShutdownTimeout, then
@@ -140,7 +150,8 @@ receiving:
 			}
 		}
 		msgs, err := c.Receive(ctx, queue, ReceiveOptions{MaxMessages: n,
-			VisibilitySeconds: &o.VisibilitySeconds, WaitSeconds: &o.WaitSeconds})
+			VisibilitySeconds: &o.VisibilitySeconds, WaitSeconds: &o.WaitSeconds,
+			MaxMessagesPerGroup: o.MaxMessagesPerGroup})
 		for range n - len(msgs) {
 			<-slots
 		}
@@ -178,10 +189,9 @@ receiving:
 			continue
 		}
 		failures = 0
-		for _, m := range msgs {
+		for _, run := range groupRuns(msgs) {
 			wg.Go(func() {
-				defer func() { <-slots }()
-				c.process(handlerCtx, bg, m, handler, lease, log)
+				c.processRun(handlerCtx, bg, run, handler, lease, log, func() { <-slots })
 			})
 		}
 	}
@@ -204,9 +214,62 @@ receiving:
 	return fatal
 }
 
+// groupRuns splits a receive's messages into what must be handled in order:
+// the consecutive messages of one FIFO group (a receive returns them group
+// by group), or a single message.
+func groupRuns(msgs []*Received) [][]*Received {
+	var runs [][]*Received
+	for i, m := range msgs {
+		if i > 0 && m.GroupID != "" && m.GroupID == msgs[i-1].GroupID {
+			runs[len(runs)-1] = append(runs[len(runs)-1], m)
+			continue
+		}
+		runs = append(runs, []*Received{m})
+	}
+	return runs
+}
+
+// processRun handles a run's messages one after another, calling done as
+// each is settled. The messages waiting their turn keep their lease. After
+// a message whose handler failed, the rest of the run is nacked unhandled:
+// handling them would put them before it.
+func (c *Client) processRun(handlerCtx, bg context.Context, run []*Received, handler Handler, lease time.Duration, log *slog.Logger, done func()) {
+	stops := make([]func(), len(run))
+	for i, m := range run[1:] {
+		hbCtx, stop := context.WithCancel(bg)
+		hbDone := make(chan struct{})
+		go func() {
+			defer close(hbDone)
+			heartbeat(hbCtx, m, lease, log)
+		}()
+		stops[i+1] = func() { stop(); <-hbDone }
+	}
+	for i, m := range run {
+		if stops[i] != nil {
+			stops[i]() // its own heartbeat takes over in process
+		}
+		ok := c.process(handlerCtx, bg, m, handler, lease, log)
+		done()
+		if !ok && i+1 < len(run) {
+			rest := run[i+1:]
+			for _, stop := range stops[i+1:] {
+				stop()
+			}
+			log.Warn("skipq: a message of the group failed; nacking the rest of its batch to keep the group's order",
+				"groupId", m.GroupID, "nacked", len(rest))
+			c.nackAll(bg, rest, log)
+			for range rest {
+				done()
+			}
+			return
+		}
+	}
+}
+
 // process runs the handler on one message while heartbeating its lease, then
-// settles it unless it was settled already.
-func (c *Client) process(handlerCtx, bg context.Context, m *Received, handler Handler, lease time.Duration, log *slog.Logger) {
+// settles it unless it was settled already. It reports whether the handler
+// succeeded.
+func (c *Client) process(handlerCtx, bg context.Context, m *Received, handler Handler, lease time.Duration, log *slog.Logger) bool {
 	log = log.With("messageId", m.MessageID, "receiveCount", m.ReceiveCount)
 	hbCtx, stopHeartbeat := context.WithCancel(bg)
 	hbDone := make(chan struct{})
@@ -219,7 +282,7 @@ func (c *Client) process(handlerCtx, bg context.Context, m *Received, handler Ha
 	<-hbDone // no extend is in flight once the message is settled
 
 	if m.done() {
-		return // the handler settled it, or its lease was lost (logged)
+		return err == nil // the handler settled it, or its lease was lost (logged)
 	}
 	ctx, cancel := context.WithTimeout(bg, settleTimeout)
 	defer cancel()
@@ -227,12 +290,13 @@ func (c *Client) process(handlerCtx, bg context.Context, m *Received, handler Ha
 		if err := m.Ack(ctx); err != nil {
 			log.Error("skipq: ack failed; the message will be delivered again", "err", err)
 		}
-		return
+		return true
 	}
 	log.Warn("skipq: handler failed; nacking", "err", err)
 	if err := m.Nack(ctx); err != nil {
 		log.Error("skipq: nack failed; the message becomes available when its lease ends", "err", err)
 	}
+	return false
 }
 
 // runHandler calls handler, turning a panic into an error.
