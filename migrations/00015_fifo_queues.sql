@@ -1200,7 +1200,84 @@ BEGIN
 END $$;
 -- +goose StatementEnd
 
+-- skipq.receive (SQL consumer API) claims a FIFO queue by its groups;
+-- max_messages_per_group is 1 to 10, as over HTTP.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.receive(
+    queue_name text, max_messages integer DEFAULT 1, visibility_seconds integer DEFAULT NULL,
+    max_messages_per_group integer DEFAULT 1, tenant text DEFAULT 'default')
+RETURNS TABLE (receipt_handle text, queue text, message_id text, sequence bigint,
+               group_id text, client_id text, metadata text, body bytea, body_is_binary boolean,
+               tags jsonb, sent_at timestamptz, first_received_at timestamptz,
+               receive_count integer, visible_until timestamptz, delayed_to timestamptz,
+               expires_at timestamptz, re_routed_from text, dead_lettered_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM skipq.check(receive.tenant IS NOT NULL AND receive.tenant <> '', 'tenant must not be empty');
+    PERFORM skipq.check_queue_name('queue_name', queue_name);
+    PERFORM skipq.check(max_messages BETWEEN 1 AND 1024, 'max_messages must be between 1 and 1024');
+    PERFORM skipq.check(visibility_seconds IS NULL OR visibility_seconds BETWEEN 1 AND 43200,
+                        'visibility_seconds must be between 1 and 43200');
+    PERFORM skipq.check(max_messages_per_group BETWEEN 1 AND 10, 'max_messages_per_group must be between 1 and 10');
+    IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.tenant = receive.tenant AND q.name = queue_name AND q.fifo) THEN
+        -- A FIFO queue: groups in rotation, each group's run in order, as
+        -- the claim returns them.
+        RETURN QUERY
+        SELECT translate(encode(int8send(m.queue_id) || int8send(m.sequence) || m.lease_token, 'base64'), '+/', '-_'),
+               queue_name, m.message_id, m.sequence,
+               m.group_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at,
+               m.first_received_at, m.receive_count, m.visible_at, m.delayed_to, m.expires_at,
+               m.re_routed_from, m.dead_lettered_at
+        FROM skipq.message_claim_grouped(receive.tenant, queue_name, NULL, visibility_seconds, max_messages,
+                                         max_messages_per_group, 9223372036854775807, 0, 'claim') m;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    -- The handle as service/receipt.go encodes it (base64url, no padding;
+    -- 48 bytes give 64 characters, under encode()'s 76 per line).
+    SELECT translate(encode(int8send(m.queue_id) || int8send(m.sequence) || m.lease_token, 'base64'), '+/', '-_'),
+           queue_name, m.message_id, m.sequence,
+           NULL::text, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at,
+           m.first_received_at, m.receive_count, m.visible_at, m.delayed_to, m.expires_at,
+           m.re_routed_from, m.dead_lettered_at
+    FROM skipq.message_claim(receive.tenant, queue_name, NULL, visibility_seconds, max_messages,
+                             9223372036854775807, 0) m
+    ORDER BY m.sequence;
+END $$;
+-- +goose StatementEnd
+
 -- +goose Down
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.receive(
+    queue_name text, max_messages integer DEFAULT 1, visibility_seconds integer DEFAULT NULL,
+    max_messages_per_group integer DEFAULT 1, tenant text DEFAULT 'default')
+RETURNS TABLE (receipt_handle text, queue text, message_id text, sequence bigint,
+               group_id text, client_id text, metadata text, body bytea, body_is_binary boolean,
+               tags jsonb, sent_at timestamptz, first_received_at timestamptz,
+               receive_count integer, visible_until timestamptz, delayed_to timestamptz,
+               expires_at timestamptz, re_routed_from text, dead_lettered_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM skipq.check(receive.tenant IS NOT NULL AND receive.tenant <> '', 'tenant must not be empty');
+    PERFORM skipq.check_queue_name('queue_name', queue_name);
+    PERFORM skipq.check(max_messages BETWEEN 1 AND 1024, 'max_messages must be between 1 and 1024');
+    PERFORM skipq.check(visibility_seconds IS NULL OR visibility_seconds BETWEEN 1 AND 43200,
+                        'visibility_seconds must be between 1 and 43200');
+    PERFORM skipq.check(max_messages_per_group >= 1, 'max_messages_per_group must be at least 1');
+    RETURN QUERY
+    -- The handle as service/receipt.go encodes it (base64url, no padding;
+    -- 48 bytes give 64 characters, under encode()'s 76 per line).
+    SELECT translate(encode(int8send(m.queue_id) || int8send(m.sequence) || m.lease_token, 'base64'), '+/', '-_'),
+           queue_name, m.message_id, m.sequence,
+           NULL::text, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at,
+           m.first_received_at, m.receive_count, m.visible_at, m.delayed_to, m.expires_at,
+           m.re_routed_from, m.dead_lettered_at
+    FROM skipq.message_claim(receive.tenant, queue_name, NULL, visibility_seconds, max_messages,
+                             9223372036854775807, 0) m
+    ORDER BY m.sequence;
+END $$;
+-- +goose StatementEnd
+
 DROP FUNCTION skipq.message_claim_grouped(text, text, timestamptz, integer, integer, integer, bigint, bigint, text);
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.message_ack(p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[])

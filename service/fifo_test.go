@@ -301,3 +301,30 @@ func TestFIFOConcurrentConsumersKeepGroupsExclusiveAndOrdered(t *testing.T) {
 		t.Fatalf("%d groups processed, want %d", len(processed), groups)
 	}
 }
+
+// The SQL consumer API's receive serves a FIFO queue by its groups, as a
+// receive over HTTP does: rotation, runs of max_messages_per_group, group_id.
+func TestFIFOSQLReceive(t *testing.T) {
+	svc, _, pool := newService(t)
+	f := fifoFixture{t: t, svc: svc, queue: "sqlfifo"}
+	f.send("A:A1", "A:A2", "A:A3", "B:B1")
+	rows, err := pool.Query(context.Background(),
+		`SELECT group_id, convert_from(body, 'UTF8') FROM skipq.receive('sqlfifo', 10, NULL, 2)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var g, body string
+		if err := rows.Scan(&g, &body); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, g+":"+body)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"A:A1", "A:A2", "B:B1"}; !slices.Equal(got, want) {
+		t.Fatalf("SQL receive got %v, want %v", got, want)
+	}
+}
