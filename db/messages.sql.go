@@ -379,7 +379,7 @@ type MessageClaimGroupedParams struct {
 // A receive on a FIFO queue (@mode 'claim', 'delete' for autoAck, 'peek'):
 // up to @max_messages messages, at most @max_per_group from each receivable
 // group, groups in rotation order; skipq.message_claim_grouped
-// (migrations/00015_fifo_queues.sql). Rows come back in answer order.
+// (migrations/00016_fifo_queues.sql). Rows come back in answer order.
 func (q *Queries) MessageClaimGrouped(ctx context.Context, arg MessageClaimGroupedParams) ([]SkipqMessage, error) {
 	rows, err := q.db.Query(ctx, messageClaimGrouped,
 		arg.Tenant,

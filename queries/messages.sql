@@ -34,7 +34,7 @@ SELECT * FROM skipq.message_claim_and_delete(@tenant::text, @queue::text, sqlc.n
 -- A receive on a FIFO queue (@mode 'claim', 'delete' for autoAck, 'peek'):
 -- up to @max_messages messages, at most @max_per_group from each receivable
 -- group, groups in rotation order; skipq.message_claim_grouped
--- (migrations/00015_fifo_queues.sql). Rows come back in answer order.
+-- (migrations/00016_fifo_queues.sql). Rows come back in answer order.
 SELECT * FROM skipq.message_claim_grouped(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
     sqlc.narg('visibility_seconds')::integer, @max_messages::integer, @max_per_group::integer,
     @max_response_bytes::bigint, @message_overhead::bigint, @mode::text);
