@@ -90,16 +90,15 @@ WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 cleared AS (DELETE FROM skipq.queue_counts)
 INSERT INTO skipq.queue_counts (queue_id, tenant, name, available, delayed, in_flight, oldest_available_at, counted_at)
 SELECT q.id, q.tenant, q.name,
-    count(m.sequence) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count),
-    count(m.sequence) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL),
-    count(m.sequence) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
-                                 OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count)),
-    min(coalesce(m.delayed_to, m.sent_at)) FILTER (
-        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count),
+    count(m.sequence) FILTER (WHERE s.state = 'available'),
+    count(m.sequence) FILTER (WHERE s.state = 'delayed'),
+    count(m.sequence) FILTER (WHERE s.state = 'in_flight'),
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available'),
     t.now
 FROM skipq.queues q
 CROSS JOIN t
 LEFT JOIN skipq.messages m ON m.queue_id = q.id AND (m.expires_at IS NULL OR m.expires_at > t.now)
+LEFT JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s ON true
 GROUP BY q.id, q.tenant, q.name, t.now
 `
 
@@ -238,13 +237,12 @@ func (q *Queries) QueueList(ctx context.Context, arg QueueListParams) ([]SkipqQu
 const queueStats = `-- name: QueueStats :one
 WITH t AS (SELECT coalesce($2::timestamptz, clock_timestamp()) AS now)
 SELECT
-    count(*) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count)::bigint AS available,
-    count(*) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL)::bigint AS delayed,
-    count(*) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
-                        OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count))::bigint AS in_flight,
-    min(coalesce(m.delayed_to, m.sent_at)) FILTER (
-        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at
-FROM skipq.messages m, t
+    count(*) FILTER (WHERE s.state = 'available')::bigint AS available,
+    count(*) FILTER (WHERE s.state = 'delayed')::bigint AS delayed,
+    count(*) FILTER (WHERE s.state = 'in_flight')::bigint AS in_flight,
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available') AS oldest_available_at
+FROM skipq.messages m, t,
+     LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s
 WHERE m.queue_id = $1
   AND (m.expires_at IS NULL OR m.expires_at > t.now)
 `
