@@ -74,33 +74,38 @@ func (s *Service) PutQueue(ctx context.Context, tenant, name string, in QueueSet
 	if err := s.checkQueueType(ctx, tenant, name, in); err != nil {
 		return Queue{}, false, err
 	}
-	row, err := s.q.QueueUpsert(ctx, db.QueueUpsertParams{
-		Tenant:             tenant,
-		Name:               name,
-		VisibilitySeconds:  int32Ptr(in.VisibilitySeconds),
-		ReceiveWaitSeconds: int32Ptr(in.ReceiveWaitSeconds),
-		DelaySeconds:       int32Ptr(in.DelaySeconds),
-		ExpirationSeconds:  int32Ptr(in.ExpirationSeconds),
-		MaxReceiveCount:    int32Ptr(in.MaxReceiveCount),
-		DeadLetterQueue:    in.DeadLetterQueue,
-		DedupWindowSeconds: int32Ptr(in.DedupWindowSeconds),
-		Fifo:               in.FIFO,
+	var row db.SkipqQueue
+	err = s.inTx(ctx, func(tx *db.Queries) error {
+		inserted, err := tx.QueueInsert(ctx, db.QueueInsertParams{Tenant: tenant, Name: name,
+			Fifo: in.FIFO != nil && *in.FIFO})
+		if err != nil {
+			return err
+		}
+		created = inserted == 1
+		row, err = tx.QueueSettingsUpdate(ctx, db.QueueSettingsUpdateParams{
+			Tenant:             tenant,
+			Name:               name,
+			VisibilitySeconds:  int32Ptr(in.VisibilitySeconds),
+			ReceiveWaitSeconds: int32Ptr(in.ReceiveWaitSeconds),
+			DelaySeconds:       int32Ptr(in.DelaySeconds),
+			ExpirationSeconds:  int32Ptr(in.ExpirationSeconds),
+			MaxReceiveCount:    int32Ptr(in.MaxReceiveCount),
+			DeadLetterQueue:    in.DeadLetterQueue,
+			DedupWindowSeconds: int32Ptr(in.DedupWindowSeconds),
+			Fifo:               in.FIFO,
+		})
+		if errors.Is(db.NotFound(err), db.ErrNotFound) {
+			// The queue exists with the other type (created meanwhile): the
+			// update changed nothing, and the transaction stores nothing.
+			return Invalid(Issue{Path: "fifo", Message: "cannot change: fifo is fixed when the queue is created"})
+		}
+		return err
 	})
-	if errors.Is(db.NotFound(err), db.ErrNotFound) {
-		// The queue exists with the other type: the update changed nothing.
-		return Queue{}, false, Invalid(Issue{Path: "fifo", Message: "cannot change: fifo is fixed when the queue is created"})
-	}
 	if err != nil {
 		return Queue{}, false, fromDB("put queue", err)
 	}
 	s.kinds.set(tenant, name, row.Fifo)
-	return queueFromRow(db.SkipqQueue{
-		ID: row.ID, Tenant: row.Tenant, Name: row.Name, VisibilitySeconds: row.VisibilitySeconds,
-		ReceiveWaitSeconds: row.ReceiveWaitSeconds, DelaySeconds: row.DelaySeconds,
-		ExpirationSeconds: row.ExpirationSeconds, MaxReceiveCount: row.MaxReceiveCount,
-		DeadLetterQueue: row.DeadLetterQueue, DedupWindowSeconds: row.DedupWindowSeconds,
-		CreatedAt: row.CreatedAt, Fifo: row.Fifo,
-	}), row.Created, nil
+	return queueFromRow(row), created, nil
 }
 
 // checkQueueType refuses what the queue's type cannot have: a change of
