@@ -205,17 +205,17 @@ func TestSQLProducerMayExecuteOnlySendAndSendBatch(t *testing.T) {
 	producer, producerURL := loginRole(t, n.DB, "skipq_producer")
 
 	_, err := connect(t, producerURL).Exec(ctx, `SELECT * FROM skipq.enqueue('q', ARRAY['\x01'::bytea], true, '', '{}',
-		NULL, NULL, NULL, NULL, NULL, '', 'default')`)
+		NULL, NULL, NULL, NULL, NULL, '', 'default', NULL)`)
 	wantSQLState(t, "a producer calling skipq.enqueue", err, "42501")
 
 	executable := executableBy(t, admin, producer)
 	want := []string{
-		"skipq.send(text,bytea,text,jsonb,integer,integer,integer,text,text,text,text)",
-		"skipq.send(text,jsonb,text,jsonb,integer,integer,integer,text,text,text,text)",
-		"skipq.send(text,text,text,jsonb,integer,integer,integer,text,text,text,text)",
-		"skipq.send_batch(text,bytea[],text,jsonb,integer,integer,integer,text,text[],text,text)",
-		"skipq.send_batch(text,jsonb[],text,jsonb,integer,integer,integer,text,text[],text,text)",
-		"skipq.send_batch(text,text[],text,jsonb,integer,integer,integer,text,text[],text,text)",
+		"skipq.send(text,bytea,text,jsonb,integer,integer,integer,text,text,text,text,text)",
+		"skipq.send(text,jsonb,text,jsonb,integer,integer,integer,text,text,text,text,text)",
+		"skipq.send(text,text,text,jsonb,integer,integer,integer,text,text,text,text,text)",
+		"skipq.send_batch(text,bytea[],text,jsonb,integer,integer,integer,text,text[],text,text,text[])",
+		"skipq.send_batch(text,jsonb[],text,jsonb,integer,integer,integer,text,text[],text,text,text[])",
+		"skipq.send_batch(text,text[],text,jsonb,integer,integer,integer,text,text[],text,text,text[])",
 	}
 	if !slices.Equal(executable, want) {
 		t.Errorf("a skipq_producer may execute\n  %s\nwant exactly\n  %s", strings.Join(executable, "\n  "), strings.Join(want, "\n  "))

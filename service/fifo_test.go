@@ -328,3 +328,35 @@ func TestFIFOSQLReceive(t *testing.T) {
 		t.Fatalf("SQL receive got %v, want %v", got, want)
 	}
 }
+
+// The SQL send takes groups with the HTTP API's rules: a grouped send
+// creates a FIFO queue; a FIFO queue refuses a send without a group, a
+// standard one a send with one (22023, nothing stored); sends to one group
+// are delivered in order.
+func TestFIFOSQLSend(t *testing.T) {
+	svc, _, pool := newService(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `SELECT skipq.send('sqlsend', 'one', group_id => 'g');
+		SELECT skipq.send_batch('sqlsend', ARRAY['two', 'three'], group_ids => ARRAY['g', 'h'])`); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{
+		`SELECT skipq.send('sqlsend', 'no group')`,
+		`SELECT skipq.send_batch('sqlsend', ARRAY['a', 'b'], group_ids => ARRAY['g', NULL])`,
+		`SELECT skipq.send('sqlsend', 'bad group', group_id => 'no spaces')`,
+		`SELECT skipq.send('plain', 'x'); SELECT skipq.send('plain', 'grouped', group_id => 'g')`,
+	} {
+		_, err := pool.Exec(ctx, bad)
+		if err == nil || !strings.Contains(err.Error(), "22023") {
+			t.Errorf("%s: %v, want SQLSTATE 22023", bad, err)
+		}
+	}
+	f := fifoFixture{t: t, svc: svc, queue: "sqlsend"}
+	q, err := svc.GetQueue(ctx, "default", "sqlsend")
+	if err != nil || !q.FIFO || q.Stats.Available+q.Stats.Delayed+q.Stats.InFlight != 3 || q.Stats.Groups != 2 {
+		t.Fatalf("the queue a grouped SQL send created: %+v %v", q, err)
+	}
+	if got := f.receive(10, 10); bodies(got) != "one two three" {
+		t.Fatalf("received %q, want one two three", bodies(got))
+	}
+}
