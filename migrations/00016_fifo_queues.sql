@@ -130,13 +130,14 @@ END $$;
 -- with their message locks held. It locks the group rows in key order,
 -- then, in fresh statements (so it sees a settle of the same group that
 -- committed while it waited):
--- - makes each group receivable whose first ten messages hold none in
---   flight (claims take a run from the group's first message, at most ten,
---   only while none is in flight, so in-flight ones are always among the
---   first ten), and returns how many groups it made receivable per queue,
 -- - deletes the rows of groups left without messages, unless a sender of
 --   the group holds its advisory lock (then the sender's message will be
---   there; a try-lock, as a settle must not wait for a send).
+--   there; a try-lock, as a settle must not wait for a send),
+-- - makes each other group receivable whose first ten messages hold none
+--   in flight (claims take a run from the group's first message, at most
+--   ten, only while none is in flight, so in-flight ones are always among
+--   the first ten), and returns how many groups it made receivable per
+--   queue.
 -- +goose StatementBegin
 CREATE FUNCTION skipq.group_release(p_queue_ids bigint[], p_group_ids text[])
 RETURNS TABLE (queue_id bigint, freed integer)
@@ -148,8 +149,10 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_q bigint[];
-    v_g text[];
+    v_q  bigint[];
+    v_g  text[];
+    v_eq bigint[];
+    v_eg text[];
 BEGIN
     SELECT array_agg(k.q ORDER BY k.q, k.g), array_agg(k.g ORDER BY k.q, k.g) INTO v_q, v_g
     FROM (SELECT DISTINCT u.q, u.g FROM unnest(p_queue_ids, p_group_ids) AS u(q, g) WHERE u.g IS NOT NULL) k;
@@ -158,7 +161,23 @@ BEGIN
     END IF;
     PERFORM 1 FROM unnest(v_q, v_g) AS k(q, g)
     CROSS JOIN LATERAL (SELECT 1 FROM skipq.message_groups x
-                        WHERE x.queue_id = k.q AND x.group_id = k.g FOR NO KEY UPDATE) x;
+                        WHERE x.queue_id = k.q AND x.group_id = k.g FOR UPDATE) x;
+
+    -- Groups left empty go first: no lease to end on a row about to go.
+    SELECT array_agg(k.q), array_agg(k.g) INTO v_eq, v_eg
+    FROM unnest(v_q, v_g) AS k(q, g)
+    WHERE CASE WHEN NOT skipq.group_has_messages(k.q, k.g)
+               THEN pg_try_advisory_xact_lock(skipq.group_lock_key(k.q, k.g)) ELSE false END;
+    IF v_eq IS NOT NULL THEN
+        -- A new snapshot, taken after the try-locks: a sender that held
+        -- one committed before, and its message is seen here.
+        DELETE FROM skipq.message_groups x
+        USING unnest(v_eq, v_eg) AS k(q, g)
+        WHERE x.queue_id = k.q AND x.group_id = k.g
+          AND NOT skipq.group_has_messages(k.q, k.g);
+    END IF;
+
+    -- The others (the rows just deleted are gone for this statement).
     RETURN QUERY
     WITH freed AS (
         UPDATE skipq.message_groups x SET leased_until = '-infinity'
@@ -174,19 +193,6 @@ BEGIN
         RETURNING x.queue_id
     )
     SELECT f.queue_id, count(*)::integer FROM freed f GROUP BY f.queue_id;
-
-    SELECT array_agg(k.q), array_agg(k.g) INTO v_q, v_g
-    FROM unnest(v_q, v_g) AS k(q, g)
-    WHERE CASE WHEN NOT skipq.group_has_messages(k.q, k.g)
-               THEN pg_try_advisory_xact_lock(skipq.group_lock_key(k.q, k.g)) ELSE false END;
-    IF v_q IS NOT NULL THEN
-        -- A new snapshot, taken after the try-locks: a sender that held
-        -- one committed before, and its message is seen here.
-        DELETE FROM skipq.message_groups x
-        USING unnest(v_q, v_g) AS k(q, g)
-        WHERE x.queue_id = k.q AND x.group_id = k.g
-          AND NOT skipq.group_has_messages(k.q, k.g);
-    END IF;
 END $$;
 -- +goose StatementEnd
 
@@ -1200,7 +1206,7 @@ BEGIN
 END $$;
 -- +goose StatementEnd
 
--- skipq.receive (SQL consumer API) claims a FIFO queue by its groups;
+-- skipq.receive (SQL consumer API) claims a FIFO queue by its groups:
 -- max_messages_per_group is 1 to 10, as over HTTP.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.receive(
