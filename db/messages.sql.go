@@ -47,6 +47,23 @@ func (q *Queries) GroupPrune(ctx context.Context, maxGroups int32) (int32, error
 	return pruned, err
 }
 
+const groupRelease = `-- name: GroupRelease :exec
+SELECT count(*) FROM skipq.group_release($1::bigint[], $2::text[])
+`
+
+type GroupReleaseParams struct {
+	QueueIds []int64
+	GroupIds []string
+}
+
+// The groups of messages that left flight or the queue outside a settle
+// (an operator delete): their leases end if nothing else of them is in
+// flight, and empty ones go (skipq.group_release).
+func (q *Queries) GroupRelease(ctx context.Context, arg GroupReleaseParams) error {
+	_, err := q.db.Exec(ctx, groupRelease, arg.QueueIds, arg.GroupIds)
+	return err
+}
+
 const messageAckByReceipt = `-- name: MessageAckByReceipt :many
 SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token, (a.group_id IS NOT NULL)::boolean AS grouped
 FROM skipq.message_ack($1::bigint[], $2::bigint[], $3::bytea[]) a
@@ -613,7 +630,7 @@ const messageDeleteByID = `-- name: MessageDeleteByID :one
 WITH gone AS (
     DELETE FROM skipq.messages m
     WHERE m.queue_id = $1 AND m.message_id = $2
-    RETURNING m.queue_id, m.sequence, m.ready
+    RETURNING m.queue_id, m.sequence, m.ready, m.group_id
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -621,7 +638,7 @@ WITH gone AS (
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
                             WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
 )
-SELECT count(*)::bigint AS deleted FROM gone
+SELECT count(*)::bigint AS deleted, coalesce(min(gone.group_id), '')::text AS group_id FROM gone
 `
 
 type MessageDeleteByIDParams struct {
@@ -629,13 +646,19 @@ type MessageDeleteByIDParams struct {
 	MessageID string
 }
 
+type MessageDeleteByIDRow struct {
+	Deleted int64
+	GroupID string
+}
+
 // Operator delete of one message (and its ready row); its receipt handles go
-// stale with it. Returns how many messages (0 or 1).
-func (q *Queries) MessageDeleteByID(ctx context.Context, arg MessageDeleteByIDParams) (int64, error) {
+// stale with it. Returns how many messages (0 or 1), and the message's
+// group (” for none), whose lease may end with it (GroupRelease).
+func (q *Queries) MessageDeleteByID(ctx context.Context, arg MessageDeleteByIDParams) (MessageDeleteByIDRow, error) {
 	row := q.db.QueryRow(ctx, messageDeleteByID, arg.QueueID, arg.MessageID)
-	var deleted int64
-	err := row.Scan(&deleted)
-	return deleted, err
+	var i MessageDeleteByIDRow
+	err := row.Scan(&i.Deleted, &i.GroupID)
+	return i, err
 }
 
 const messageDeleteByQueue = `-- name: MessageDeleteByQueue :one

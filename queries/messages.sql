@@ -293,11 +293,12 @@ WHERE m.queue_id = @queue_id AND m.message_id = @message_id
 
 -- name: MessageDeleteByID :one
 -- Operator delete of one message (and its ready row); its receipt handles go
--- stale with it. Returns how many messages (0 or 1).
+-- stale with it. Returns how many messages (0 or 1), and the message's
+-- group ('' for none), whose lease may end with it (GroupRelease).
 WITH gone AS (
     DELETE FROM skipq.messages m
     WHERE m.queue_id = @queue_id AND m.message_id = @message_id
-    RETURNING m.queue_id, m.sequence, m.ready
+    RETURNING m.queue_id, m.sequence, m.ready, m.group_id
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -305,7 +306,13 @@ WITH gone AS (
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
                             WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
 )
-SELECT count(*)::bigint AS deleted FROM gone;
+SELECT count(*)::bigint AS deleted, coalesce(min(gone.group_id), '')::text AS group_id FROM gone;
+
+-- name: GroupRelease :exec
+-- The groups of messages that left flight or the queue outside a settle
+-- (an operator delete): their leases end if nothing else of them is in
+-- flight, and empty ones go (skipq.group_release).
+SELECT count(*) FROM skipq.group_release(@queue_ids::bigint[], @group_ids::text[]);
 
 -- name: MessageDeadLetteredList :many
 -- GET /v1/dlq: a tenant's dead-lettered messages, newest deadLetteredAt

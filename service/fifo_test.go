@@ -360,3 +360,20 @@ func TestFIFOSQLSend(t *testing.T) {
 		t.Fatalf("received %q, want one two three", bodies(got))
 	}
 }
+
+// An operator delete of a group's message in flight ends the group's lease
+// (SPEC §12: deleted messages unblock their group).
+func TestFIFODeleteUnblocksItsGroup(t *testing.T) {
+	f := newFIFO(t, "del", service.QueueSettings{})
+	f.send("A:A1", "A:A2")
+	held := f.receive(1, 1)
+	if bodies(held) != "A1" {
+		t.Fatalf("got %q", bodies(held))
+	}
+	if err := f.svc.DeleteMessage(context.Background(), "default", "del", held[0].MessageID); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.receive(1, 1); bodies(got) != "A2" {
+		t.Fatalf("after the delete a receive got %q, want A2", bodies(got))
+	}
+}

@@ -105,12 +105,20 @@ func (s *Service) DeleteMessage(ctx context.Context, tenant, queue, messageID st
 	if err != nil {
 		return err
 	}
-	n, err := s.q.MessageDeleteByID(ctx, db.MessageDeleteByIDParams{QueueID: q.ID, MessageID: messageID})
+	gone, err := s.q.MessageDeleteByID(ctx, db.MessageDeleteByIDParams{QueueID: q.ID, MessageID: messageID})
 	if err != nil {
 		return fromDB("delete message", err)
 	}
-	if n == 0 {
+	if gone.Deleted == 0 {
 		return notFound("message %q is not in queue %q", messageID, queue)
+	}
+	if gone.GroupID != "" {
+		// A FIFO message: its group may take its next message now.
+		err := s.q.GroupRelease(ctx, db.GroupReleaseParams{QueueIds: []int64{q.ID}, GroupIds: []string{gone.GroupID}})
+		if err != nil {
+			return fromDB("delete message", err)
+		}
+		s.hub.Publish(q.ID, 1)
 	}
 	return nil
 }
