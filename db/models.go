@@ -19,14 +19,15 @@ type SkipqApiKey struct {
 }
 
 type SkipqDedupKey struct {
-	QueueID     int64
-	MessageID   string
-	ContentHash []byte
-	Sequence    int64
-	SentAt      time.Time
-	DelayedTo   *time.Time
-	ExpiresAt   *time.Time
-	WindowEnds  time.Time
+	QueueID         int64
+	MessageID       string
+	ContentHash     []byte
+	Sequence        int64
+	SentAt          time.Time
+	DelayedTo       *time.Time
+	ExpiresAt       *time.Time
+	WindowEnds      time.Time
+	ResultMessageID *string
 }
 
 type SkipqJobTurn struct {
@@ -78,6 +79,7 @@ type SkipqQueue struct {
 	DedupWindowSeconds int32
 	CreatedAt          time.Time
 	Fifo               bool
+	ContentBasedDedup  bool
 }
 
 type SkipqQueueCount struct {

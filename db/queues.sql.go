@@ -152,7 +152,7 @@ func (q *Queries) QueueDelete(ctx context.Context, arg QueueDeleteParams) (int64
 }
 
 const queueGetByName = `-- name: QueueGetByName :one
-SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo FROM skipq.queues
+SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup FROM skipq.queues
 WHERE tenant = $1 AND name = $2
 `
 
@@ -177,6 +177,7 @@ func (q *Queries) QueueGetByName(ctx context.Context, arg QueueGetByNameParams) 
 		&i.DedupWindowSeconds,
 		&i.CreatedAt,
 		&i.Fifo,
+		&i.ContentBasedDedup,
 	)
 	return i, err
 }
@@ -208,7 +209,7 @@ func (q *Queries) QueueInsert(ctx context.Context, arg QueueInsertParams) (int64
 }
 
 const queueList = `-- name: QueueList :many
-SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo FROM skipq.queues
+SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup FROM skipq.queues
 WHERE tenant = $1
   AND name >= $2::text AND starts_with(name, $2::text)
   AND name > $3::text
@@ -252,6 +253,7 @@ func (q *Queries) QueueList(ctx context.Context, arg QueueListParams) ([]SkipqQu
 			&i.DedupWindowSeconds,
 			&i.CreatedAt,
 			&i.Fifo,
+			&i.ContentBasedDedup,
 		); err != nil {
 			return nil, err
 		}
@@ -271,12 +273,13 @@ UPDATE skipq.queues AS q SET
     expiration_seconds   = coalesce($4::integer, q.expiration_seconds),
     max_receive_count    = coalesce($5::integer, q.max_receive_count),
     dead_letter_queue    = coalesce($6::text, q.dead_letter_queue),
-    dedup_window_seconds = coalesce($7::integer, q.dedup_window_seconds)
-WHERE q.tenant = $8 AND q.name = $9
+    dedup_window_seconds = coalesce($7::integer, q.dedup_window_seconds),
+    content_based_dedup  = coalesce($8::boolean, q.content_based_dedup)
+WHERE q.tenant = $9 AND q.name = $10
   -- fifo is fixed at creation: an update giving the other type changes
   -- nothing and returns no row.
-  AND q.fifo = coalesce($10::boolean, q.fifo)
-RETURNING q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at, q.fifo
+  AND q.fifo = coalesce($11::boolean, q.fifo)
+RETURNING q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at, q.fifo, q.content_based_dedup
 `
 
 type QueueSettingsUpdateParams struct {
@@ -287,6 +290,7 @@ type QueueSettingsUpdateParams struct {
 	MaxReceiveCount    *int32
 	DeadLetterQueue    *string
 	DedupWindowSeconds *int32
+	ContentBasedDedup  *bool
 	Tenant             string
 	Name               string
 	Fifo               *bool
@@ -302,6 +306,7 @@ func (q *Queries) QueueSettingsUpdate(ctx context.Context, arg QueueSettingsUpda
 		arg.MaxReceiveCount,
 		arg.DeadLetterQueue,
 		arg.DedupWindowSeconds,
+		arg.ContentBasedDedup,
 		arg.Tenant,
 		arg.Name,
 		arg.Fifo,
@@ -320,6 +325,7 @@ func (q *Queries) QueueSettingsUpdate(ctx context.Context, arg QueueSettingsUpda
 		&i.DedupWindowSeconds,
 		&i.CreatedAt,
 		&i.Fifo,
+		&i.ContentBasedDedup,
 	)
 	return i, err
 }

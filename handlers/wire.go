@@ -22,6 +22,7 @@ func toQueue(q service.Queue) wire.Queue {
 		DelaySeconds: q.DelaySeconds, ExpirationSeconds: q.ExpirationSeconds,
 		MaxReceiveCount: q.MaxReceiveCount, DeadLetterQueue: q.DeadLetterQueue,
 		DedupWindowSeconds: q.DedupWindowSeconds, FIFO: q.FIFO,
+		ContentBasedDeduplication: q.ContentBasedDeduplication,
 	}
 	if st := q.Stats; st != nil {
 		out.Stats = &wire.QueueStats{

@@ -9,6 +9,6 @@ WHERE (k.queue_id, k.message_id) IN (
     SELECT c.queue_id, c.message_id FROM skipq.dedup_keys c
     WHERE c.window_ends <= coalesce(sqlc.narg('now')::timestamptz, now())
       AND NOT EXISTS (SELECT 1 FROM skipq.messages m
-                      WHERE m.queue_id = c.queue_id AND m.message_id = c.message_id)
+                      WHERE m.queue_id = c.queue_id AND m.message_id = coalesce(c.result_message_id, c.message_id))
     LIMIT @max_keys
     FOR UPDATE SKIP LOCKED);

@@ -22,7 +22,8 @@ UPDATE skipq.queues AS q SET
     expiration_seconds   = coalesce(sqlc.narg('expiration_seconds')::integer, q.expiration_seconds),
     max_receive_count    = coalesce(sqlc.narg('max_receive_count')::integer, q.max_receive_count),
     dead_letter_queue    = coalesce(sqlc.narg('dead_letter_queue')::text, q.dead_letter_queue),
-    dedup_window_seconds = coalesce(sqlc.narg('dedup_window_seconds')::integer, q.dedup_window_seconds)
+    dedup_window_seconds = coalesce(sqlc.narg('dedup_window_seconds')::integer, q.dedup_window_seconds),
+    content_based_dedup  = coalesce(sqlc.narg('content_based_dedup')::boolean, q.content_based_dedup)
 WHERE q.tenant = @tenant AND q.name = @name
   -- fifo is fixed at creation: an update giving the other type changes
   -- nothing and returns no row.

@@ -377,3 +377,38 @@ func TestFIFODeleteUnblocksItsGroup(t *testing.T) {
 		t.Fatalf("after the delete a receive got %q, want A2", bodies(got))
 	}
 }
+
+// SPEC §12 check 8: with contentBasedDeduplication, the same body twice
+// within the window is a duplicate answered with the first messageId and
+// sequence, whatever its metadata or group; in one batch too; a messageId
+// still keys its own message.
+func TestContentBasedDeduplication(t *testing.T) {
+	yes := true
+	f := newFIFO(t, "cbd", service.QueueSettings{ContentBasedDeduplication: &yes})
+	ctx := context.Background()
+	first, err := f.svc.Send(ctx, "default", "cbd", service.MessageInput{Body: "same", GroupID: "g"})
+	if err != nil || first.Duplicate {
+		t.Fatalf("first send: %+v %v", first, err)
+	}
+	again, err := f.svc.Send(ctx, "default", "cbd", service.MessageInput{Body: "same", Metadata: "other", GroupID: "h"})
+	if err != nil || !again.Duplicate || again.MessageID != first.MessageID || again.Sequence != first.Sequence {
+		t.Fatalf("resend of the same body: %+v %v, want a duplicate of %+v", again, err, first)
+	}
+	batch, err := f.svc.SendBatch(ctx, "default", "cbd", []service.MessageInput{
+		{Body: "new", GroupID: "g"}, {Body: "new", GroupID: "g"}, {Body: "same", GroupID: "g", MessageID: "own-id"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if batch[0].Duplicate || !batch[1].Duplicate || batch[1].MessageID != batch[0].MessageID || batch[2].Duplicate {
+		t.Fatalf("batch: %+v", batch)
+	}
+	if got := f.receive(10, 10); bodies(got) != "same new same" {
+		t.Fatalf("stored %q, want same new same", bodies(got))
+	}
+	// A standard queue without the setting keeps every send.
+	for range 2 {
+		if r, err := f.svc.Send(ctx, "default", "plain", service.MessageInput{Body: "same"}); err != nil || r.Duplicate {
+			t.Fatalf("plain send: %+v %v", r, err)
+		}
+	}
+}

@@ -20,7 +20,10 @@ type Queue struct {
 	DeadLetterQueue    string
 	DedupWindowSeconds int
 	FIFO               bool
-	Stats              *QueueStats
+	// ContentBasedDeduplication: a send without a messageId is
+	// deduplicated on its body's SHA-256 for DedupWindowSeconds.
+	ContentBasedDeduplication bool
+	Stats                     *QueueStats
 }
 
 // QueueStats are counted at request time. States are exclusive.
@@ -47,6 +50,8 @@ type QueueSettings struct {
 	DeadLetterQueue    *string
 	DedupWindowSeconds *int
 	FIFO               *bool // fixed at creation
+	// ContentBasedDeduplication: see Queue.
+	ContentBasedDeduplication *bool
 }
 
 func (s *Service) validateSettings(name string, in QueueSettings) error {
@@ -93,6 +98,7 @@ func (s *Service) PutQueue(ctx context.Context, tenant, name string, in QueueSet
 			DeadLetterQueue:    in.DeadLetterQueue,
 			DedupWindowSeconds: int32Ptr(in.DedupWindowSeconds),
 			Fifo:               in.FIFO,
+			ContentBasedDedup:  in.ContentBasedDeduplication,
 		})
 		if errors.Is(db.NotFound(err), db.ErrNotFound) {
 			// The queue exists with the other type (created meanwhile): the
@@ -249,6 +255,8 @@ func queueFromRow(r db.SkipqQueue) Queue {
 		DeadLetterQueue:    r.DeadLetterQueue,
 		DedupWindowSeconds: int(r.DedupWindowSeconds),
 		FIFO:               r.Fifo,
+
+		ContentBasedDeduplication: r.ContentBasedDedup,
 	}
 }
 

@@ -12,22 +12,27 @@ type QueueSettings struct {
 	DeadLetterQueue    *string `json:"deadLetterQueue,omitempty"`    // "" = discard over-limit messages ("")
 	DedupWindowSeconds *int    `json:"dedupWindowSeconds,omitempty"` // how long a messageId is remembered (300)
 	FIFO               *bool   `json:"fifo,omitempty"`               // message groups, fixed at creation (false)
+	// ContentBasedDeduplication: a send without messageId is deduplicated
+	// on its body's SHA-256 for dedupWindowSeconds (false).
+	ContentBasedDeduplication *bool `json:"contentBasedDeduplication,omitempty"`
 }
 
 // Queue is a queue with its settings; Stats only where the route says so
 // (GET of one queue).
 type Queue struct {
-	Name               string      `json:"name"`
-	CreatedAt          Time        `json:"createdAt"`
-	VisibilitySeconds  int         `json:"visibilitySeconds"`
-	ReceiveWaitSeconds int         `json:"receiveWaitSeconds"`
-	DelaySeconds       int         `json:"delaySeconds"`
-	ExpirationSeconds  int         `json:"expirationSeconds"`
-	MaxReceiveCount    int         `json:"maxReceiveCount"`
-	DeadLetterQueue    string      `json:"deadLetterQueue"`
-	DedupWindowSeconds int         `json:"dedupWindowSeconds"`
-	FIFO               bool        `json:"fifo"`
-	Stats              *QueueStats `json:"stats,omitempty"`
+	Name               string `json:"name"`
+	CreatedAt          Time   `json:"createdAt"`
+	VisibilitySeconds  int    `json:"visibilitySeconds"`
+	ReceiveWaitSeconds int    `json:"receiveWaitSeconds"`
+	DelaySeconds       int    `json:"delaySeconds"`
+	ExpirationSeconds  int    `json:"expirationSeconds"`
+	MaxReceiveCount    int    `json:"maxReceiveCount"`
+	DeadLetterQueue    string `json:"deadLetterQueue"`
+	DedupWindowSeconds int    `json:"dedupWindowSeconds"`
+	FIFO               bool   `json:"fifo"`
+	// ContentBasedDeduplication: see QueueSettings.
+	ContentBasedDeduplication bool        `json:"contentBasedDeduplication"`
+	Stats                     *QueueStats `json:"stats,omitempty"`
 }
 
 // QueueStats are a queue's message counts at request time. The states are
