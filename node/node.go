@@ -69,6 +69,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	handler := handlers.New(svc, handlers.Config{
 		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log, Metrics: m,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
+		AuthFailureLimit: cfg.AuthFailureLimit, AuthFailureBurst: cfg.AuthFailureBurst, TrustedProxies: cfg.trustedProxies(),
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
 		// A worker-only node serves no API but answers probes and scrapes.
 		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
