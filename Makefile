@@ -60,8 +60,8 @@ lint:
 # direct (SPEC §1; node/nodetest), run the concurrent packages under the race
 # detector (RACE_PACKAGES), run the fault test once (make chaos's TestChaos,
 # about 50 s: 100,000 messages through killed nodes, two PostgreSQL crashes and
-# terminated backends), run the failover test once (make failover, about
-# 30 s), then stop the shared test cluster and any
+# terminated backends), run the failover and online-migration tests once
+# (make failover, about 1 minute), then stop the shared test cluster and any
 # PgBouncer left in front of it, whether the tests passed or not, keeping the
 # first failure's exit status.
 test: postgres-bin pgbouncer-bin lint
@@ -75,8 +75,8 @@ test: postgres-bin pgbouncer-bin lint
 	go test -race -count=1 -timeout 20m $(RACE_PACKAGES) || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
 	echo "go test -tags chaos -run TestChaos ./chaos/"; \
 	go test -tags chaos -count=1 -timeout 10m -run TestChaos ./chaos/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
-	echo "go test -tags failover -run TestFailover ./chaos/"; \
-	go test -tags failover -count=1 -timeout 5m -run TestFailover ./chaos/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
+	echo "go test -tags failover -run 'TestFailover|TestOnlineMigration' ./chaos/"; \
+	go test -tags failover -count=1 -timeout 10m -run 'TestFailover|TestOnlineMigration' ./chaos/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
 	go run ./devpg/stopcluster $(TEST_CLUSTER) || true; \
 	exit $$status
 
@@ -114,9 +114,14 @@ chaos: postgres-bin
 # acked-then-redelivered message, a 5xx other than 503 with Retry-After, a
 # node that does not send again within 5 s of the promotion, or a listener
 # that did not follow. SKIPQ_FAILOVER_ASYNC=1 runs the control with
-# asynchronous replication (printed, not asserted). See docs/RELIABILITY.md.
+# asynchronous replication (printed, not asserted). Then a rolling upgrade
+# (TestOnlineMigration, ports 22021 and 22031-22033): nodes built from the
+# commit before the newest migration (git archive; needs the repository's
+# history) serve under load while a node of this tree migrates; fails on a
+# non-503 error, a loss, or a migration holding a lock that stops traffic.
+# See docs/RELIABILITY.md and docs/DESIGN.md ("Online migrations").
 failover: postgres-bin
-	go test -tags failover -count=1 -timeout 5m -v -run TestFailover ./chaos/
+	go test -tags failover -count=1 -timeout 10m -v -run 'TestFailover|TestOnlineMigration' ./chaos/
 
 # generate: regenerate db/ from queries/ with sqlc.
 generate:
