@@ -277,6 +277,9 @@ func buildPreviousRelease(t *testing.T, root string) (binary, rev, newest string
 		}
 		return strings.TrimSpace(string(out))
 	}
+	if git("rev-parse", "--is-shallow-repository") == "true" {
+		t.Fatal("the repository is a shallow clone: this test builds the previous release from history (git fetch --unshallow)")
+	}
 	rev = "HEAD"
 	if added := git("log", "--diff-filter=A", "--format=%H", "-n", "1", "--", "migrations/"+newest); added != "" {
 		rev = added + "^"
