@@ -285,6 +285,11 @@ func buildPreviousRelease(t *testing.T, root string) (binary, rev, newest string
 		rev = added + "^"
 	}
 	rev = git("rev-parse", "--short", rev)
+	// Kept between runs (a revision's binary never changes).
+	binary = filepath.Join(root, ".skipq", "previous", "skipq-"+rev)
+	if _, err := os.Stat(binary); err == nil {
+		return binary, rev, newest
+	}
 	src := filepath.Join(t.TempDir(), "previous")
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		t.Fatal(err)
@@ -294,11 +299,13 @@ func buildPreviousRelease(t *testing.T, root string) (binary, rev, newest string
 	if out, err := archive.CombinedOutput(); err != nil {
 		t.Fatalf("git archive %s: %v\n%s", rev, err, out)
 	}
-	binary = filepath.Join(t.TempDir(), "skipq-"+rev)
-	build := exec.Command("go", "build", "-o", binary, "./cmd/skipq")
+	build := exec.Command("go", "build", "-o", binary+".tmp", "./cmd/skipq")
 	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", rev, err, out)
+	}
+	if err := os.Rename(binary+".tmp", binary); err != nil {
+		t.Fatal(err)
 	}
 	return binary, rev, newest
 }
