@@ -184,7 +184,11 @@ func TestOnlineMigration(t *testing.T) {
 	t.Logf("upgrade: starting a node at schema %d on the database at %d (%d sent)", latest, from, sentN.Load())
 	migrateStart := time.Now()
 	newNode.start(t)
-	(&cluster{nodes: []*node{newNode}, http: c.http}).waitReady(ctx, t)
+	// Bounded apart from the run: a node that cannot migrate exits at once,
+	// and its log (dir/node-<port>.log) says why.
+	readyCtx, readyCancel := context.WithTimeout(ctx, 90*time.Second)
+	(&cluster{nodes: []*node{newNode}, http: c.http}).waitReady(readyCtx, t)
+	readyCancel()
 	migrated := time.Since(migrateStart)
 	stopSampling()
 	locks := <-blocking
@@ -258,8 +262,9 @@ func TestOnlineMigration(t *testing.T) {
 }
 
 // buildPreviousRelease builds skipq as it was just before the newest
-// migration of this tree was added: the parent of the commit that added it
-// (HEAD when the migration is not committed yet), from git archive. It
+// migration of this tree was first added: the parent of the commit that
+// added it, under whatever name (HEAD when the migration is not committed
+// yet), from git archive. It
 // returns the binary, that revision and the newest migration's name.
 func buildPreviousRelease(t *testing.T, root string) (binary, rev, newest string) {
 	names, err := fs.Glob(migrations.FS, "*.sql")
@@ -280,9 +285,11 @@ func buildPreviousRelease(t *testing.T, root string) (binary, rev, newest string
 	if git("rev-parse", "--is-shallow-repository") == "true" {
 		t.Fatal("the repository is a shallow clone: this test builds the previous release from history (git fetch --unshallow)")
 	}
+	// --follow: a migration renamed to a new number (to keep them
+	// contiguous) was added when it was first written, under its old name.
 	rev = "HEAD"
-	if added := git("log", "--diff-filter=A", "--format=%H", "-n", "1", "--", "migrations/"+newest); added != "" {
-		rev = added + "^"
+	if added := strings.Fields(git("log", "--follow", "--diff-filter=A", "--format=%H", "--", "migrations/"+newest)); len(added) > 0 {
+		rev = added[len(added)-1] + "^"
 	}
 	rev = git("rev-parse", "--short", rev)
 	// Kept between runs (a revision's binary never changes).
