@@ -224,21 +224,8 @@ func TestChaos(t *testing.T) {
 	work.Wait()
 
 	// Verdict, from the consumers' records and the database's audit.
-	conn, err := pgx.Connect(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	events, err := loadAudit(context.Background(), conn)
-	if err != nil {
-		t.Fatalf("audit: %v", err)
-	}
-	var sentIDs []string
-	sent.Range(func(k, _ any) bool {
-		sentIDs = append(sentIDs, k.(string))
-		return true
-	})
-	v := judge(sentIDs, book, events)
+	v, _, conn := auditVerdict(t, dbURL, &sent, book)
+	ackedThenRedelivered := ackedThenRedelivered(book)
 	var left, multiQueue int64
 	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM skipq.messages").Scan(&left); err != nil {
 		t.Fatal(err)
@@ -247,10 +234,10 @@ func TestChaos(t *testing.T) {
 		"SELECT count(*) FROM (SELECT message_id FROM skipq.messages GROUP BY message_id HAVING count(*) > 1) d").Scan(&multiQueue); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d"+
+	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d acked_then_redelivered=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d"+
 		" server_errors=%d hangs=%d audit_mismatch=%d early_redeliveries=%d early_delayed=%d over_delivered=%d"+
 		" nacks=%d releases=%d requeues=%d dead_lettered=%d delayed=%d\n",
-		sentN.Load(), v.acked, v.lost, v.doubleAcked, book.redeliveries, kills, pgRestarts, terminations, v.acksAnswerLost, left,
+		sentN.Load(), v.acked, v.lost, v.doubleAcked, ackedThenRedelivered, book.redeliveries, kills, pgRestarts, terminations, v.acksAnswerLost, left,
 		c.serverErrors.Load(), c.hangs.Load(), v.auditMismatch, v.earlyRedeliveries, v.earlyDelayed, v.overDelivered,
 		v.nacked, v.released, v.requeued, v.deadLettered, v.delayed)
 	for _, s := range c.samples {
@@ -274,6 +261,8 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("%d deliveries came while the previous delivery's lease was live (see the log)", v.earlyRedeliveries)
 	case v.doubleAcked > 0:
 		t.Fatalf("%d messages acked twice", v.doubleAcked)
+	case ackedThenRedelivered > 0:
+		t.Fatalf("%d deliveries came after a 200 ack of their message", ackedThenRedelivered)
 	case v.auditMismatch > 0:
 		t.Fatalf("%d settles disagree with the audit (see the log)", v.auditMismatch)
 	case left != 0:

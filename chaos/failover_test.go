@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -84,73 +85,17 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("audit: %v", err)
 	}
 
-	loadStart := time.Now()
-	t.Log("nodes ready; load starts")
-	var sent sync.Map // id -> true
-	var sentN atomic.Int64
-	book := newLedger()
-	drained := make(chan struct{})
+	load := &keyedLoad{c: c, book: newLedger(), drained: make(chan struct{})}
 	var work sync.WaitGroup
-	ids := make(chan []string, producers)
-	go func() {
-		for i := 0; i < failoverTotal; i += failoverBatch {
-			batch := make([]string, 0, failoverBatch)
-			for j := i; j < min(i+failoverBatch, failoverTotal); j++ {
-				batch = append(batch, fmt.Sprintf("m-%06d", j))
-			}
-			ids <- batch
-		}
-		close(ids)
-	}()
-	for range producers {
-		work.Go(func() {
-			for batch := range ids {
-				msgs := make([]map[string]any, len(batch))
-				for i, id := range batch {
-					msgs[i] = map[string]any{"body": id, "messageId": id}
-				}
-				for ctx.Err() == nil {
-					if st, _ := c.post(ctx, "/v1/queues/"+queue+"/messages/batch", map[string]any{"messages": msgs}); st == http.StatusCreated {
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-				for _, id := range batch {
-					sent.Store(id, true)
-				}
-				sentN.Add(int64(len(batch)))
-			}
-		})
-	}
-	for i := range consumers {
-		queues := []string{queue}
-		if i == consumers-1 {
-			queues = append(queues, deadLetterQueue)
-		}
-		work.Go(func() {
-			for n := 0; ctx.Err() == nil && !closed(drained); n++ {
-				q := queues[n%len(queues)]
-				st, body := c.post(ctx, "/v1/queues/"+q+"/messages/receive",
-					map[string]any{"maxMessages": 50, "waitSeconds": 1, "visibilitySeconds": leaseSeconds})
-				var got struct {
-					Messages []received `json:"messages"`
-				}
-				if st != http.StatusOK || json.Unmarshal(body, &got) != nil {
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				book.settle(ctx, c, "/v1/receipts/ack", "ack", book.received(q, got.Messages), nil)
-			}
-		})
-	}
+	load.start(ctx, &work, failoverTotal, 0)
 
 	// The fault, once the load runs at full speed: the primary crashes
 	// (postmaster and backends at once, as the OOM killer or a dead host
 	// would) and stays dead; a second later the standby is promoted.
-	for sentN.Load() < failoverTotal/5 && ctx.Err() == nil {
+	for load.sentN.Load() < failoverTotal/5 && ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("fault: kill -9 of the primary's process group after %d sends", sentN.Load())
+	t.Logf("fault: kill -9 of the primary's process group after %d sends", load.sentN.Load())
 	if err := primary.Crash(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -166,12 +111,9 @@ func TestFailover(t *testing.T) {
 	recovered := make([]time.Duration, len(nodes))
 	for i, n := range nodes {
 		work.Go(func() {
-			id := fmt.Sprintf("probe-%d", n.port)
 			for ctx.Err() == nil {
-				st, _ := c.doOn(ctx, n, "POST", "/v1/queues/"+queue+"/messages", map[string]any{"body": id, "messageId": id})
-				if st == http.StatusCreated || st == http.StatusOK {
+				if load.send(ctx, n, []string{fmt.Sprintf("probe-%d", n.port)}) {
 					recovered[i] = time.Since(promoted)
-					sent.Store(id, true)
 					return
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -179,33 +121,9 @@ func TestFailover(t *testing.T) {
 		})
 	}
 
-	for !closed(drained) && ctx.Err() == nil {
-		time.Sleep(time.Second)
-		if sentN.Load() == failoverTotal && !slices.Contains(recovered, 0) && queueEmpty(ctx, dbURL) {
-			close(drained)
-		}
-	}
-	work.Wait()
-	t.Logf("drained %v after the load started", time.Since(loadStart).Round(time.Second))
-	if ctx.Err() != nil {
-		t.Fatalf("the run did not finish in time: %d of %d sent", sentN.Load(), failoverTotal)
-	}
-
-	conn, err := pgx.Connect(context.Background(), standby.URL("skipq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	events, err := loadAudit(context.Background(), conn)
-	if err != nil {
-		t.Fatalf("audit: %v", err)
-	}
-	var sentIDs []string
-	sent.Range(func(k, _ any) bool {
-		sentIDs = append(sentIDs, k.(string))
-		return true
-	})
-	v := judge(sentIDs, book, events)
+	load.drain(ctx, t, dbURL, &work, failoverTotal+len(nodes))
+	book := load.book
+	v, sentIDs, conn := auditVerdict(t, standby.URL("skipq"), &load.sent, book)
 	ackedThenRedelivered := ackedThenRedelivered(book)
 	var left int64
 	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM skipq.messages").Scan(&left); err != nil {
@@ -263,6 +181,101 @@ func TestFailover(t *testing.T) {
 	}
 }
 
+// keyedLoad is the workload of the failover and upgrade tests: producers
+// send keyed messages in batches, retrying each batch with the same ids
+// until a node answers 201; consumers receive from any node and ack in
+// lists, and the ledger records every delivery and ack.
+type keyedLoad struct {
+	c       *cluster
+	book    *ledger
+	drained chan struct{} // closed when everything sent has been acked
+	sent    sync.Map      // id -> true, once a send of it was answered 201
+	sentN   atomic.Int64
+}
+
+// start runs producers sending total messages ("m-000000"…), pausing pace
+// after each batch, and the consumers, on work.
+func (l *keyedLoad) start(ctx context.Context, work *sync.WaitGroup, total int, pace time.Duration) {
+	ids := make(chan []string, producers)
+	go func() {
+		for i := 0; i < total; i += failoverBatch {
+			batch := make([]string, 0, failoverBatch)
+			for j := i; j < min(i+failoverBatch, total); j++ {
+				batch = append(batch, fmt.Sprintf("m-%06d", j))
+			}
+			ids <- batch
+		}
+		close(ids)
+	}()
+	for range producers {
+		work.Go(func() {
+			for batch := range ids {
+				for ctx.Err() == nil && !l.send(ctx, nil, batch) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				time.Sleep(pace)
+			}
+		})
+	}
+	for i := range consumers {
+		queues := []string{queue}
+		if i == consumers-1 {
+			queues = append(queues, deadLetterQueue)
+		}
+		work.Go(func() {
+			for n := 0; ctx.Err() == nil && !closed(l.drained); n++ {
+				q := queues[n%len(queues)]
+				st, body := l.c.post(ctx, "/v1/queues/"+q+"/messages/receive",
+					map[string]any{"maxMessages": 50, "waitSeconds": 1, "visibilitySeconds": leaseSeconds})
+				var got struct {
+					Messages []received `json:"messages"`
+				}
+				if st != http.StatusOK || json.Unmarshal(body, &got) != nil {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				l.book.settle(ctx, l.c, "/v1/receipts/ack", "ack", l.book.received(q, got.Messages), nil)
+			}
+		})
+	}
+}
+
+// send sends ids as one batch, to node n (nil: any), and records them when
+// it was answered 201.
+func (l *keyedLoad) send(ctx context.Context, n *node, ids []string) bool {
+	msgs := make([]map[string]any, len(ids))
+	for i, id := range ids {
+		msgs[i] = map[string]any{"body": id, "messageId": id}
+	}
+	path, body := "/v1/queues/"+queue+"/messages/batch", map[string]any{"messages": msgs}
+	if n == nil {
+		n = l.c.nodes[rand.IntN(len(l.c.nodes))]
+	}
+	if st, _ := l.c.doOn(ctx, n, "POST", path, body); st != http.StatusCreated {
+		return false
+	}
+	for _, id := range ids {
+		l.sent.Store(id, true)
+	}
+	l.sentN.Add(int64(len(ids)))
+	return true
+}
+
+// drain waits until want messages were sent and the queue is empty, then
+// stops the consumers and waits for work.
+func (l *keyedLoad) drain(ctx context.Context, t *testing.T, dbURL string, work *sync.WaitGroup, want int) {
+	for !closed(l.drained) && ctx.Err() == nil {
+		time.Sleep(500 * time.Millisecond)
+		if l.sentN.Load() == int64(want) && queueEmpty(ctx, dbURL) {
+			close(l.drained)
+		}
+	}
+	work.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("the run did not finish in time: %d of %d sent", l.sentN.Load(), want)
+	}
+}
+
 // startPair starts a primary and its streaming standby, synchronous unless
 // told otherwise, under dir, with a database "skipq". Both are durable (never devpg's Fast
 // mode, whose synchronous_commit=off would not wait for the standby).
@@ -317,26 +330,6 @@ func startPair(ctx context.Context, t *testing.T, dir string, synchronous bool) 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// ackedThenRedelivered counts deliveries that came after a delivery of the
-// same message whose ack was answered 200 (and not as stale).
-func ackedThenRedelivered(l *ledger) int {
-	n := 0
-	for _, ds := range l.byMessage {
-		acked := -1
-		for _, d := range ds {
-			if d.action == "ack" && d.outcome == settled && (acked < 0 || d.count < acked) {
-				acked = d.count
-			}
-		}
-		for _, d := range ds {
-			if acked >= 0 && d.count > acked {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 // awaitListeners waits (a little: the listener backs off to 5 s) until want

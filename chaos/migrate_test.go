@@ -4,7 +4,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,84 +102,19 @@ func TestOnlineMigration(t *testing.T) {
 		t.Fatalf("audit: %v", err)
 	}
 
-	var sent sync.Map
-	var sentN atomic.Int64
-	book := newLedger()
-	drained := make(chan struct{})
+	load := &keyedLoad{c: c, book: newLedger(), drained: make(chan struct{})}
 	var work sync.WaitGroup
-	ids := make(chan []string, producers)
-	go func() {
-		for i := 0; i < migrateTotal; i += failoverBatch {
-			batch := make([]string, 0, failoverBatch)
-			for j := i; j < min(i+failoverBatch, migrateTotal); j++ {
-				batch = append(batch, fmt.Sprintf("m-%06d", j))
-			}
-			ids <- batch
-		}
-		close(ids)
-	}()
-	send := func(n *node, batch []string) bool {
-		msgs := make([]map[string]any, len(batch))
-		for i, id := range batch {
-			msgs[i] = map[string]any{"body": id, "messageId": id}
-		}
-		path := "/v1/queues/" + queue + "/messages/batch"
-		var st int
-		if n != nil {
-			st, _ = c.doOn(ctx, n, "POST", path, map[string]any{"messages": msgs})
-		} else {
-			st, _ = c.post(ctx, path, map[string]any{"messages": msgs})
-		}
-		if st != http.StatusCreated {
-			return false
-		}
-		for _, id := range batch {
-			sent.Store(id, true)
-		}
-		sentN.Add(int64(len(batch)))
-		return true
-	}
-	for range producers {
-		work.Go(func() {
-			for batch := range ids {
-				for ctx.Err() == nil && !send(nil, batch) {
-					time.Sleep(50 * time.Millisecond)
-				}
-				// Paced, so that the load spans the migration.
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
-	}
-	for i := range consumers {
-		queues := []string{queue}
-		if i == consumers-1 {
-			queues = append(queues, deadLetterQueue)
-		}
-		work.Go(func() {
-			for n := 0; ctx.Err() == nil && !closed(drained); n++ {
-				q := queues[n%len(queues)]
-				st, body := c.post(ctx, "/v1/queues/"+q+"/messages/receive",
-					map[string]any{"maxMessages": 50, "waitSeconds": 1, "visibilitySeconds": leaseSeconds})
-				var got struct {
-					Messages []received `json:"messages"`
-				}
-				if st != http.StatusOK || json.Unmarshal(body, &got) != nil {
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				book.settle(ctx, c, "/v1/receipts/ack", "ack", book.received(q, got.Messages), nil)
-			}
-		})
-	}
+	// Paced, so that the load spans the migration.
+	load.start(ctx, &work, migrateTotal, 20*time.Millisecond)
 
-	for sentN.Load() < migrateTotal/5 && ctx.Err() == nil {
+	for load.sentN.Load() < migrateTotal/5 && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The upgrade: a node of this tree starts, which migrates.
 	sampling, stopSampling := context.WithCancel(ctx)
 	blocking := make(chan []string, 1)
 	go func() { blocking <- sampleBlockingLocks(sampling, dbURL) }()
-	t.Logf("upgrade: starting a node at schema %d on the database at %d (%d sent)", latest, from, sentN.Load())
+	t.Logf("upgrade: starting a node at schema %d on the database at %d (%d sent)", latest, from, load.sentN.Load())
 	migrateStart := time.Now()
 	newNode.start(t)
 	// Bounded apart from the run: a node that cannot migrate exits at once,
@@ -197,37 +130,14 @@ func TestOnlineMigration(t *testing.T) {
 	// The previous release's nodes serve on the new schema.
 	served := 0
 	for _, n := range oldNodes {
-		if send(n, []string{fmt.Sprintf("after-%d", n.port)}) {
+		if load.send(ctx, n, []string{fmt.Sprintf("after-%d", n.port)}) {
 			served++
 		}
 	}
 
-	for !closed(drained) && ctx.Err() == nil {
-		time.Sleep(500 * time.Millisecond)
-		if sentN.Load() == migrateTotal+int64(served) && queueEmpty(ctx, dbURL) {
-			close(drained)
-		}
-	}
-	work.Wait()
-	if ctx.Err() != nil {
-		t.Fatalf("the run did not finish in time: %d of %d sent", sentN.Load(), migrateTotal)
-	}
-
-	conn, err := pgx.Connect(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	events, err := loadAudit(context.Background(), conn)
-	if err != nil {
-		t.Fatalf("audit: %v", err)
-	}
-	var sentIDs []string
-	sent.Range(func(k, _ any) bool {
-		sentIDs = append(sentIDs, k.(string))
-		return true
-	})
-	v := judge(sentIDs, book, events)
+	load.drain(ctx, t, dbURL, &work, migrateTotal+served)
+	book := load.book
+	v, sentIDs, _ := auditVerdict(t, dbURL, &load.sent, book)
 	fmt.Printf("online-migration: previous_release=%s newest=%s schema=%d->%d migrate_ms=%d sent=%d acked=%d lost=%d double_acked=%d"+
 		" acked_then_redelivered=%d errors=%d server_errors=%d hangs=%d blocking_locks=%d old_nodes_serving_after=%d/%d audit_mismatch=%d\n",
 		oldRev, newest, from, to, migrated.Milliseconds(), len(sentIDs), v.acked, v.lost, v.doubleAcked,
