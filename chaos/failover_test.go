@@ -62,6 +62,10 @@ func TestFailover(t *testing.T) {
 	// failover with asynchronous replication, which may lose the last
 	// commits; its verdict is printed, not asserted.
 	async := os.Getenv("SKIPQ_FAILOVER_ASYNC") == "1"
+	logs, _ := filepath.Glob(filepath.Join(dir, "node-*.log"))
+	for _, f := range logs {
+		_ = os.Remove(f) // each run's nodes append to their own
+	}
 	primary, standby := startPair(ctx, t, dir, !async)
 	defer func() { _ = primary.Stop() }()
 	defer func() { _ = standby.Stop() }()
