@@ -1,6 +1,7 @@
 package apitest
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -81,4 +82,33 @@ func timed(t *testing.T, n *testNode, method, path string, body any) response {
 		t.Fatalf("%s %s did not answer within %s", method, path, clientTimeout)
 	}
 	return response{}
+}
+
+// /readyz during a rolling upgrade (issue #18): a database one migration
+// ahead of the node (a newer release migrated it) keeps the node ready,
+// because every migration keeps the previous release serving; one behind
+// (a node started with SKIPQ_MIGRATE=false before the migration ran) is not.
+func TestReadyzAcrossSchemaVersions(t *testing.T) {
+	n := newNode(t)
+	pool := newPool(t, n.DB)
+	ctx := context.Background()
+	if r := n.do(t, "GET", "/readyz", nil); r.Status != http.StatusOK {
+		t.Fatalf("readyz at the binary's schema: %d %s", r.Status, r.Raw)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO skipq_goose_version (version_id, is_applied)
+		SELECT max(version_id) + 1, true FROM skipq_goose_version`); err != nil {
+		t.Fatal(err)
+	}
+	if r := n.do(t, "GET", "/readyz", nil); r.Status != http.StatusOK {
+		t.Fatalf("readyz with the schema one migration ahead: %d %s", r.Status, r.Raw)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM skipq_goose_version WHERE version_id >=
+		(SELECT max(version_id) - 1 FROM skipq_goose_version)`); err != nil {
+		t.Fatal(err)
+	}
+	r := n.do(t, "GET", "/readyz", nil)
+	wantError(t, r, http.StatusServiceUnavailable, "unavailable")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
 }

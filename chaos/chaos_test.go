@@ -1,4 +1,4 @@
-//go:build chaos
+//go:build chaos || failover
 
 // Package chaos proves SPEC §9 under faults: three `skipq serve` processes
 // on a private PostgreSQL, producers and consumers over HTTP, and a fault
@@ -58,10 +58,7 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	root, _ := filepath.Abs("..")
-	binary := filepath.Join(t.TempDir(), "skipq")
-	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/skipq").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	binary := buildSkipq(t)
 	dir := filepath.Join(root, ".skipq", "chaos")
 	os.RemoveAll(dir)
 	pg, err := devpg.Start(ctx, devpg.Options{Dir: dir, Port: 54331})
@@ -89,23 +86,7 @@ func TestChaos(t *testing.T) {
 	c := &cluster{nodes: nodes, http: &http.Client{Timeout: hangBound + 15*time.Second}}
 	c.waitReady(ctx, t)
 
-	for _, q := range []struct {
-		name     string
-		settings map[string]any
-	}{
-		// The dead-letter queue's messages are only ever acked; its own
-		// limit is the largest, so lease expiries alone never discard one.
-		{deadLetterQueue, map[string]any{"maxReceiveCount": 1024}},
-		{queue, map[string]any{"maxReceiveCount": maxReceives, "deadLetterQueue": deadLetterQueue}},
-		{requeueQueue, map[string]any{"maxReceiveCount": maxReceives, "deadLetterQueue": deadLetterQueue}},
-	} {
-		for st := 0; st != http.StatusCreated && st != http.StatusOK; {
-			if ctx.Err() != nil {
-				t.Fatalf("creating queue %s: %v", q.name, ctx.Err())
-			}
-			st, _ = c.do(ctx, "PUT", "/v1/queues/"+q.name, q.settings)
-		}
-	}
+	c.createQueues(ctx, t)
 	if err := installAudit(ctx, dbURL); err != nil {
 		t.Fatalf("audit: %v", err)
 	}
@@ -243,21 +224,8 @@ func TestChaos(t *testing.T) {
 	work.Wait()
 
 	// Verdict, from the consumers' records and the database's audit.
-	conn, err := pgx.Connect(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	events, err := loadAudit(context.Background(), conn)
-	if err != nil {
-		t.Fatalf("audit: %v", err)
-	}
-	var sentIDs []string
-	sent.Range(func(k, _ any) bool {
-		sentIDs = append(sentIDs, k.(string))
-		return true
-	})
-	v := judge(sentIDs, book, events)
+	v, _, conn := auditVerdict(t, dbURL, &sent, book)
+	ackedThenRedelivered := ackedThenRedelivered(book)
 	var left, multiQueue int64
 	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM skipq.messages").Scan(&left); err != nil {
 		t.Fatal(err)
@@ -266,10 +234,10 @@ func TestChaos(t *testing.T) {
 		"SELECT count(*) FROM (SELECT message_id FROM skipq.messages GROUP BY message_id HAVING count(*) > 1) d").Scan(&multiQueue); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d"+
+	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d acked_then_redelivered=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d"+
 		" server_errors=%d hangs=%d audit_mismatch=%d early_redeliveries=%d early_delayed=%d over_delivered=%d"+
 		" nacks=%d releases=%d requeues=%d dead_lettered=%d delayed=%d\n",
-		sentN.Load(), v.acked, v.lost, v.doubleAcked, book.redeliveries, kills, pgRestarts, terminations, v.acksAnswerLost, left,
+		sentN.Load(), v.acked, v.lost, v.doubleAcked, ackedThenRedelivered, book.redeliveries, kills, pgRestarts, terminations, v.acksAnswerLost, left,
 		c.serverErrors.Load(), c.hangs.Load(), v.auditMismatch, v.earlyRedeliveries, v.earlyDelayed, v.overDelivered,
 		v.nacked, v.released, v.requeued, v.deadLettered, v.delayed)
 	for _, s := range c.samples {
@@ -293,6 +261,8 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("%d deliveries came while the previous delivery's lease was live (see the log)", v.earlyRedeliveries)
 	case v.doubleAcked > 0:
 		t.Fatalf("%d messages acked twice", v.doubleAcked)
+	case ackedThenRedelivered > 0:
+		t.Fatalf("%d deliveries came after a 200 ack of their message", ackedThenRedelivered)
 	case v.auditMismatch > 0:
 		t.Fatalf("%d settles disagree with the audit (see the log)", v.auditMismatch)
 	case left != 0:
@@ -309,6 +279,15 @@ func TestChaos(t *testing.T) {
 	case pgRestarts != 2 || terminations != 1:
 		t.Fatalf("the run ended before every fault was injected (pg restarts %d, terminations %d)", pgRestarts, terminations)
 	}
+}
+
+// buildSkipq builds this tree's skipq binary into the test's temp dir.
+func buildSkipq(t *testing.T) string {
+	binary := filepath.Join(t.TempDir(), "skipq")
+	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/skipq").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return binary
 }
 
 // node is one `skipq serve` process.
@@ -355,8 +334,11 @@ type cluster struct {
 	http  *http.Client
 
 	serverErrors, hangs atomic.Int64
-	mu                  sync.Mutex
-	samples             []string // the first few failures, for the log
+	// unavailable counts the 503s with Retry-After (what an outage
+	// should answer), and slowest503 is the longest one took, in ms.
+	unavailable, slowest503 atomic.Int64
+	mu                      sync.Mutex
+	samples                 []string // the first few failures, for the log
 }
 
 func (c *cluster) failure(counter *atomic.Int64, format string, args ...any) {
@@ -373,8 +355,12 @@ func (c *cluster) post(ctx context.Context, path string, body any) (int, []byte)
 }
 
 func (c *cluster) do(ctx context.Context, method, path string, body any) (int, []byte) {
+	return c.doOn(ctx, c.nodes[rand.IntN(len(c.nodes))], method, path, body)
+}
+
+// doOn sends one request to node n.
+func (c *cluster) doOn(ctx context.Context, n *node, method, path string, body any) (int, []byte) {
 	raw, _ := json.Marshal(body)
-	n := c.nodes[rand.IntN(len(c.nodes))]
 	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://127.0.0.1:%d%s", n.port, path), bytes.NewReader(raw))
 	if err != nil {
 		return 0, nil
@@ -398,6 +384,13 @@ func (c *cluster) do(ctx context.Context, method, path string, body any) (int, [
 		c.failure(&c.hangs, "%s %s to :%d: answered %d after %v", method, path, n.port, resp.StatusCode, took.Round(time.Second))
 	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "":
 		c.failure(&c.serverErrors, "%s %s to :%d: 503 without Retry-After: %s", method, path, n.port, b)
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		c.unavailable.Add(1)
+		for ms := took.Milliseconds(); ; {
+			if old := c.slowest503.Load(); ms <= old || c.slowest503.CompareAndSwap(old, ms) {
+				break
+			}
+		}
 	case resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable:
 		c.failure(&c.serverErrors, "%s %s to :%d: %d: %s", method, path, n.port, resp.StatusCode, b)
 	}
@@ -405,6 +398,27 @@ func (c *cluster) do(ctx context.Context, method, path string, body any) (int, [
 		return 0, nil // the answer was cut off: its outcome is unknown
 	}
 	return resp.StatusCode, b
+}
+
+// createQueues makes the workload's queues.
+func (c *cluster) createQueues(ctx context.Context, t *testing.T) {
+	for _, q := range []struct {
+		name     string
+		settings map[string]any
+	}{
+		// The dead-letter queue's messages are only ever acked; its own
+		// limit is the largest, so lease expiries alone never discard one.
+		{deadLetterQueue, map[string]any{"maxReceiveCount": 1024}},
+		{queue, map[string]any{"maxReceiveCount": maxReceives, "deadLetterQueue": deadLetterQueue}},
+		{requeueQueue, map[string]any{"maxReceiveCount": maxReceives, "deadLetterQueue": deadLetterQueue}},
+	} {
+		for st := 0; st != http.StatusCreated && st != http.StatusOK; {
+			if ctx.Err() != nil {
+				t.Fatalf("creating queue %s: %v", q.name, ctx.Err())
+			}
+			st, _ = c.do(ctx, "PUT", "/v1/queues/"+q.name, q.settings)
+		}
+	}
 }
 
 func (c *cluster) waitReady(ctx context.Context, t *testing.T) {

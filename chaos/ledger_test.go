@@ -1,4 +1,4 @@
-//go:build chaos
+//go:build chaos || failover
 
 package chaos
 
@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,6 +65,26 @@ const (
 	howNack       = "MessageNack"
 	howRequeue    = "MessageRequeue"
 )
+
+// auditVerdict connects to dbURL and judges the ids in sent (id -> true)
+// by the ledger and the audit; the connection is closed with the test.
+func auditVerdict(t *testing.T, dbURL string, sent *sync.Map, book *ledger) (verdict, []string, *pgx.Conn) {
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	events, err := loadAudit(context.Background(), conn)
+	if err != nil {
+		t.Fatalf("audit: %v", err)
+	}
+	var sentIDs []string
+	sent.Range(func(k, _ any) bool {
+		sentIDs = append(sentIDs, k.(string))
+		return true
+	})
+	return judge(sentIDs, book, events), sentIDs, conn
+}
 
 func installAudit(ctx context.Context, dbURL string) error {
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -214,6 +235,26 @@ func (l *ledger) settle(ctx context.Context, c *cluster, path, action string, ds
 			d.outcome = settled
 		}
 	}
+}
+
+// ackedThenRedelivered counts deliveries that came after a delivery of the
+// same message whose ack was answered 200 (and not as stale).
+func ackedThenRedelivered(l *ledger) int {
+	n := 0
+	for _, ds := range l.byMessage {
+		acked := -1
+		for _, d := range ds {
+			if d.action == "ack" && d.outcome == settled && (acked < 0 || d.count < acked) {
+				acked = d.count
+			}
+		}
+		for _, d := range ds {
+			if acked >= 0 && d.count > acked {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // verdict is what the records and the audit say.

@@ -43,11 +43,33 @@ func NewPool(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, 
 		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
 	}
 	cfg.HealthCheckPeriod = 5 * time.Second
+	dropReadOnly(cfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
 	return pool, nil
+}
+
+// ReadOnlySQLState is SQLSTATE 25006 (read_only_sql_transaction): a write
+// reached a server that does not take writes.
+const ReadOnlySQLState = "25006"
+
+// dropReadOnly closes a connection whose server answers a write with
+// SQLSTATE 25006. skipq never opens read-only transactions, so that server
+// is no longer the primary -- demoted, or made read-only without a restart
+// -- and target_session_attrs=read-write checks only at connect: the
+// connection would stay in the pool and fail every write on it. Closed, it
+// is replaced by one that the URL's host list leads to the primary. (pgx's
+// own handler, which closes on FATAL errors, still runs for the rest.)
+func dropReadOnly(cfg *pgx.ConnConfig) {
+	next := cfg.OnPgError
+	cfg.OnPgError = func(c *pgconn.PgConn, e *pgconn.PgError) bool {
+		if e.Code == ReadOnlySQLState {
+			return false
+		}
+		return next == nil || next(c, e)
+	}
 }
 
 // planSettings pins skipq's plans for the rest of the transaction it runs in.

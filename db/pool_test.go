@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/db"
@@ -52,5 +53,28 @@ func TestPlannedReportsAFailedCommit(t *testing.T) {
 	var stored int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM deferred").Scan(&stored); err != nil || stored != 0 {
 		t.Fatalf("%d rows stored (%v): every insert should have rolled back", stored, err)
+	}
+}
+
+// SPEC §15 (D.4): a cancelled request never sends a CancelRequest, which
+// PostgreSQL would answer, for a commit waiting on its synchronous standby,
+// with success plus a warning -- a commit acknowledged that a failover can
+// lose. pgx's deadline watcher drops the connection instead; the pool keeps
+// it.
+func TestPoolCancelsByDroppingTheConnection(t *testing.T) {
+	ctx := context.Background()
+	pool, err := db.NewPool(ctx, testdb.New(t), db.PoolOptions{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	h := pool.Config().ConnConfig.BuildContextWatcherHandler(conn.Conn().PgConn())
+	if _, ok := h.(*pgconn.DeadlineContextWatcherHandler); !ok {
+		t.Fatalf("context watcher %T, want *pgconn.DeadlineContextWatcherHandler", h)
 	}
 }

@@ -37,6 +37,9 @@ type Options struct {
 	Port int    // 0 = DefaultPort (54329), the unix socket's name; the server listens ONLY on the unix socket unless TCP is true
 	TCP  bool   // also listen on 127.0.0.1:Port
 	Fast bool   // tests: fsync=off, synchronous_commit=off, full_page_writes=off
+	// Settings are more name=value server settings, after (so over)
+	// devpg's own.
+	Settings []string
 	// Log receives the server's output (nil = Dir/postgres.log). EnsureDaemon
 	// always uses that file: its server outlives the caller.
 	Log io.Writer

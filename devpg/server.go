@@ -80,6 +80,7 @@ func (l *layout) serverArgs(binDir string, opts Options) []string {
 	if lib := preloadLibraries(binDir); lib != "" {
 		settings = append(settings, "shared_preload_libraries="+lib)
 	}
+	settings = append(settings, opts.Settings...)
 	args := []string{"-D", l.data, "-p", strconv.Itoa(l.port)}
 	for _, s := range settings {
 		args = append(args, "-c", s)

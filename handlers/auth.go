@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -48,30 +49,59 @@ func tenant(c *gin.Context) string {
 
 // authenticate resolves the caller's identity from `Authorization: Bearer
 // <key>`; with auth off every caller is the default tenant's admin.
-func authenticate(svc *service.Service, authOff bool) gin.HandlerFunc {
+//
+// failures (nil: none) limits failed authentications per client IP, ahead
+// of the key lookup: a client that spent its budget on bad keys gets 429
+// for anything the node cannot check without the database, so a flood of
+// made-up keys costs no queries, while keys the node already trusts (its
+// cache) go on working from the same address (a NAT or a proxy may put
+// good and bad clients behind one).
+func authenticate(svc *service.Service, authOff bool, failures *rateLimiter) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if authOff {
 			c.Set(identityKey, defaultIdentity)
 			c.Next()
 			return
 		}
+		ip := "ip:" + c.ClientIP()
+		failed := func(msg string) {
+			if failures != nil {
+				failures.allow(ip, time.Now())
+			}
+			abortWith(c, http.StatusUnauthorized, "unauthenticated", msg, nil)
+		}
 		secret, ok := bearerToken(c.GetHeader("Authorization"))
 		if !ok {
-			abortWith(c, http.StatusUnauthorized, "unauthenticated", "an API key is required: Authorization: Bearer <key>", nil)
+			failed("an API key is required: Authorization: Bearer <key>")
 			return
+		}
+		if failures != nil {
+			if empty, wait := failures.empty(ip, time.Now()); empty {
+				if key, ok := svc.CachedKey(secret); ok {
+					c.Set(identityKey, identityOfKey(key))
+					c.Next()
+					return
+				}
+				tooManyRequests(c, wait, "too many failed authentications from this address; retry after the Retry-After delay")
+				return
+			}
 		}
 		key, err := svc.Authenticate(c.Request.Context(), secret)
 		if errors.Is(err, service.ErrUnauthenticated) {
-			abortWith(c, http.StatusUnauthorized, "unauthenticated", "the API key is unknown or revoked", nil)
+			failed("the API key is unknown or revoked")
 			return
 		}
 		if err != nil {
 			fail(c, err)
 			return
 		}
-		c.Set(identityKey, Identity{Tenant: key.Tenant, Role: service.RoleRank(key.Role), KeyID: key.ID})
+		c.Set(identityKey, identityOfKey(key))
 		c.Next()
 	}
+}
+
+func identityOfKey(key service.APIKey) Identity {
+	return Identity{Tenant: key.Tenant, Role: service.RoleRank(key.Role), KeyID: key.ID}
 }
 
 // bearerToken is the token of an `Authorization: Bearer <token>` header.

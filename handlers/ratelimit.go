@@ -61,17 +61,37 @@ func (l *rateLimiter) allow(caller string, now time.Time) (bool, time.Duration) 
 	return true, 0
 }
 
+// empty reports whether caller's bucket is empty and how long until it
+// holds a token again, without taking one.
+func (l *rateLimiter) empty(caller string, now time.Time) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[caller]
+	if !ok {
+		return false, 0
+	}
+	tokens := b.lim.TokensAt(now)
+	if tokens >= 1 {
+		return false, 0
+	}
+	return true, time.Duration((1 - tokens) / float64(l.limit) * float64(time.Second))
+}
+
 // limitRate answers 429 too_many_requests with Retry-After (whole seconds,
 // at least 1) when the caller's bucket is empty. callerKey names the caller.
 func limitRate(l *rateLimiter, callerKey func(*gin.Context) string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if ok, wait := l.allow(callerKey(c), time.Now()); !ok {
-			c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
-			abortWith(c, http.StatusTooManyRequests, "too_many_requests", "rate limit exceeded; retry after the Retry-After delay", nil)
+			tooManyRequests(c, wait, "rate limit exceeded; retry after the Retry-After delay")
 			return
 		}
 		c.Next()
 	}
+}
+
+func tooManyRequests(c *gin.Context, wait time.Duration, msg string) {
+	c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+	abortWith(c, http.StatusTooManyRequests, "too_many_requests", msg, nil)
 }
 
 // byKeyOrIP: the authenticated key when there is one, else the client IP.

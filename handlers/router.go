@@ -28,6 +28,16 @@ type Config struct {
 	// limit), with bursts of RateBurst.
 	RateLimit float64
 	RateBurst int
+	// AuthFailureLimit is each client IP's sustained failed
+	// authentications per second (0: no limit), with bursts of
+	// AuthFailureBurst; past it, the address gets 429 for any key the node
+	// has not already verified.
+	AuthFailureLimit float64
+	AuthFailureBurst int
+	// TrustedProxies are the addresses (IPs or CIDRs) whose
+	// X-Forwarded-For and X-Real-IP name the client; nil trusts none, so
+	// no client can pick the address the limits count it under.
+	TrustedProxies []string
 	// MetricsToken, when set, is the bearer token /metrics requires: the
 	// metrics name every tenant's queues and their depths.
 	MetricsToken string
@@ -44,6 +54,12 @@ type api struct {
 func New(svc *service.Service, cfg Config) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
+	// The node's configuration checked the list; were it bad anyway, no
+	// proxy is trusted (never all, gin's default).
+	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		cfg.Log.Error("trusted proxies: trusting none", "error", err)
+		_ = r.SetTrustedProxies(nil)
+	}
 	r.HandleMethodNotAllowed = true
 	// Route on the raw path so an encoded "/" stays inside its segment
 	// (x%2Fmessages is a bad queue name, not another route); gin unescapes
@@ -92,7 +108,11 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	receipts.POST("/visibility", h.visibility)
 	receipts.POST("/requeue", h.requeue)
 
-	authed := v1.Group("", append(gin.HandlersChain{authenticate(svc, cfg.AuthOff)}, perCaller...)...)
+	var authFailures *rateLimiter
+	if cfg.AuthFailureLimit > 0 {
+		authFailures = newRateLimiter(cfg.AuthFailureLimit, max(1, cfg.AuthFailureBurst))
+	}
+	authed := v1.Group("", append(gin.HandlersChain{authenticate(svc, cfg.AuthOff, authFailures)}, perCaller...)...)
 	read, write, admin := require(roleRead), require(roleWrite), require(roleAdmin)
 	// A receive lasts as long as its wait; its claims are bounded one by one
 	// in the service. Every other request has RequestTimeout in all.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -32,7 +33,10 @@ type Config struct {
 	ReadTimeout         int     // seconds to read a request, headers and body; slow clients are cut off
 	RateLimit           float64 // requests/s per API key (per IP with auth off); 0 = off
 	RateBurst           int     // 0 = max(1, RateLimit)
-	MetricsToken        string  // when set, /metrics needs it as a bearer token
+	AuthFailureLimit    float64 // failed authentications/s per client IP before 429; 0 = off
+	AuthFailureBurst    int
+	TrustedProxies      string // comma list of IPs/CIDRs whose X-Forwarded-For names the client
+	MetricsToken        string // when set, /metrics needs it as a bearer token
 	Limits              service.Limits
 }
 
@@ -63,7 +67,11 @@ func DefaultConfig() Config {
 		DBMaxConns:      16,
 		ReadTimeout:     60,
 		MaxRequestBytes: 16 << 20,
-		Limits:          service.DefaultLimits(),
+		// Generous: a client retrying with a mistyped or revoked key
+		// never meets it; a flood of made-up keys from one address does.
+		AuthFailureLimit: 10,
+		AuthFailureBurst: 100,
+		Limits:           service.DefaultLimits(),
 	}
 }
 
@@ -97,6 +105,10 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&c.RateLimit, "rate-limit", c.RateLimit,
 		"requests per second per API key (per client IP with auth off); 0 = no limit ($"+EnvName("rate-limit")+")")
 	num(&c.RateBurst, "rate-burst", "requests a caller may burst above the rate; 0 = the rate, at least 1")
+	fs.Float64Var(&c.AuthFailureLimit, "auth-failure-limit", c.AuthFailureLimit,
+		"failed authentications per second per client IP before it gets 429 for unverified keys; 0 = no limit ($"+EnvName("auth-failure-limit")+")")
+	num(&c.AuthFailureBurst, "auth-failure-burst", "failed authentications a client IP may burst above that rate")
+	str(&c.TrustedProxies, "trusted-proxies", "comma-separated IPs or CIDRs of the proxies whose X-Forwarded-For names the client; empty = none")
 	str(&c.MetricsToken, "metrics-token", "when set, /metrics needs Authorization: Bearer <token> (prefer the variable: flags show in ps)")
 	for _, lim := range c.limits() {
 		num(lim.p, lim.flag, "limit (SPEC §2)")
@@ -165,6 +177,16 @@ func (c *Config) Validate() error {
 	if c.RateLimit < 0 || c.RateBurst < 0 {
 		errs = append(errs, errors.New("SKIPQ_RATE_LIMIT and SKIPQ_RATE_BURST must not be negative"))
 	}
+	if c.AuthFailureLimit < 0 || c.AuthFailureBurst < 0 {
+		errs = append(errs, errors.New("SKIPQ_AUTH_FAILURE_LIMIT and SKIPQ_AUTH_FAILURE_BURST must not be negative"))
+	}
+	for _, p := range c.trustedProxies() {
+		if net.ParseIP(p) == nil {
+			if _, _, err := net.ParseCIDR(p); err != nil {
+				errs = append(errs, fmt.Errorf("SKIPQ_TRUSTED_PROXIES: %q is neither an IP nor a CIDR", p))
+			}
+		}
+	}
 	if c.MaxRequestBytes < 1024 {
 		errs = append(errs, errors.New("SKIPQ_MAX_REQUEST_BYTES must be at least 1024"))
 	}
@@ -182,6 +204,17 @@ func (c Config) rateBurst() int {
 		return c.RateBurst
 	}
 	return max(1, int(c.RateLimit))
+}
+
+// trustedProxies is SKIPQ_TRUSTED_PROXIES as a list.
+func (c Config) trustedProxies() []string {
+	var out []string
+	for p := range strings.SplitSeq(c.TrustedProxies, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (c Config) listenerURL() string {

@@ -70,6 +70,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	handler := handlers.New(svc, handlers.Config{
 		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log, Metrics: m,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
+		AuthFailureLimit: cfg.AuthFailureLimit, AuthFailureBurst: cfg.AuthFailureBurst, TrustedProxies: cfg.trustedProxies(),
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
 		// A worker-only node serves no API but answers probes and scrapes.
 		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
@@ -168,7 +169,11 @@ func publishSQLLimits(ctx, bg context.Context, svc *service.Service, log *slog.L
 }
 
 // checkReady: the database answers within a second and its schema is the
-// one this binary carries.
+// one this binary carries, or a newer one. Every migration keeps the
+// previous release serving (docs/DESIGN.md, "Online migrations"), so during
+// a rolling upgrade the nodes not yet replaced stay in the load balancer
+// after the first new node migrated; an older schema (a node started with
+// SKIPQ_MIGRATE=false ahead of the migration) is not ready.
 func checkReady(ctx context.Context, pool *pgxpool.Pool, latest int64) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -176,7 +181,7 @@ func checkReady(ctx context.Context, pool *pgxpool.Pool, latest int64) error {
 	if err != nil {
 		return errors.New("the database is unavailable")
 	}
-	if v != latest {
+	if v < latest {
 		return fmt.Errorf("the database schema is at version %d, this binary needs %d", v, latest)
 	}
 	return nil

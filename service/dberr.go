@@ -7,6 +7,8 @@ import (
 	"net"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/skipq/skipq/db"
 )
 
 // fromDB classifies a database error: an unreachable or restarting database
@@ -44,6 +46,10 @@ func unavailable(err error) bool {
 		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08": // connection exception
 			return true
 		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, starting
+			return true
+		case pgErr.Code == db.ReadOnlySQLState:
+			// The server stopped being the primary (db.NewPool drops the
+			// connection; the next one finds the primary).
 			return true
 		}
 	}

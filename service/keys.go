@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/skipq/skipq/db"
 )
@@ -95,22 +97,72 @@ const KeyCacheTTL = 3 * time.Second
 // ErrUnauthenticated is a key that does not check out.
 var ErrUnauthenticated = errors.New("unauthenticated")
 
+// The key cache's bounds. Valid keys and rejected secrets are kept apart so
+// that a flood of made-up secrets can only push out other made-up secrets,
+// never a key in use: validKeysMax is far above the keys one deployment
+// has, and rejectedMax holds a flood's distinct secrets of one cache period
+// (about 8 MB when full).
+const (
+	validKeysMax = 10_000
+	rejectedMax  = 50_000
+)
+
+// keyLookupTimeout bounds the one database lookup that concurrent requests
+// with the same unknown secret share: it must not end with the request that
+// happened to start it.
+const keyLookupTimeout = 10 * time.Second
+
 type cachedKey struct {
 	key     APIKey
-	valid   bool
 	expires time.Time
 }
 
-// keyCache remembers verified (and rejected) secrets by hash for
-// KeyCacheTTL. Rejections are cached too, so a client hammering with a bad
-// key costs one query per TTL, not one per request. Bounded: when full it
-// is cleared (entries are cheap to re-learn).
+// keyCache remembers verified and rejected secrets by hash for ttl, in two
+// LRUs: a client hammering with one bad key costs one query per ttl, and
+// concurrent requests with the same unknown secret share one query.
 type keyCache struct {
-	mu      sync.Mutex
-	entries map[[32]byte]cachedKey
+	ttl      time.Duration
+	valid    *lru.Cache[[32]byte, cachedKey]
+	rejected *lru.Cache[[32]byte, time.Time] // when the rejection expires
+	lookups  singleflight.Group
 }
 
-const keyCacheMax = 10000
+func newKeyCache(ttl time.Duration) keyCache {
+	if ttl <= 0 {
+		ttl = KeyCacheTTL
+	}
+	valid, err := lru.New[[32]byte, cachedKey](validKeysMax)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	rejected, err := lru.New[[32]byte, time.Time](rejectedMax)
+	if err != nil {
+		panic(err)
+	}
+	return keyCache{ttl: ttl, valid: valid, rejected: rejected}
+}
+
+// errNotCached: the cache knows nothing (current) of a secret.
+var errNotCached = errors.New("not cached")
+
+// cached is what the cache knows of hash: a valid key, a rejection
+// (ErrUnauthenticated), or errNotCached.
+func (c *keyCache) cached(hash [32]byte, now time.Time) (APIKey, error) {
+	if e, found := c.valid.Get(hash); found && now.Before(e.expires) {
+		return e.key, nil
+	}
+	if until, found := c.rejected.Get(hash); found && now.Before(until) {
+		return APIKey{}, ErrUnauthenticated
+	}
+	return APIKey{}, errNotCached
+}
+
+// CachedKey is the key a secret belongs to when the cache knows it as
+// valid, without asking the database.
+func (s *Service) CachedKey(secret string) (APIKey, bool) {
+	key, err := s.keys.cached(sha256.Sum256([]byte(secret)), time.Now())
+	return key, err == nil
+}
 
 // Authenticate returns the key a secret belongs to, or ErrUnauthenticated.
 func (s *Service) Authenticate(ctx context.Context, secret string) (APIKey, error) {
@@ -118,35 +170,47 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (APIKey, erro
 		return APIKey{}, ErrUnauthenticated
 	}
 	hash := sha256.Sum256([]byte(secret))
-	c := &s.keys
-	c.mu.Lock()
-	e, ok := c.entries[hash]
-	c.mu.Unlock()
-	if ok && time.Now().Before(e.expires) {
-		if !e.valid {
-			return APIKey{}, ErrUnauthenticated
-		}
-		return e.key, nil
+	if key, err := s.keys.cached(hash, time.Now()); !errors.Is(err, errNotCached) {
+		return key, err
 	}
+	ch := s.keys.lookups.DoChan(string(hash[:]), func() (any, error) {
+		// A request that came in while the lookup before it was storing
+		// its answer finds it here instead of asking again.
+		if key, err := s.keys.cached(hash, time.Now()); !errors.Is(err, errNotCached) {
+			return key, err
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keyLookupTimeout)
+		defer cancel()
+		return s.lookUpKey(ctx, hash)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return APIKey{}, r.Err
+		}
+		return r.Val.(APIKey), nil
+	case <-ctx.Done():
+		return APIKey{}, fromDB("authenticate", ctx.Err())
+	}
+}
+
+// lookUpKey asks the database about hash and caches the answer.
+func (s *Service) lookUpKey(ctx context.Context, hash [32]byte) (APIKey, error) {
+	c := &s.keys
 	row, err := s.q.APIKeyGetBySecretHash(ctx, hash[:])
-	e = cachedKey{expires: time.Now().Add(KeyCacheTTL)}
+	expires := time.Now().Add(c.ttl)
 	switch {
 	case err == nil:
-		e.key, e.valid = keyFromRow(row), true
+		key := keyFromRow(row)
+		c.valid.Add(hash, cachedKey{key: key, expires: expires})
+		return key, nil
 	case errors.Is(db.NotFound(err), db.ErrNotFound):
+		c.valid.Remove(hash) // revoked
+		c.rejected.Add(hash, expires)
+		return APIKey{}, ErrUnauthenticated
 	default:
 		return APIKey{}, fromDB("authenticate", err)
 	}
-	c.mu.Lock()
-	if c.entries == nil || len(c.entries) >= keyCacheMax {
-		c.entries = map[[32]byte]cachedKey{}
-	}
-	c.entries[hash] = e
-	c.mu.Unlock()
-	if !e.valid {
-		return APIKey{}, ErrUnauthenticated
-	}
-	return e.key, nil
 }
 
 func hashSecret(secret string) []byte {

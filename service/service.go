@@ -51,6 +51,9 @@ type Options struct {
 	Clock func() time.Time
 	// Observer is told what happened to messages (nil: nobody).
 	Observer Observer
+	// KeyCacheTTL is how long API keys and rejected secrets are cached
+	// (0: KeyCacheTTL).
+	KeyCacheTTL time.Duration
 }
 
 // New builds a Service on a pool. Call Run to start its notifier, and feed it
@@ -68,6 +71,7 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 		log:    log,
 		now:    func() *time.Time { return nil },
 		obs:    opts.Observer,
+		keys:   newKeyCache(opts.KeyCacheTTL),
 	}
 	if s.obs == nil {
 		s.obs = nopObserver{}
