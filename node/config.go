@@ -32,6 +32,7 @@ type Config struct {
 	RateLimit           float64 // requests/s per API key (per IP with auth off); 0 = off
 	RateBurst           int     // 0 = max(1, RateLimit)
 	MetricsToken        string  // when set, /metrics needs it as a bearer token
+	Console             bool    // serve the web console at /console/
 	Limits              service.Limits
 }
 
@@ -59,6 +60,7 @@ func DefaultConfig() Config {
 		Migrate:         true,
 		Role:            RoleAll,
 		WorkerVacuum:    true,
+		Console:         true,
 		DBMaxConns:      16,
 		ReadTimeout:     60,
 		MaxRequestBytes: 16 << 20,
@@ -89,6 +91,18 @@ func (c *Config) vars() []envVar {
 				return strconv.Itoa(*p)
 			}
 	}
+	boolean := func(p *bool) (func(string) error, func() string) {
+		return func(v string) error {
+				b, err := strconv.ParseBool(v)
+				if err != nil {
+					return fmt.Errorf("%q is not a boolean", v)
+				}
+				*p = b
+				return nil
+			}, func() string {
+				return strconv.FormatBool(*p)
+			}
+	}
 	var vs []envVar
 	add := func(env, flagName, usage string, set func(string) error, get func() string) {
 		vs = append(vs, envVar{env, flagName, usage, set, get})
@@ -101,24 +115,12 @@ func (c *Config) vars() []envVar {
 	add("SKIPQ_LISTEN_ADDR", "listen-addr", "HTTP address", s, g)
 	s, g = str(&c.Auth)
 	add("SKIPQ_AUTH", "auth", "API-key auth: required or off", s, g)
-	add("SKIPQ_MIGRATE", "migrate", "apply pending migrations at start (true/false)",
-		func(v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("%q is not a boolean", v)
-			}
-			c.Migrate = b
-			return nil
-		}, func() string { return strconv.FormatBool(c.Migrate) })
-	add("SKIPQ_WORKER_VACUUM", "worker-vacuum", "the worker vacuums the messages table when dead rows pile up (true/false)",
-		func(v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("%q is not a boolean", v)
-			}
-			c.WorkerVacuum = b
-			return nil
-		}, func() string { return strconv.FormatBool(c.WorkerVacuum) })
+	b, gb := boolean(&c.Migrate)
+	add("SKIPQ_MIGRATE", "migrate", "apply pending migrations at start (true/false)", b, gb)
+	b, gb = boolean(&c.WorkerVacuum)
+	add("SKIPQ_WORKER_VACUUM", "worker-vacuum", "the worker vacuums the messages table when dead rows pile up (true/false)", b, gb)
+	b, gb = boolean(&c.Console)
+	add("SKIPQ_CONSOLE", "console", "serve the web console at /console/ (true/false)", b, gb)
 	s, g = str((*string)(&c.Role))
 	add("SKIPQ_ROLE", "role", "what this node runs: all, api or worker", s, g)
 	n, gn := num(&c.DBMaxConns)
