@@ -53,6 +53,12 @@ func (c *Console) need(min int) func(handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			id, err := c.identify(r)
 			switch {
+			case errors.Is(err, errNoSession) && r.Header.Get("HX-Request") == "true":
+				// A poll whose session ended takes the whole page to the
+				// login instead of swapping the login page into a table.
+				w.Header().Set("HX-Redirect", "/console/login")
+				w.WriteHeader(http.StatusUnauthorized)
+				return
 			case errors.Is(err, errNoSession) && r.Method == http.MethodGet:
 				http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 				return

@@ -105,6 +105,14 @@ func TestAdminSendsBrowsesPurgesDeletes(t *testing.T) {
 	submit(t, tab, testID("action-delete-message"))
 	n.mustAPI(t, n.admin, http.MethodGet, "/v1/queues/jobs/messages/"+id, nil, http.StatusNotFound)
 
+	// Settings: the admin's form changes what it shows, nothing else.
+	do(t, tab, chromedp.Navigate(n.URL+"/console/queues/jobs"), chromedp.WaitVisible(testID("action-save-settings")),
+		chromedp.SetValue(`input[name="visibilitySeconds"]`, "120"))
+	submit(t, tab, testID("action-save-settings"))
+	if q := n.mustAPI(t, n.admin, http.MethodGet, "/v1/queues/jobs", nil, http.StatusOK); q["visibilitySeconds"] != 120.0 || q["dedupWindowSeconds"] != 300.0 {
+		t.Fatalf("after saving the settings: %v", q)
+	}
+
 	for i := range 3 {
 		n.mustAPI(t, n.admin, http.MethodPost, "/v1/queues/jobs/messages", map[string]any{"body": fmt.Sprint("job ", i)}, http.StatusCreated)
 	}
@@ -232,7 +240,11 @@ func TestOverviewAndRates(t *testing.T) {
 	}
 	screenshot(t, tab, "queues")
 	do(t, tab, chromedp.Navigate(n.URL+"/console/rates"), chromedp.WaitVisible(testID("rates")))
-	poll(t, tab, `!document.querySelector('[data-testid="rates-window"]').textContent.includes("measuring")`, 20*time.Second)
+	for i := range 20 {
+		n.mustAPI(t, "", http.MethodPost, "/v1/queues/orders/messages", map[string]any{"body": fmt.Sprint("more ", i)}, http.StatusCreated)
+	}
+	// The next poll compares the node's counters with the first sample.
+	poll(t, tab, `Number(document.querySelector('[data-testid="rate-sent"]').textContent) > 0`, 20*time.Second)
 	screenshot(t, tab, "rates")
 	reqs.onlyTo(t, n.URL)
 }
@@ -342,8 +354,32 @@ func TestLoginSessionsAndCSRF(t *testing.T) {
 		t.Fatalf("logout cookies %v", c)
 	}
 
+	// A poll whose session ended sends the page to the login.
+	req, _ := http.NewRequest(http.MethodGet, n.URL+"/console/queue-rows", nil)
+	req.Header.Set("HX-Request", "true")
+	if resp, err := noRedirects.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("HX-Redirect") != "/console/login" {
+		t.Fatalf("a poll without a session: %v %v", resp, err)
+	}
+
 	off := startNode(t, false, func(c *node.Config) { c.Console = false })
 	if resp, err := http.Get(off.URL + "/console/"); err != nil || resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("SKIPQ_CONSOLE=false: %v %v", resp, err)
+	}
+}
+
+// The console's routes count against SKIPQ_RATE_LIMIT like the API's.
+func TestRateLimited(t *testing.T) {
+	n := startNode(t, false, func(c *node.Config) { c.RateLimit, c.RateBurst = 0.01, 2 })
+	var statuses []int
+	for range 3 {
+		resp, err := http.Get(n.URL + "/console/rates")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		statuses = append(statuses, resp.StatusCode)
+	}
+	if statuses[0] != http.StatusOK || statuses[2] != http.StatusTooManyRequests {
+		t.Fatalf("statuses %v, want 200 … 429", statuses)
 	}
 }
