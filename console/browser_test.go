@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -110,42 +113,63 @@ func freePort(t testing.TB) int {
 	return 0
 }
 
-// requests records every URL a tab requests.
-type requests struct {
-	mu   sync.Mutex
-	urls []string
+// watcher records every URL a tab requests and every error its pages
+// report (a CSP violation, a script exception).
+type watcher struct {
+	mu     sync.Mutex
+	urls   []string
+	errors []string
 }
 
-func watchRequests(t *testing.T, tab context.Context) *requests {
+func watch(t *testing.T, tab context.Context) *watcher {
 	t.Helper()
-	rs := &requests{}
+	w := &watcher{}
 	if err := chromedp.Listen(tab, func(ev any) {
-		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
-			rs.mu.Lock()
-			rs.urls = append(rs.urls, e.Request.URL)
-			rs.mu.Unlock()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			w.urls = append(w.urls, e.Request.URL)
+		case *cdplog.EventEntryAdded:
+			// Responses with an error status are logged by the network
+			// source; the tests cause some on purpose.
+			if e.Entry.Level == cdplog.EntryLevelError && e.Entry.Source != cdplog.EntrySourceNetwork {
+				w.errors = append(w.errors, string(e.Entry.Source)+": "+e.Entry.Text)
+			}
+		case *runtime.EventExceptionThrown:
+			w.errors = append(w.errors, "exception: "+e.ExceptionDetails.Text)
 		}
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Call(tab, network.Enable, network.EnableParams{}); err != nil {
-		t.Fatal(err)
+	for _, enable := range []func() error{
+		func() error { _, err := chromedp.Call(tab, network.Enable, network.EnableParams{}); return err },
+		func() error { _, err := chromedp.Call(tab, cdplog.Enable, cdp.Empty{}); return err },
+		func() error { _, err := chromedp.Call(tab, runtime.Enable, cdp.Empty{}); return err },
+	} {
+		if err := enable(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return rs
+	return w
 }
 
-// onlyTo fails the test if the tab requested anything but base's URLs.
-func (rs *requests) onlyTo(t *testing.T, base string) {
+// clean fails the test if the tab requested anything but base's URLs or a
+// page reported an error.
+func (w *watcher) clean(t *testing.T, base string) {
 	t.Helper()
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if len(rs.urls) == 0 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.urls) == 0 {
 		t.Fatal("no request was seen")
 	}
-	for _, u := range rs.urls {
+	for _, u := range w.urls {
 		if !strings.HasPrefix(u, base+"/") {
 			t.Errorf("the page requested %s, outside the node %s", u, base)
 		}
+	}
+	for _, e := range w.errors {
+		t.Errorf("a page reported %s", e)
 	}
 }
 

@@ -84,7 +84,7 @@ func TestAdminSendsBrowsesPurgesDeletes(t *testing.T) {
 	n := startNode(t, true)
 	n.mustAPI(t, n.admin, http.MethodPut, "/v1/queues/jobs", map[string]any{}, http.StatusCreated)
 	tab := browser(t)
-	reqs := watchRequests(t, tab)
+	pages := watch(t, tab)
 	login(t, tab, n, n.admin)
 	do(t, tab, chromedp.Navigate(n.URL+"/console/queues/jobs"), chromedp.WaitVisible(testID("action-send")),
 		chromedp.SendKeys(testID("send-body"), "hello from the console"),
@@ -140,7 +140,7 @@ func TestAdminSendsBrowsesPurgesDeletes(t *testing.T) {
 		t.Fatalf("after the delete: %q", msg)
 	}
 	n.mustAPI(t, n.admin, http.MethodGet, "/v1/queues/jobs", nil, http.StatusNotFound)
-	reqs.onlyTo(t, n.URL)
+	pages.clean(t, n.URL)
 }
 
 // Message text is shown as text: a script in a body, a tag or metadata
@@ -151,7 +151,7 @@ func TestMessageTextIsEscaped(t *testing.T) {
 	sent := n.mustAPI(t, "", http.MethodPost, "/v1/queues/xss/messages", map[string]any{"body": body,
 		"metadata": `<img src=x onerror="window.y=1">`, "tags": map[string]string{"t": `"><script>window.z=1</script>`}}, http.StatusCreated)
 	tab := browser(t)
-	reqs := watchRequests(t, tab)
+	pages := watch(t, tab)
 	do(t, tab, chromedp.Navigate(n.URL+"/console/queues/xss/messages/"+sent["messageId"].(string)),
 		chromedp.WaitVisible(testID("message-body")))
 	if got := text(t, tab, testID("message-body")); got != body {
@@ -164,7 +164,7 @@ func TestMessageTextIsEscaped(t *testing.T) {
 	if ran := run(t, tab, chromedp.Evaluate[bool](`window.x !== undefined`)); ran {
 		t.Fatal("a script from the message ran on the queue page")
 	}
-	reqs.onlyTo(t, n.URL)
+	pages.clean(t, n.URL)
 }
 
 // Dead letters: redrive one, then all of a dead-letter queue, checked
@@ -187,6 +187,7 @@ func TestRedrive(t *testing.T) {
 	}
 
 	tab := browser(t)
+	pages := watch(t, tab)
 	do(t, tab, chromedp.Navigate(n.URL+"/console/dlq"), chromedp.WaitVisible(testID("dlq-row")))
 	if c := count(t, tab, testID("dlq-row")); c != total {
 		t.Fatalf("%d dead-letter rows, want %d", c, total)
@@ -207,6 +208,7 @@ func TestRedrive(t *testing.T) {
 	if s := n.stats(t, "", "src.dlq"); s["available"] != 0.0 {
 		t.Fatalf("after redrive all the dead-letter queue has %v", s)
 	}
+	pages.clean(t, n.URL)
 }
 
 // The queues overview (counts from the gauge snapshot, refreshed by
@@ -220,7 +222,7 @@ func TestOverviewAndRates(t *testing.T) {
 	}
 	n.mustAPI(t, "", http.MethodPost, "/v1/queues/orders/messages/receive", map[string]any{"maxMessages": 4, "waitSeconds": 0}, http.StatusOK)
 	tab := browser(t)
-	reqs := watchRequests(t, tab)
+	pages := watch(t, tab)
 	do(t, tab, chromedp.Navigate(n.URL+"/console/"), chromedp.WaitVisible(testID("queue-row")))
 	poll(t, tab, `document.querySelector('[data-queue="orders"] [data-testid="count-in-flight"]').textContent.trim() === "4"`, 30*time.Second)
 	if got := text(t, tab, `[data-queue="orders"] `+testID("count-available")); got != "8" {
@@ -246,7 +248,7 @@ func TestOverviewAndRates(t *testing.T) {
 	// The next poll compares the node's counters with the first sample.
 	poll(t, tab, `Number(document.querySelector('[data-testid="rate-sent"]').textContent) > 0`, 20*time.Second)
 	screenshot(t, tab, "rates")
-	reqs.onlyTo(t, n.URL)
+	pages.clean(t, n.URL)
 }
 
 // The console's HTTP contract without a browser: login, cookies, CSRF,
@@ -354,6 +356,12 @@ func TestLoginSessionsAndCSRF(t *testing.T) {
 		t.Fatalf("logout cookies %v", c)
 	}
 
+	if resp := get("/console/static/"); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("static directory: %d", resp.StatusCode)
+	}
+	if resp := get("/console/static/htmx.min.js"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("htmx: %d", resp.StatusCode)
+	}
 	// A poll whose session ended sends the page to the login.
 	req, _ := http.NewRequest(http.MethodGet, n.URL+"/console/queue-rows", nil)
 	req.Header.Set("HX-Request", "true")
