@@ -223,21 +223,27 @@ func (q *Queries) DepthHistoryRecord(ctx context.Context, maxQueues int32) (int6
 }
 
 const depthHistoryTenant = `-- name: DepthHistoryTenant :many
+WITH h AS (
+    SELECT d.at, sum(d.available) AS available, sum(d.delayed) AS delayed,
+           sum(d.in_flight) AS in_flight, sum(d.dead_lettered) AS dead_lettered
+    FROM skipq.depth_history d
+    WHERE d.tenant = $2 AND d.at >= $1
+    GROUP BY d.at
+)
 SELECT s.at,
-    coalesce(sum(h.available), 0)::bigint AS available,
-    coalesce(sum(h.delayed), 0)::bigint AS delayed,
-    coalesce(sum(h.in_flight), 0)::bigint AS in_flight,
-    coalesce(sum(h.dead_lettered), 0)::bigint AS dead_lettered
+    coalesce(h.available, 0)::bigint AS available,
+    coalesce(h.delayed, 0)::bigint AS delayed,
+    coalesce(h.in_flight, 0)::bigint AS in_flight,
+    coalesce(h.dead_lettered, 0)::bigint AS dead_lettered
 FROM skipq.depth_snapshots s
-LEFT JOIN skipq.depth_history h ON h.tenant = $1 AND h.at = s.at
-WHERE s.at >= $2
-GROUP BY s.at
+LEFT JOIN h ON h.at = s.at
+WHERE s.at >= $1
 ORDER BY s.at
 `
 
 type DepthHistoryTenantParams struct {
-	Tenant string
 	Since  time.Time
+	Tenant string
 }
 
 type DepthHistoryTenantRow struct {
@@ -248,9 +254,11 @@ type DepthHistoryTenantRow struct {
 	DeadLettered int64
 }
 
-// A tenant's total depth at every snapshot since @since.
+// A tenant's total depth at every snapshot since @since: the sums come from
+// a range scan of the tenant's rows on (tenant, at), then meet the
+// snapshot times (a snapshot with no row of the tenant is 0).
 func (q *Queries) DepthHistoryTenant(ctx context.Context, arg DepthHistoryTenantParams) ([]DepthHistoryTenantRow, error) {
-	rows, err := q.db.Query(ctx, depthHistoryTenant, arg.Tenant, arg.Since)
+	rows, err := q.db.Query(ctx, depthHistoryTenant, arg.Since, arg.Tenant)
 	if err != nil {
 		return nil, err
 	}

@@ -54,16 +54,24 @@ WHERE h.queue_id = old.queue_id AND h.at = old.at;
 DELETE FROM skipq.depth_snapshots WHERE at < @before;
 
 -- name: DepthHistoryTenant :many
--- A tenant's total depth at every snapshot since @since.
+-- A tenant's total depth at every snapshot since @since: the sums come from
+-- a range scan of the tenant's rows on (tenant, at), then meet the
+-- snapshot times (a snapshot with no row of the tenant is 0).
+WITH h AS (
+    SELECT d.at, sum(d.available) AS available, sum(d.delayed) AS delayed,
+           sum(d.in_flight) AS in_flight, sum(d.dead_lettered) AS dead_lettered
+    FROM skipq.depth_history d
+    WHERE d.tenant = @tenant AND d.at >= @since
+    GROUP BY d.at
+)
 SELECT s.at,
-    coalesce(sum(h.available), 0)::bigint AS available,
-    coalesce(sum(h.delayed), 0)::bigint AS delayed,
-    coalesce(sum(h.in_flight), 0)::bigint AS in_flight,
-    coalesce(sum(h.dead_lettered), 0)::bigint AS dead_lettered
+    coalesce(h.available, 0)::bigint AS available,
+    coalesce(h.delayed, 0)::bigint AS delayed,
+    coalesce(h.in_flight, 0)::bigint AS in_flight,
+    coalesce(h.dead_lettered, 0)::bigint AS dead_lettered
 FROM skipq.depth_snapshots s
-LEFT JOIN skipq.depth_history h ON h.tenant = @tenant AND h.at = s.at
+LEFT JOIN h ON h.at = s.at
 WHERE s.at >= @since
-GROUP BY s.at
 ORDER BY s.at;
 
 -- name: DepthHistoryQueue :many
