@@ -225,6 +225,17 @@ func poll(t *testing.T, tab context.Context, expr string, timeout time.Duration)
 // directory.
 func screenshot(t *testing.T, tab context.Context, name string) {
 	t.Helper()
+	save(t, name, run(t, tab, chromedp.FullScreenshot(100)))
+}
+
+// screenshotTop is screenshot of the window only, for long pages.
+func screenshotTop(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	save(t, name, run(t, tab, chromedp.CaptureScreenshot()))
+}
+
+func save(t *testing.T, name string, png []byte) {
+	t.Helper()
 	dir := os.Getenv("SKIPQ_SCREENSHOTS")
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "skipq-console")
@@ -232,7 +243,6 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	png := run(t, tab, chromedp.FullScreenshot(100))
 	path := filepath.Join(dir, name+".png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)

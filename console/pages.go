@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,9 +22,11 @@ const chartSpan = time.Hour
 
 type queuesData struct {
 	Prefix, Cursor, Next string
-	Rows                 []service.QueueGauge
-	CountedAt            *time.Time
-	Chart                chart
+	// PollURL is the table's own URL, for its 5 s refresh.
+	PollURL   string
+	Rows      []service.QueueGauge
+	CountedAt *time.Time
+	Chart     chart
 }
 
 // queues reads one page of the queue table: one query on the queues index
@@ -31,6 +34,7 @@ type queuesData struct {
 func (c *Console) queues(r *http.Request, id identity) (queuesData, error) {
 	q := r.URL.Query()
 	d := queuesData{Prefix: q.Get("prefix"), Cursor: q.Get("cursor")}
+	d.PollURL = "/console/queue-rows?" + url.Values{"prefix": {d.Prefix}, "cursor": {d.Cursor}}.Encode()
 	rows, next, err := c.svc.QueueGauges(r.Context(), id.Tenant, d.Prefix, pageSize, d.Cursor)
 	if err != nil {
 		return d, err
