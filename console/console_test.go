@@ -396,3 +396,21 @@ func TestRateLimited(t *testing.T) {
 		t.Fatalf("statuses %v, want 200 … 429", statuses)
 	}
 }
+
+// With the database away, pages answer 503 with Retry-After.
+func TestDatabaseAway(t *testing.T) {
+	n := startNode(t, false, func(c *node.Config) {
+		c.DatabaseURL = fmt.Sprintf("postgres://skipq@127.0.0.1:%d/skipq?sslmode=disable&connect_timeout=1", freePort(t))
+		c.Migrate = false
+	})
+	for _, p := range []string{"/console/", "/console/queue-rows", "/console/queues/q", "/console/dlq"} {
+		resp, err := http.Get(n.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: %d, Retry-After %q", p, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+}
