@@ -198,6 +198,13 @@ func TestRedrive(t *testing.T) {
 		t.Fatalf("%d dead-letter rows, want a page of 50", c)
 	}
 	screenshotTop(t, tab, "dead-letters")
+	first := run(t, tab, chromedp.AttributeValue(testID("dlq-row"), "data-message-id"))
+	submit(t, tab, testID("next-page"))
+	second := run(t, tab, chromedp.AttributeValue(testID("dlq-row"), "data-message-id"))
+	if c := count(t, tab, testID("dlq-row")); c != 50 || second.Value == first.Value {
+		t.Fatalf("the next page: %d rows, first %v after %v", c, second, first)
+	}
+	do(t, tab, chromedp.Navigate(n.URL+"/console/dlq"), chromedp.WaitVisible(testID("dlq-row")))
 	submit(t, tab, `[data-testid="dlq-row"] [data-testid="action-redrive"]`)
 	if s := n.stats(t, "", "src"); s["available"] != 1.0 {
 		t.Fatalf("after one redrive the source has %v", s)
