@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # The test cluster that testdb starts (devpg.EnsureDaemon) and `test` stops.
 TEST_CLUSTER := .skipq/test
 
-.PHONY: postgres-bin pgbouncer-bin build run test lint fuzz chaos failover generate clean
+.PHONY: postgres-bin pgbouncer-bin browser-bin build run test lint fuzz chaos failover screenshots generate clean
 
 # postgres-bin: the PostgreSQL server binaries (Debian's postgresql package)
 # and the unprivileged "postgres" user that runs private clusters for root.
@@ -33,6 +33,18 @@ pgbouncer-bin:
 		echo "Installing PgBouncer (apt-get install pgbouncer)"; \
 		$$sudo apt-get update && \
 		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y pgbouncer; \
+	fi
+
+# browser-bin: Debian's chromium-headless-shell (about 100 MB), which the
+# web console's browser tests drive with chromedp (console/). Under CI=true
+# those tests fail when no browser can be found.
+browser-bin:
+	@if ! command -v chromium-headless-shell >/dev/null && [ ! -x /usr/bin/chromium-headless-shell ]; then \
+		sudo=; \
+		if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null; then sudo=sudo; fi; \
+		echo "Installing Chromium's headless shell (apt-get install chromium-headless-shell)"; \
+		$$sudo apt-get update && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium-headless-shell; \
 	fi
 
 # build: the skipq binary.
@@ -64,7 +76,7 @@ lint:
 # (make failover, about 1 minute), then stop the shared test cluster and any
 # PgBouncer left in front of it, whether the tests passed or not, keeping the
 # first failure's exit status.
-test: postgres-bin pgbouncer-bin lint
+test: postgres-bin pgbouncer-bin browser-bin lint
 	go vet ./...
 	@if [ -f sqlc.yaml ]; then echo "go tool sqlc diff"; go tool sqlc diff; fi
 	@status=0; \
@@ -122,6 +134,11 @@ chaos: postgres-bin
 # See docs/RELIABILITY.md and docs/DESIGN.md ("Online migrations").
 failover: postgres-bin
 	go test -tags failover -count=1 -timeout 10m -v -run 'TestFailover|TestOnlineMigration' ./chaos/
+
+# screenshots: the web console's pages, as its browser tests see them,
+# written to docs/console/ (shown in the README).
+screenshots: postgres-bin browser-bin
+	SKIPQ_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run 'TestAdminSendsBrowsesPurgesDeletes|TestRedrive|TestOverviewAndRates' ./console/
 
 # generate: regenerate db/ from queries/ with sqlc.
 generate:

@@ -30,6 +30,20 @@ type SkipqDedupKey struct {
 	ResultMessageID *string
 }
 
+type SkipqDepthHistory struct {
+	QueueID      int64
+	Tenant       string
+	At           time.Time
+	Available    int64
+	Delayed      int64
+	InFlight     int64
+	DeadLettered int64
+}
+
+type SkipqDepthSnapshot struct {
+	At time.Time
+}
+
 type SkipqJobTurn struct {
 	Job     string
 	LastRun time.Time
@@ -91,6 +105,7 @@ type SkipqQueueCount struct {
 	InFlight          int64
 	OldestAvailableAt *time.Time
 	CountedAt         time.Time
+	DeadLettered      int64
 }
 
 type SkipqReady struct {

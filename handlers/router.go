@@ -44,6 +44,9 @@ type Config struct {
 	// ServiceRoutesOnly serves /healthz, /readyz and /metrics and no API:
 	// a worker-only node, which must still be probed and scraped.
 	ServiceRoutesOnly bool
+	// Console, when not nil, serves /console/ (the web console), under the
+	// same body limit, rate limit and deadline as the API.
+	Console http.Handler
 }
 
 type api struct {
@@ -100,6 +103,13 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	var perCaller gin.HandlersChain
 	if cfg.RateLimit > 0 {
 		perCaller = gin.HandlersChain{limitRate(newRateLimiter(cfg.RateLimit, cfg.RateBurst), byKeyOrIP)}
+	}
+	if cfg.Console != nil {
+		chain := gin.HandlersChain{limitBody(cfg.MaxRequestBytes)}
+		chain = append(chain, perCaller...)
+		chain = append(chain, deadline(RequestTimeout), gin.WrapH(cfg.Console))
+		r.Any("/console", chain...)
+		r.Any("/console/*path", chain...)
 	}
 	// Receipts need no credentials: the handle is the capability.
 	receipts := v1.Group("/receipts", append(perCaller, deadline(RequestTimeout))...)

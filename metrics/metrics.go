@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/skipq/skipq/service"
 	"github.com/skipq/skipq/wake"
@@ -157,4 +158,30 @@ func (m *Metrics) ObserveRequest(method, route string, status int, d time.Durati
 		route = "unmatched"
 	}
 	m.requestDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+}
+
+// Totals are a tenant's message counters on this node since it started.
+type Totals struct{ Sent, Received, Acked float64 }
+
+// TenantTotals sums this node's counters over a tenant's queues (the
+// console's rates). Queues folded into "_other" are not counted.
+func (m *Metrics) TenantTotals(tenant string) Totals {
+	sum := func(c *prometheus.CounterVec) float64 {
+		ch := make(chan prometheus.Metric, 64)
+		go func() { c.Collect(ch); close(ch) }()
+		total := 0.0
+		for metric := range ch {
+			var d dto.Metric
+			if metric.Write(&d) != nil {
+				continue
+			}
+			for _, l := range d.GetLabel() {
+				if l.GetName() == "tenant" && l.GetValue() == tenant {
+					total += d.GetCounter().GetValue()
+				}
+			}
+		}
+		return total
+	}
+	return Totals{Sent: sum(m.sent), Received: sum(m.received), Acked: sum(m.acked)}
 }

@@ -37,6 +37,7 @@ type Config struct {
 	AuthFailureBurst    int
 	TrustedProxies      string // comma list of IPs/CIDRs whose X-Forwarded-For names the client
 	MetricsToken        string // when set, /metrics needs it as a bearer token
+	Console             bool   // serve the web console at /console/
 	Limits              service.Limits
 }
 
@@ -64,6 +65,7 @@ func DefaultConfig() Config {
 		Migrate:         true,
 		Role:            RoleAll,
 		WorkerVacuum:    true,
+		Console:         true,
 		DBMaxConns:      16,
 		ReadTimeout:     60,
 		MaxRequestBytes: 16 << 20,
@@ -97,6 +99,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	str(&c.Auth, "auth", "API-key auth: required or off")
 	boolean(&c.Migrate, "migrate", "apply pending migrations at start")
 	boolean(&c.WorkerVacuum, "worker-vacuum", "the worker vacuums the messages table when dead rows pile up")
+	boolean(&c.Console, "console", "serve the web console at /console/")
 	str((*string)(&c.Role), "role", "what this node runs: all, api or worker")
 	num(&c.DBMaxConns, "db-max-conns", "largest database pool")
 	fs.Int64Var(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes,

@@ -77,3 +77,18 @@ func TestFlagsOverTheEnvironmentOverDefaults(t *testing.T) {
 		t.Fatalf("a rate limit of %q loaded with error %v", "fast", err)
 	}
 }
+
+// SKIPQ_CONSOLE=false turns the web console off.
+func TestConsoleFromEnv(t *testing.T) {
+	c := DefaultConfig()
+	if !c.Console {
+		t.Fatal("the console is off by default")
+	}
+	t.Setenv("SKIPQ_CONSOLE", "false")
+	if err := c.Load(newFlagSet(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.Console {
+		t.Fatal("SKIPQ_CONSOLE=false left the console on")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/skipq/skipq/console"
 	"github.com/skipq/skipq/db"
 	"github.com/skipq/skipq/handlers"
 	"github.com/skipq/skipq/metrics"
@@ -67,6 +68,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if err != nil {
 		return err
 	}
+	var consoleHandler http.Handler
+	if cfg.Console && cfg.Role.ServesAPI() {
+		consoleHandler = console.New(svc, console.Config{AuthOff: cfg.Auth == "off", Log: log, Totals: m.TenantTotals})
+	}
 	handler := handlers.New(svc, handlers.Config{
 		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log, Metrics: m,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
@@ -74,6 +79,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
 		// A worker-only node serves no API but answers probes and scrapes.
 		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
+		Console:           consoleHandler,
 	})
 	srv := &http.Server{
 		Handler: handler,

@@ -211,6 +211,9 @@ func (s *Service) RefreshQueueCounts(ctx context.Context) error {
 			if err := q.PlanAllowScans(ctx); err != nil {
 				return err
 			}
+			if err := q.QueueCountsClear(ctx); err != nil {
+				return err
+			}
 			return q.QueueCountsRefresh(ctx, s.now())
 		})
 		if err != nil {

@@ -72,6 +72,9 @@ func New(svc *service.Service, log *slog.Logger, opts Options) *Worker {
 		batch("remove messages of deleted queues", 30*time.Second, svc.RemoveOrphaned),
 		batch("prune empty FIFO groups", 30*time.Second, svc.PruneGroups),
 		once("refresh queue gauges", 5*time.Second, 30*time.Second, svc.RefreshQueueCounts),
+		once("record depth history", 20*time.Second, 30*time.Second, func(ctx context.Context) error {
+			return svc.RecordDepthHistory(ctx, BatchSize)
+		}),
 	}
 	if opts.Vacuum {
 		jobs = append(jobs, once("vacuum messages", service.VacuumPeriod, 2*time.Minute, svc.VacuumMessages))

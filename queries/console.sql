@@ -1,0 +1,93 @@
+-- name: ConsoleQueueList :many
+-- The console's queues page: a tenant's queues by name (as QueueList) with
+-- their gauge snapshot. Reads only the queues index and the small snapshot
+-- table, never the messages: the page polls it every 5 s. A queue created
+-- after the last snapshot has no counts yet.
+SELECT q.name, c.available, c.delayed, c.in_flight, c.dead_lettered, c.oldest_available_at,
+       c.counted_at
+FROM skipq.queues q
+LEFT JOIN skipq.queue_counts c ON c.queue_id = q.id
+WHERE q.tenant = @tenant
+  AND q.name >= @prefix::text AND starts_with(q.name, @prefix::text)
+  AND q.name > @after::text
+ORDER BY q.name
+LIMIT @max_queues;
+
+-- name: ConsoleQueueCounts :one
+-- One queue's gauge snapshot (its dead-lettered count on the queue page).
+SELECT c.dead_lettered, c.counted_at
+FROM skipq.queue_counts c
+WHERE c.queue_id = @queue_id;
+
+-- name: DepthHistoryRecord :execrows
+-- Copies the current gauge snapshot into the depth history, once per
+-- snapshot (a snapshot already copied adds nothing): the queues with some
+-- message, at most @max_queues of the deepest.
+WITH snap AS (
+    INSERT INTO skipq.depth_snapshots (at)
+    SELECT max(counted_at) FROM skipq.queue_counts
+    HAVING max(counted_at) IS NOT NULL
+    ON CONFLICT (at) DO NOTHING
+    RETURNING at
+)
+INSERT INTO skipq.depth_history (queue_id, tenant, at, available, delayed, in_flight, dead_lettered)
+SELECT c.queue_id, c.tenant, c.counted_at, c.available, c.delayed, c.in_flight, c.dead_lettered
+FROM skipq.queue_counts c
+JOIN snap ON snap.at = c.counted_at
+WHERE c.available + c.delayed + c.in_flight + c.dead_lettered > 0
+ORDER BY c.available + c.delayed + c.in_flight + c.dead_lettered DESC
+LIMIT @max_queues;
+
+-- name: DepthHistoryPrune :execrows
+-- Drops up to @max_rows history rows taken before @before, oldest first.
+DELETE FROM skipq.depth_history h
+USING (
+    SELECT o.queue_id, o.at FROM skipq.depth_history o
+    WHERE o.at < @before
+    ORDER BY o.at
+    LIMIT @max_rows
+) old
+WHERE h.queue_id = old.queue_id AND h.at = old.at;
+
+-- name: DepthSnapshotsPrune :execrows
+-- Snapshot times before @before (one a minute: a run drops a handful).
+DELETE FROM skipq.depth_snapshots WHERE at < @before;
+
+-- name: DepthHistoryTenant :many
+-- A tenant's total depth at every snapshot since @since: the sums come from
+-- a range scan of the tenant's rows on (tenant, at), then meet the
+-- snapshot times (a snapshot with no row of the tenant is 0).
+WITH h AS (
+    SELECT d.at, sum(d.available) AS available, sum(d.delayed) AS delayed,
+           sum(d.in_flight) AS in_flight, sum(d.dead_lettered) AS dead_lettered
+    FROM skipq.depth_history d
+    WHERE d.tenant = @tenant AND d.at >= @since
+    GROUP BY d.at
+)
+SELECT s.at,
+    coalesce(h.available, 0)::bigint AS available,
+    coalesce(h.delayed, 0)::bigint AS delayed,
+    coalesce(h.in_flight, 0)::bigint AS in_flight,
+    coalesce(h.dead_lettered, 0)::bigint AS dead_lettered
+FROM skipq.depth_snapshots s
+LEFT JOIN h ON h.at = s.at
+WHERE s.at >= @since
+ORDER BY s.at;
+
+-- name: DepthHistoryQueue :many
+-- One queue's depth at every snapshot since @since.
+SELECT s.at,
+    coalesce(h.available, 0)::bigint AS available,
+    coalesce(h.delayed, 0)::bigint AS delayed,
+    coalesce(h.in_flight, 0)::bigint AS in_flight,
+    coalesce(h.dead_lettered, 0)::bigint AS dead_lettered
+FROM skipq.depth_snapshots s
+LEFT JOIN skipq.depth_history h ON h.queue_id = @queue_id AND h.at = s.at
+WHERE s.at >= @since
+ORDER BY s.at;
+
+-- name: APIKeyGetByID :one
+-- A console session's key, checked again as the session is used: a
+-- revoked key ends its sessions.
+SELECT * FROM skipq.api_keys
+WHERE id = @id AND revoked_at IS NULL;
