@@ -29,3 +29,10 @@ func IsUniqueViolation(err error, constraint string) bool {
 	}
 	return constraint == "" || pgErr.ConstraintName == constraint
 }
+
+// IsForeignKeyViolation reports whether err is a foreign-key violation
+// (SQLSTATE 23503): the row it referred to is gone.
+func IsForeignKeyViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+}

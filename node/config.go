@@ -32,6 +32,7 @@ type Config struct {
 	RateLimit           float64 // requests/s per API key (per IP with auth off); 0 = off
 	RateBurst           int     // 0 = max(1, RateLimit)
 	MetricsToken        string  // when set, /metrics needs it as a bearer token
+	SQS                 SQSConfig
 	Limits              service.Limits
 }
 
@@ -63,6 +64,7 @@ func DefaultConfig() Config {
 		ReadTimeout:     60,
 		MaxRequestBytes: 16 << 20,
 		Limits:          service.DefaultLimits(),
+		SQS:             SQSConfig{Enabled: true, Region: "us-east-1"},
 	}
 }
 
@@ -147,6 +149,7 @@ func (c *Config) vars() []envVar {
 	add("SKIPQ_RATE_BURST", "rate-burst", "requests a caller may burst above the rate; 0 = the rate, at least 1", n, gn)
 	s, g = str(&c.MetricsToken)
 	add("SKIPQ_METRICS_TOKEN", "metrics-token", "when set, /metrics needs Authorization: Bearer <token> (prefer the variable: flags show in ps)", s, g)
+	vs = append(vs, c.SQS.vars()...)
 	l := &c.Limits
 	for _, lim := range []struct {
 		env, flag string
@@ -224,6 +227,9 @@ func (c *Config) Validate() error {
 	if c.RateLimit < 0 || c.RateBurst < 0 {
 		errs = append(errs, errors.New("SKIPQ_RATE_LIMIT and SKIPQ_RATE_BURST must not be negative"))
 	}
+	if err := c.SQS.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.MaxRequestBytes < 1024 {
 		errs = append(errs, errors.New("SKIPQ_MAX_REQUEST_BYTES must be at least 1024"))
 	}
@@ -265,7 +271,7 @@ func (c Config) LogValue() slog.Value {
 		if strings.Contains(v.env, "DATABASE_URL") {
 			val = maskURL(val)
 		}
-		if strings.HasSuffix(v.env, "_TOKEN") && val != "" {
+		if (strings.HasSuffix(v.env, "_TOKEN") || strings.HasSuffix(v.env, "_KEY")) && val != "" {
 			val = "xxxxx"
 		}
 		attrs = append(attrs, slog.String(v.env, val))

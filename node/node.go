@@ -72,6 +72,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
 		// A worker-only node serves no API but answers probes and scrapes.
 		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
+		SQS:               cfg.sqsEndpoint(svc),
 	})
 	srv := &http.Server{
 		Handler: handler,

@@ -13,15 +13,18 @@ import (
 
 // Message is a message as receivers and browsers see it.
 type Message struct {
-	MessageID       string
-	ReceiptHandle   string // "" for peeks and autoAck
-	Queue           string
-	Sequence        int64
-	ClientID        string
-	Metadata        string
-	Body            []byte
-	BodyBinary      bool
-	Tags            map[string]string
+	MessageID     string
+	ReceiptHandle string // "" for peeks and autoAck
+	Queue         string
+	Sequence      int64
+	ClientID      string
+	Metadata      string
+	Body          []byte
+	BodyBinary    bool
+	Tags          map[string]string
+	// SQS is the SQS attributes document (SQSTagKey), "" when none; it is
+	// not among Tags.
+	SQS             string
 	SentAt          time.Time
 	FirstReceivedAt *time.Time
 	ReceiveCount    int
@@ -41,13 +44,13 @@ type ReceiveOptions struct {
 	AutoAck           bool
 }
 
-func (s *Service) validateReceive(queue string, o ReceiveOptions) error {
+func (s *Service) validateReceive(queue string, o ReceiveOptions, minVisibility int) error {
 	var is issues
 	if msg := ValidQueueName(queue); msg != "" {
 		is.add("queue", "%s", msg)
 	}
 	is.between("maxMessages", o.MaxMessages, 1, s.limits.MaxReceiveMessages)
-	is.between("visibilitySeconds", o.VisibilitySeconds, 1, s.limits.MaxVisibilitySeconds)
+	is.between("visibilitySeconds", o.VisibilitySeconds, minVisibility, s.limits.MaxVisibilitySeconds)
 	is.between("waitSeconds", o.WaitSeconds, 0, s.limits.MaxWaitSeconds)
 	if o.IsPeek && o.AutoAck {
 		is.add("autoAck", "cannot be combined with isPeek")
@@ -60,7 +63,17 @@ func (s *Service) validateReceive(queue string, o ReceiveOptions) error {
 // connection: it parks in the hub between claims. It returns early, with
 // nothing, when ctx ends or the node shuts down.
 func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOptions) ([]Message, error) {
-	if err := s.validateReceive(queue, o); err != nil {
+	return s.receive(ctx, tenant, queue, o, 1)
+}
+
+// ReceiveSQS is Receive with SQS's visibility range: 0 is allowed (SPEC
+// §11.16 D4), and the message is delivered and stays available.
+func (s *Service) ReceiveSQS(ctx context.Context, tenant, queue string, o ReceiveOptions) ([]Message, error) {
+	return s.receive(ctx, tenant, queue, o, 0)
+}
+
+func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOptions, minVisibility int) ([]Message, error) {
+	if err := s.validateReceive(queue, o, minVisibility); err != nil {
 		return nil, err
 	}
 	max := 1
@@ -248,6 +261,8 @@ func (s *Service) nowOr(t time.Time) time.Time {
 func messageFromRow(queue string, r db.SkipqMessage) Message {
 	tags := map[string]string{}
 	_ = json.Unmarshal(r.Tags, &tags) // written by us from a map[string]string
+	sqs := tags[SQSTagKey]
+	delete(tags, SQSTagKey)
 	return Message{
 		MessageID:       r.MessageID,
 		Queue:           queue,
@@ -257,6 +272,7 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 		Body:            r.Body,
 		BodyBinary:      r.BodyBinary,
 		Tags:            tags,
+		SQS:             sqs,
 		SentAt:          r.SentAt,
 		FirstReceivedAt: r.FirstReceivedAt,
 		ReceiveCount:    int(r.ReceiveCount),

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +31,9 @@ type MessageInput struct {
 	ExpirationSeconds *int
 	MaxReceiveCount   *int    // 0 = the queue's default
 	DeadLetterQueue   *string // "" = discard
+	// SQS is the SQS attributes document, stored under SQSTagKey beside
+	// Tags ("" = none).
+	SQS string
 }
 
 // SendResult is the outcome of one sent message.
@@ -354,7 +358,12 @@ func (s *Service) prepare(queue string, in []MessageInput, pathOf func(int) stri
 		checkDeadLetterQueue(&is, join(p, "deadLetterQueue"), queue, m.DeadLetterQueue)
 		is.text(join(p, "metadata"), m.Metadata)
 		is.text(join(p, "clientId"), m.ClientID)
-		tags, _ := json.Marshal(nonNilTags(m.Tags))
+		all := nonNilTags(m.Tags)
+		if m.SQS != "" {
+			all = maps.Clone(all)
+			all[SQSTagKey] = m.SQS
+		}
+		tags, _ := json.Marshal(all)
 		o.tagsJSON = string(tags)
 	}
 	if err := is.err(); err != nil {

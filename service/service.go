@@ -34,6 +34,7 @@ type Service struct {
 	sends      *sharer[sendCall]
 	claims     *sharer[claimCall]
 	keys       keyCache
+	sqsKeys    sqsKeys
 	names      queueNames
 	obs        Observer
 	// now, when set, replaces the database clock in every time-based rule

@@ -1,0 +1,80 @@
+// Package sqsapi_test drives skipq's SQS endpoint with the official AWS
+// clients (aws-sdk-go-v2, boto3, the AWS CLI) against real nodes and a real
+// PostgreSQL.
+package sqsapi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
+
+	"github.com/skipq/skipq/node"
+	"github.com/skipq/skipq/node/nodetest"
+	"github.com/skipq/skipq/testdb"
+)
+
+
+type env struct {
+	URL string
+	DB  string
+}
+
+// newNode is a fresh database with one node on it (auth off unless
+// configure says otherwise).
+func newNode(t *testing.T, configure ...func(*node.Config)) env {
+	t.Helper()
+	db := testdb.New(t)
+	return env{URL: nodetest.Start(t, db, configure...), DB: db}
+}
+
+// client is an SQS client configured as an application would be: from the
+// environment only (AWS_ENDPOINT_URL_SQS), default options.
+func client(t *testing.T, endpoint, akid, secret string) *sqs.Client {
+	t.Helper()
+	t.Setenv("AWS_ENDPOINT_URL_SQS", endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", akid)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	t.Setenv("AWS_REGION", "eu-west-1")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sqs.NewFromConfig(cfg)
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// apiCode is the error code an application compares (the query code).
+func apiCode(t *testing.T, err error) string {
+	t.Helper()
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("not an API error: %v", err)
+	}
+	return ae.ErrorCode()
+}
+
+// must returns v or, on an error, fails the running test by panicking
+// (Go cannot pass a call's two results on next to t).
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(fmt.Sprintf("unexpected error: %v", err))
+	}
+	return v
+}
+
+var str = aws.String
