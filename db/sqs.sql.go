@@ -223,3 +223,50 @@ func (q *Queries) SQSQueuePut(ctx context.Context, arg SQSQueuePutParams) error 
 	)
 	return err
 }
+
+const sQSReadyAgain = `-- name: SQSReadyAgain :many
+WITH readied AS (
+    UPDATE skipq.messages m SET ready = true
+    FROM (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence,
+            unnest($3::bytea[]) AS token) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+      AND NOT m.ready AND m.receive_count < m.max_receive_count
+    RETURNING m.queue_id, m.sequence
+)
+INSERT INTO skipq.ready (queue_id, sequence)
+SELECT r.queue_id, r.sequence FROM readied r
+ON CONFLICT DO NOTHING
+RETURNING queue_id
+`
+
+type SQSReadyAgainParams struct {
+	QueueIds  []int64
+	Sequences []int64
+	Tokens    [][]byte
+}
+
+// Makes messages that a receive with visibility 0 just claimed available
+// again at once, their handles kept (SPEC §11.16 D4): the claim left them
+// unready until their (immediate) lease-end timer fired, up to a worker
+// tick later. A message on its last allowed delivery stays with the
+// worker, which dead-letters it, as after any lease. Message first, then
+// its ready row: the lock order of every statement.
+func (q *Queries) SQSReadyAgain(ctx context.Context, arg SQSReadyAgainParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, sQSReadyAgain, arg.QueueIds, arg.Sequences, arg.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var queue_id int64
+		if err := rows.Scan(&queue_id); err != nil {
+			return nil, err
+		}
+		items = append(items, queue_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

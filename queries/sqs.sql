@@ -50,3 +50,23 @@ WHERE c.access_key_id = @access_key_id AND k.revoked_at IS NULL;
 
 -- name: SQSCredentialsList :many
 SELECT key_id, access_key_id FROM skipq.sqs_credentials;
+
+-- name: SQSReadyAgain :many
+-- Makes messages that a receive with visibility 0 just claimed available
+-- again at once, their handles kept (SPEC §11.16 D4): the claim left them
+-- unready until their (immediate) lease-end timer fired, up to a worker
+-- tick later. A message on its last allowed delivery stays with the
+-- worker, which dead-letters it, as after any lease. Message first, then
+-- its ready row: the lock order of every statement.
+WITH readied AS (
+    UPDATE skipq.messages m SET ready = true
+    FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
+            unnest(@tokens::bytea[]) AS token) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+      AND NOT m.ready AND m.receive_count < m.max_receive_count
+    RETURNING m.queue_id, m.sequence
+)
+INSERT INTO skipq.ready (queue_id, sequence)
+SELECT r.queue_id, r.sequence FROM readied r
+ON CONFLICT DO NOTHING
+RETURNING queue_id;

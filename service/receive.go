@@ -69,7 +69,25 @@ func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOp
 // ReceiveSQS is Receive with SQS's visibility range: 0 is allowed (SPEC
 // §11.16 D4), and the message is delivered and stays available.
 func (s *Service) ReceiveSQS(ctx context.Context, tenant, queue string, o ReceiveOptions) ([]Message, error) {
-	return s.receive(ctx, tenant, queue, o, 0)
+	msgs, err := s.receive(ctx, tenant, queue, o, 0)
+	if err != nil || len(msgs) == 0 || o.VisibilitySeconds == nil || *o.VisibilitySeconds != 0 {
+		return msgs, err
+	}
+	var p db.SQSReadyAgainParams
+	for _, m := range msgs {
+		r, _ := parseReceipt(m.ReceiptHandle)
+		p.QueueIds, p.Sequences, p.Tokens = append(p.QueueIds, r.queueID), append(p.Sequences, r.sequence), append(p.Tokens, r.token)
+	}
+	ids, err := s.q.SQSReadyAgain(ctx, p)
+	if err != nil {
+		// Delivered all the same: the lease-end timer readies them.
+		s.log.Warn("SQS receive with visibility 0: readying again failed", "err", err)
+		return msgs, nil
+	}
+	if len(ids) > 0 {
+		s.hub.Publish(ids[0], len(ids))
+	}
+	return msgs, nil
 }
 
 func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOptions, minVisibility int) ([]Message, error) {

@@ -4,7 +4,12 @@
 package sqsapi_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
 	"errors"
 	"fmt"
 	"os"
@@ -78,3 +83,56 @@ func must[T any](v T, err error) T {
 }
 
 var str = aws.String
+
+// rawResponse is an SQS answer read without an SDK.
+type rawResponse struct {
+	Status int
+	Header http.Header
+	Body   map[string]any
+	Raw    string
+}
+
+// raw posts an unsigned SQS JSON request to url (auth off).
+func raw(t *testing.T, url, op string, body any, headers ...string) rawResponse {
+	t.Helper()
+	var payload []byte
+	switch b := body.(type) {
+	case string:
+		payload = []byte(b)
+	default:
+		payload, _ = json.Marshal(b)
+	}
+	req, err := http.NewRequest("POST", url, bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("X-Amz-Target", "AmazonSQS."+op)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	out := rawResponse{Status: resp.StatusCode, Header: resp.Header, Raw: string(b)}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-amz-json-1.0") {
+		if err := json.Unmarshal(b, &out.Body); err != nil {
+			t.Fatalf("%s: answer is not a JSON object: %s", op, b)
+		}
+	}
+	return out
+}
+
+// sqsError checks an SQS error answer: status, __type name and query code.
+func (r rawResponse) sqsError(t *testing.T, status int, typ, code string) {
+	t.Helper()
+	gotType, _ := r.Body["__type"].(string)
+	if r.Status != status || !strings.HasSuffix(gotType, "#"+typ) ||
+		r.Header.Get("X-Amzn-Query-Error") != code+";Sender" || r.Header.Get("X-Amzn-Requestid") == "" {
+		t.Fatalf("want %d %s (%s), got %d %s %q: %s", status, typ, code, r.Status, gotType,
+			r.Header.Get("X-Amzn-Query-Error"), r.Raw)
+	}
+}
