@@ -60,7 +60,7 @@ func TestKeysListAndRevoke(t *testing.T) {
 		t.Fatalf("keys list --json: %s", out)
 	}
 	text := c.ok("keys", "list")
-	if !regexp.MustCompile(fmt.Sprintf(`(?m)^ID +TENANT +ROLE +NAME +CREATED +REVOKED\n%d +acme +read +reader +\S+ +-$`, created.ID)).MatchString(text) {
+	if !regexp.MustCompile(fmt.Sprintf(`(?m)^ID +TENANT +ROLE +NAME +CREATED +REVOKED +SQS_ACCESS_KEY_ID\n%d +acme +read +reader +\S+ +- +-$`, created.ID)).MatchString(text) {
 		t.Fatalf("keys list printed\n%s", text)
 	}
 	for _, s := range []string{out, text} {
