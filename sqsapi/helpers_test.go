@@ -136,3 +136,10 @@ func (r rawResponse) sqsError(t *testing.T, status int, typ, code string) {
 			r.Header.Get("X-Amzn-Query-Error"), r.Raw)
 	}
 }
+
+func decodeJSON(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, s)
+	}
+}
