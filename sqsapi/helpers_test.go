@@ -7,12 +7,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"strings"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +25,6 @@ import (
 	"github.com/skipq/skipq/node/nodetest"
 	"github.com/skipq/skipq/testdb"
 )
-
 
 type env struct {
 	URL string
