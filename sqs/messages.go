@@ -496,8 +496,12 @@ type settleEntry struct {
 
 type batchSuccess struct{ Id string }
 
+// settleBatch answers DeleteMessageBatch and ChangeMessageVisibilityBatch:
+// each entry is checked alone (a malformed or other-queue handle fails
+// only its entry), and settle acts on the valid ones together, returning
+// a failure per entry index that settled nothing.
 func (h *Handler) settleBatch(ctx context.Context, who *caller, body []byte,
-	settle func(q service.SQSQueue, e settleEntry) *apiError) (any, *apiError) {
+	settle func(entries []settleEntry) (map[int]*apiError, *apiError)) (any, *apiError) {
 	var in struct {
 		QueueUrl *string
 		Entries  []settleEntry
@@ -516,51 +520,84 @@ func (h *Handler) settleBatch(ctx context.Context, who *caller, body []byte,
 	if aerr := checkBatch(ids); aerr != nil {
 		return nil, aerr
 	}
-	successful, failed := []batchSuccess{}, []batchFailure{}
-	for _, e := range in.Entries {
-		aerr := settleQueue(q, e.ReceiptHandle)
-		if aerr == nil {
-			aerr = settle(q, e)
+	failedAt := map[int]*apiError{}
+	var valid []settleEntry
+	var at []int
+	for i, e := range in.Entries {
+		if aerr := settleQueue(q, e.ReceiptHandle); aerr != nil {
+			failedAt[i] = aerr
+			continue
 		}
-		switch {
-		case aerr == nil:
-			successful = append(successful, batchSuccess{e.Id})
-		case aerr.retryable() || aerr.shape == errInternal:
+		valid, at = append(valid, e), append(at, i)
+	}
+	if len(valid) > 0 {
+		res, aerr := settle(valid)
+		if aerr != nil {
 			return nil, aerr
-		default:
-			failed = append(failed, failure(e.Id, aerr))
 		}
+		for j, e := range res {
+			failedAt[at[j]] = e
+		}
+	}
+	successful, failed := []batchSuccess{}, []batchFailure{}
+	for i, e := range in.Entries {
+		if f, ok := failedAt[i]; ok {
+			failed = append(failed, failure(e.Id, f))
+			continue
+		}
+		successful = append(successful, batchSuccess{e.Id})
 	}
 	return map[string]any{"Successful": successful, "Failed": failed}, nil
 }
 
+// deleteMessageBatch acks every valid handle in one call; stale ones
+// succeed, as in SQS.
 func (h *Handler) deleteMessageBatch(ctx context.Context, who *caller, body []byte) (any, *apiError) {
-	return h.settleBatch(ctx, who, body, func(_ service.SQSQueue, e settleEntry) *apiError {
-		if _, err := h.svc.Ack(ctx, []string{*e.ReceiptHandle}); err != nil {
-			return fromService(err)
+	return h.settleBatch(ctx, who, body, func(entries []settleEntry) (map[int]*apiError, *apiError) {
+		handles := make([]string, len(entries))
+		for i, e := range entries {
+			handles[i] = *e.ReceiptHandle
 		}
-		return nil
+		if _, err := h.svc.Ack(ctx, handles); err != nil {
+			return nil, fromService(err)
+		}
+		return nil, nil
 	})
 }
 
-// changeVisibility sets one lease (SPEC §11.5): a stale handle is
-// InvalidParameterValue; 0 makes the message available now.
-func (h *Handler) changeVisibility(ctx context.Context, handle string, seconds *int) *apiError {
+func checkVisibility(seconds *int) *apiError {
 	if seconds == nil {
 		return missingParameter("VisibilityTimeout")
 	}
 	if *seconds < 0 || *seconds > maxVisibility {
 		return invalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200.", *seconds)
 	}
-	res, err := h.svc.SetVisibility(ctx, []string{handle}, *seconds)
-	if err != nil {
-		return fromService(err)
-	}
-	if res.Succeeded == 0 {
-		return invalidParameter("Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not "+
-			"available for visibility timeout change.", handle)
-	}
 	return nil
+}
+
+// changeVisibility sets the leases of handles to seconds (SPEC §11.5)
+// and returns the indexes of the handles that changed nothing (stale:
+// InvalidParameterValue); 0 makes a message available now.
+func (h *Handler) changeVisibility(ctx context.Context, handles []string, seconds *int) (map[int]*apiError, *apiError) {
+	if aerr := checkVisibility(seconds); aerr != nil {
+		return nil, aerr
+	}
+	res, err := h.svc.SetVisibility(ctx, handles, *seconds)
+	if err != nil {
+		return nil, fromService(err)
+	}
+	stale := map[string]bool{}
+	for _, f := range res.Failed {
+		stale[f.ReceiptHandle] = true
+	}
+	failed := map[int]*apiError{}
+	for i, hd := range handles {
+		if stale[hd] {
+			failed[i] = invalidParameter("Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not "+
+				"available for visibility timeout change.", hd)
+		}
+	}
+	return failed, nil
 }
 
 func (h *Handler) changeMessageVisibility(ctx context.Context, who *caller, body []byte) (any, *apiError) {
@@ -579,14 +616,47 @@ func (h *Handler) changeMessageVisibility(ctx context.Context, who *caller, body
 	if aerr := settleQueue(q, in.ReceiptHandle); aerr != nil {
 		return nil, aerr
 	}
-	if aerr := h.changeVisibility(ctx, *in.ReceiptHandle, in.VisibilityTimeout); aerr != nil {
+	failed, aerr := h.changeVisibility(ctx, []string{*in.ReceiptHandle}, in.VisibilityTimeout)
+	if aerr != nil {
 		return nil, aerr
+	}
+	if f, ok := failed[0]; ok {
+		return nil, f
 	}
 	return struct{}{}, nil
 }
 
+// changeMessageVisibilityBatch sets the leases of the entries that share a
+// timeout in one call each; an entry's own bad timeout fails only it.
 func (h *Handler) changeMessageVisibilityBatch(ctx context.Context, who *caller, body []byte) (any, *apiError) {
-	return h.settleBatch(ctx, who, body, func(_ service.SQSQueue, e settleEntry) *apiError {
-		return h.changeVisibility(ctx, *e.ReceiptHandle, e.VisibilityTimeout)
+	return h.settleBatch(ctx, who, body, func(entries []settleEntry) (map[int]*apiError, *apiError) {
+		failed := map[int]*apiError{}
+		groups := map[int][]int{}
+		var order []int
+		for i, e := range entries {
+			if aerr := checkVisibility(e.VisibilityTimeout); aerr != nil {
+				failed[i] = aerr
+				continue
+			}
+			v := *e.VisibilityTimeout
+			if groups[v] == nil {
+				order = append(order, v)
+			}
+			groups[v] = append(groups[v], i)
+		}
+		for _, v := range order {
+			handles := make([]string, len(groups[v]))
+			for j, i := range groups[v] {
+				handles[j] = *entries[i].ReceiptHandle
+			}
+			res, aerr := h.changeVisibility(ctx, handles, &v)
+			if aerr != nil {
+				return nil, aerr
+			}
+			for j, e := range res {
+				failed[groups[v][j]] = e
+			}
+		}
+		return failed, nil
 	})
 }
