@@ -302,15 +302,19 @@ func decode(body []byte, in any) *apiError {
 // queueCache remembers the queues SQS requests name for a second, so a
 // send or receive costs no extra query for the existence check and the
 // queue's SQS settings. Changes made over SQS on this node drop the entry
-// at once; other changes show within queueCacheTTL.
+// at once; other changes show within about queueCacheTTL. When an entry is
+// stale, one request reads the queue again while the others go on with
+// the stale entry: a busy queue costs one lookup per second, not one per
+// request that arrives in the second it expired.
 type queueCache struct {
 	mu      sync.Mutex
-	entries map[[2]string]cachedQueue
+	entries map[[2]string]*cachedQueue
 }
 
 type cachedQueue struct {
-	q       service.SQSQueue
-	expires time.Time
+	q         service.SQSQueue
+	expires   time.Time
+	reloading bool
 }
 
 const (
@@ -320,22 +324,32 @@ const (
 
 func (h *Handler) cachedQueue(ctx context.Context, tenant, name string) (service.SQSQueue, *apiError) {
 	k := [2]string{tenant, name}
-	h.queues.mu.Lock()
-	e, ok := h.queues.entries[k]
-	h.queues.mu.Unlock()
-	if ok && time.Now().Before(e.expires) {
-		return e.q, nil
+	c := &h.queues
+	c.mu.Lock()
+	e, ok := c.entries[k]
+	if ok && (time.Now().Before(e.expires) || e.reloading) {
+		q := e.q
+		c.mu.Unlock()
+		return q, nil
 	}
+	if ok {
+		e.reloading = true
+	}
+	c.mu.Unlock()
 	q, err := h.svc.SQSQueue(ctx, tenant, name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
+		if cur := c.entries[k]; cur == e && ok {
+			// Gone (or unreadable): the next request reads it again.
+			delete(c.entries, k)
+		}
 		return q, fromService(err)
 	}
-	h.queues.mu.Lock()
-	if h.queues.entries == nil || len(h.queues.entries) >= queueCacheMax {
-		h.queues.entries = map[[2]string]cachedQueue{}
+	if c.entries == nil || len(c.entries) >= queueCacheMax {
+		c.entries = map[[2]string]*cachedQueue{}
 	}
-	h.queues.entries[k] = cachedQueue{q: q, expires: time.Now().Add(queueCacheTTL)}
-	h.queues.mu.Unlock()
+	c.entries[k] = &cachedQueue{q: q, expires: time.Now().Add(queueCacheTTL)}
 	return q, nil
 }
 
