@@ -80,7 +80,7 @@ test: postgres-bin pgbouncer-bin lint
 # The packages whose goroutines meet (the long-poll hub, the client's
 # Consume, the rate limiter, the node's wiring, the API under concurrent
 # requests) run a second time under the race detector: about 2 minutes here.
-RACE_PACKAGES := ./handlers/ ./service/ ./client/ ./node/... ./db/ ./apitest/
+RACE_PACKAGES := ./handlers/ ./service/ ./wake/ ./client/ ./node/... ./db/ ./apitest/
 
 # fuzz: run every fuzz target for FUZZTIME each (their seed corpora already
 # run in `make test`).

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skipq/skipq/wire"
 )
 
 // Client talks to one skipq service (a node or a load balancer in front of
@@ -237,15 +239,8 @@ func (c *Client) once(ctx context.Context, cl call, target string, payload []byt
 // errorFrom turns a non-2xx answer into an *Error.
 func errorFrom(resp *http.Response, raw []byte) *Error {
 	e := &Error{Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
-	var env struct {
-		Error *struct {
-			Code      string  `json:"code"`
-			Message   string  `json:"message"`
-			RequestID string  `json:"requestId"`
-			Issues    []Issue `json:"issues"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(raw, &env) == nil && env.Error != nil {
+	var env wire.Error
+	if json.Unmarshal(raw, &env) == nil && env.Error.Code != "" {
 		e.Code, e.Message, e.Issues = env.Error.Code, env.Error.Message, env.Error.Issues
 		if env.Error.RequestID != "" {
 			e.RequestID = env.Error.RequestID

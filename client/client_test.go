@@ -504,10 +504,10 @@ func TestSendReceive(t *testing.T) {
 		t.Fatalf("received %d messages, want 1", len(msgs))
 	}
 	m := msgs[0]
-	if m.MessageID != res.MessageID || m.Sequence != res.Sequence || !m.SentAt.Equal(res.SentAt) ||
+	if m.MessageID != res.MessageID || m.Sequence != res.Sequence || !m.SentAt.Equal(res.SentAt.Time) ||
 		string(m.Body) != "héllo" || m.Binary || m.Metadata != "meta" || m.ClientID != "me" ||
 		m.Tags["kind"] != "greeting" || m.Queue != "in" || m.ReceiveCount != 1 || m.ReceiptHandle == "" ||
-		m.FirstReceivedAt == nil || m.VisibleUntil == nil || !m.VisibleUntil.After(m.SentAt) || m.ReRoutedFrom != "" {
+		m.FirstReceivedAt == nil || m.VisibleUntil == nil || !m.VisibleUntil.After(m.SentAt.Time) || m.ReRoutedFrom != "" {
 		t.Fatalf("received: %+v", m)
 	}
 	if err := m.Ack(ctx); err != nil {
@@ -627,7 +627,7 @@ func TestSettle(t *testing.T) {
 	must[client.SendResult](t)(c.Send(ctx, "s", text("one")))
 	m := receive(t, c, "s", 1)[0]
 	until, err := m.ExtendVisibility(ctx, 90*time.Second)
-	if err != nil || !until.After(*m.VisibleUntil) {
+	if err != nil || !until.After(m.VisibleUntil.Time) {
 		t.Fatalf("ExtendVisibility: %v, %v (was %v)", until, err, m.VisibleUntil)
 	}
 	if err := m.Ack(ctx); err != nil {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/skipq/skipq/wire"
 )
 
 // Error codes of SPEC §4 (Error.Code).
@@ -45,10 +47,7 @@ type Error struct {
 
 // Issue is one problem with a request: the field's path
 // ("messages[2].delaySeconds") and what is wrong with it.
-type Issue struct {
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
+type Issue = wire.Issue
 
 func (e *Error) Error() string {
 	var b strings.Builder

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/skipq/skipq/wire"
 )
 
 // Message is a message to send. At least one of Body and Metadata must be
@@ -37,27 +39,14 @@ type Message struct {
 	DeadLetterQueue   *string
 }
 
-type sendWire struct {
-	Body              string            `json:"body,omitempty"`
-	BodyEncoding      string            `json:"bodyEncoding,omitempty"`
-	Metadata          string            `json:"metadata,omitempty"`
-	Tags              map[string]string `json:"tags,omitempty"`
-	ClientID          string            `json:"clientId,omitempty"`
-	MessageID         string            `json:"messageId,omitempty"`
-	DelaySeconds      *int              `json:"delaySeconds,omitempty"`
-	ExpirationSeconds *int              `json:"expirationSeconds,omitempty"`
-	MaxReceiveCount   *int              `json:"maxReceiveCount,omitempty"`
-	DeadLetterQueue   *string           `json:"deadLetterQueue,omitempty"`
-}
-
-func (m Message) wire() sendWire {
-	w := sendWire{
+func (m Message) wire() wire.SendRequest {
+	w := wire.SendRequest{
 		Metadata: m.Metadata, Tags: m.Tags, ClientID: m.ClientID, MessageID: m.MessageID,
 		DelaySeconds: m.DelaySeconds, ExpirationSeconds: m.ExpirationSeconds,
 		MaxReceiveCount: m.MaxReceiveCount, DeadLetterQueue: m.DeadLetterQueue,
 	}
 	if m.Binary || !utf8.Valid(m.Body) {
-		w.Body, w.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), "base64"
+		w.Body, w.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), wire.EncodingBase64
 	} else {
 		w.Body = string(m.Body)
 	}
@@ -66,14 +55,7 @@ func (m Message) wire() sendWire {
 
 // SendResult is what a send created (or, with Duplicate, what the first
 // send with the same MessageID created).
-type SendResult struct {
-	MessageID string     `json:"messageId"`
-	Sequence  int64      `json:"sequence"`
-	SentAt    time.Time  `json:"sentAt"`
-	DelayedTo *time.Time `json:"delayedTo"`
-	ExpiresAt *time.Time `json:"expiresAt"`
-	Duplicate bool       `json:"duplicate"`
-}
+type SendResult = wire.SendResult
 
 // Send sends one message; the queue is created if it does not exist.
 func (c *Client) Send(ctx context.Context, queue string, m Message) (SendResult, error) {
@@ -100,9 +82,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, msgs []Message) ([
 	if len(msgs) > MaxBatch {
 		return nil, fmt.Errorf("skipq: SendBatch: %d messages, at most %d per batch", len(msgs), MaxBatch)
 	}
-	in := struct {
-		Messages []sendWire `json:"messages"`
-	}{Messages: make([]sendWire, len(msgs))}
+	in := wire.SendBatchRequest{Messages: make([]wire.SendRequest, len(msgs))}
 	retry := retryIdempotent
 	for i, m := range msgs {
 		in.Messages[i] = m.wire()
@@ -110,9 +90,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, msgs []Message) ([
 			retry = retryRateLimited
 		}
 	}
-	var out struct {
-		Results []SendResult `json:"results"`
-	}
+	var out wire.SendBatchResult
 	_, err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/messages/batch",
 		body: in, out: &out, retry: retry})
 	return out.Results, err
@@ -129,40 +107,17 @@ type StoredMessage struct {
 	Body            []byte // decoded: the bytes that were sent
 	Binary          bool   // the body was sent as base64 or SQL bytea
 	Tags            map[string]string
-	SentAt          time.Time
-	FirstReceivedAt *time.Time
+	SentAt          wire.Time
+	FirstReceivedAt *wire.Time
 	ReceiveCount    int
-	VisibleUntil    *time.Time // end of the lease (received messages)
-	DelayedTo       *time.Time
-	ExpiresAt       *time.Time
+	VisibleUntil    *wire.Time // end of the lease (received messages)
+	DelayedTo       *wire.Time
+	ExpiresAt       *wire.Time
 	ReRoutedFrom    string // the queue it was moved from ("" = none)
-	DeadLetteredAt  *time.Time
+	DeadLetteredAt  *wire.Time
 }
 
-type messageWire struct {
-	MessageID       string            `json:"messageId"`
-	ReceiptHandle   *string           `json:"receiptHandle"`
-	Queue           string            `json:"queue"`
-	Sequence        int64             `json:"sequence"`
-	ClientID        string            `json:"clientId"`
-	Metadata        string            `json:"metadata"`
-	Body            string            `json:"body"`
-	BodyEncoding    string            `json:"bodyEncoding"`
-	Tags            map[string]string `json:"tags"`
-	SentAt          time.Time         `json:"sentAt"`
-	FirstReceivedAt *time.Time        `json:"firstReceivedAt"`
-	ReceiveCount    int               `json:"receiveCount"`
-	VisibleUntil    *time.Time        `json:"visibleUntil"`
-	DelayedTo       *time.Time        `json:"delayedTo"`
-	ExpiresAt       *time.Time        `json:"expiresAt"`
-	ReRoutedFrom    *string           `json:"reRoutedFrom"`
-	DeadLetteredAt  *time.Time        `json:"deadLetteredAt"`
-	// browse only
-	State     State      `json:"state"`
-	VisibleAt *time.Time `json:"visibleAt"`
-}
-
-func (w messageWire) stored() (StoredMessage, error) {
+func stored(w wire.Message) (StoredMessage, error) {
 	m := StoredMessage{
 		MessageID: w.MessageID, Queue: w.Queue, Sequence: w.Sequence, ClientID: w.ClientID,
 		Metadata: w.Metadata, Tags: w.Tags, SentAt: w.SentAt, FirstReceivedAt: w.FirstReceivedAt,
@@ -173,7 +128,7 @@ func (w messageWire) stored() (StoredMessage, error) {
 		m.Tags = map[string]string{}
 	}
 	switch w.BodyEncoding {
-	case "base64":
+	case wire.EncodingBase64:
 		b, err := base64.StdEncoding.DecodeString(w.Body)
 		if err != nil {
 			return m, fmt.Errorf("skipq: message %s: base64 body: %w", w.MessageID, err)
@@ -185,6 +140,29 @@ func (w messageWire) stored() (StoredMessage, error) {
 	return m, nil
 }
 
+// Wire is m in the API's shape (SPEC §4's message object): the body as
+// sent, text or base64. The CLI prints it with --json.
+func (m StoredMessage) Wire() wire.Message {
+	w := wire.Message{
+		MessageID: m.MessageID, Queue: m.Queue, Sequence: m.Sequence, ClientID: m.ClientID,
+		Metadata: m.Metadata, Tags: m.Tags, SentAt: m.SentAt, FirstReceivedAt: m.FirstReceivedAt,
+		ReceiveCount: m.ReceiveCount, VisibleUntil: m.VisibleUntil, DelayedTo: m.DelayedTo,
+		ExpiresAt: m.ExpiresAt, DeadLetteredAt: m.DeadLetteredAt,
+	}
+	if w.Tags == nil {
+		w.Tags = map[string]string{}
+	}
+	if m.Binary {
+		w.Body, w.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), wire.EncodingBase64
+	} else {
+		w.Body, w.BodyEncoding = string(m.Body), wire.EncodingText
+	}
+	if m.ReRoutedFrom != "" {
+		w.ReRoutedFrom = &m.ReRoutedFrom
+	}
+	return w
+}
+
 // ReceiveOptions tune Receive. Zero values take the defaults.
 type ReceiveOptions struct {
 	MaxMessages       int  // 1 … 1024; 0 = 1
@@ -193,14 +171,6 @@ type ReceiveOptions struct {
 	// AutoAck removes what it returns: the messages come without a receipt
 	// handle (at-most-once).
 	AutoAck bool
-}
-
-type receiveWire struct {
-	MaxMessages       int  `json:"maxMessages,omitempty"`
-	VisibilitySeconds *int `json:"visibilitySeconds,omitempty"`
-	WaitSeconds       *int `json:"waitSeconds,omitempty"`
-	IsPeek            bool `json:"isPeek,omitempty"`
-	AutoAck           bool `json:"autoAck,omitempty"`
 }
 
 // Receive claims up to MaxMessages available messages and hides them for
@@ -216,7 +186,7 @@ type receiveWire struct {
 // returns every claimed message together with the error, so that the
 // caller can still settle them.
 func (c *Client) Receive(ctx context.Context, queue string, opts ReceiveOptions) ([]*Received, error) {
-	ws, err := c.receive(ctx, queue, receiveWire{MaxMessages: opts.MaxMessages,
+	ws, err := c.receive(ctx, queue, wire.ReceiveRequest{MaxMessages: maxMessages(opts.MaxMessages),
 		VisibilitySeconds: opts.VisibilitySeconds, WaitSeconds: opts.WaitSeconds, AutoAck: opts.AutoAck})
 	if err != nil {
 		return nil, err
@@ -224,7 +194,7 @@ func (c *Client) Receive(ctx context.Context, queue string, opts ReceiveOptions)
 	out := make([]*Received, 0, len(ws))
 	var decodeErr error
 	for _, w := range ws {
-		m, err := w.stored()
+		m, err := stored(w)
 		if err != nil && decodeErr == nil {
 			decodeErr = err
 		}
@@ -242,26 +212,33 @@ type PeekOptions struct {
 // Peek returns available messages without changing them: no receipt handle,
 // counts unchanged. Like a receive it waits when nothing is available.
 func (c *Client) Peek(ctx context.Context, queue string, opts PeekOptions) ([]StoredMessage, error) {
-	ws, err := c.receive(ctx, queue, receiveWire{MaxMessages: opts.MaxMessages, WaitSeconds: opts.WaitSeconds, IsPeek: true})
+	ws, err := c.receive(ctx, queue, wire.ReceiveRequest{MaxMessages: maxMessages(opts.MaxMessages), WaitSeconds: opts.WaitSeconds, IsPeek: true})
 	if err != nil {
 		return nil, err
 	}
 	return storedAll(ws)
 }
 
-func (c *Client) receive(ctx context.Context, queue string, in receiveWire) ([]messageWire, error) {
-	var out struct {
-		Messages []messageWire `json:"messages"`
-	}
+func (c *Client) receive(ctx context.Context, queue string, in wire.ReceiveRequest) ([]wire.Message, error) {
+	var out wire.MessagePage
 	_, err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/messages/receive",
 		body: in, out: &out, retry: retryNoConnErrors})
 	return out.Messages, err
 }
 
-func storedAll(ws []messageWire) ([]StoredMessage, error) {
+// maxMessages is a receive's maxMessages on the wire: 0 is not sent (the
+// server's default, 1).
+func maxMessages(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
+func storedAll(ws []wire.Message) ([]StoredMessage, error) {
 	out := make([]StoredMessage, len(ws))
 	for i, w := range ws {
-		m, err := w.stored()
+		m, err := stored(w)
 		if err != nil {
 			return nil, err
 		}

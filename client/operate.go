@@ -5,17 +5,18 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
-	"time"
+
+	"github.com/skipq/skipq/wire"
 )
 
 // State is a message's state as browsing reports it.
-type State string
+type State = wire.State
 
 // Message states; "" in a filter means every state.
 const (
-	StateAvailable State = "available"
-	StateDelayed   State = "delayed"
-	StateInFlight  State = "in_flight"
+	StateAvailable = wire.StateAvailable
+	StateDelayed   = wire.StateDelayed
+	StateInFlight  = wire.StateInFlight
 )
 
 // BrowsedMessage is a message with its state and when it became or becomes
@@ -23,11 +24,11 @@ const (
 type BrowsedMessage struct {
 	StoredMessage
 	State     State
-	VisibleAt time.Time
+	VisibleAt wire.Time
 }
 
-func (w messageWire) browsed() (BrowsedMessage, error) {
-	m, err := w.stored()
+func browsed(w wire.Message) (BrowsedMessage, error) {
+	m, err := stored(w)
 	return BrowsedMessage{StoredMessage: m, State: w.State, VisibleAt: deref(w.VisibleAt)}, err
 }
 
@@ -47,16 +48,13 @@ func (c *Client) BrowseMessages(ctx context.Context, queue string, opts BrowseOp
 		q.Set("state", string(opts.State))
 	}
 	setPaging(q, opts.Limit, opts.Cursor)
-	var out struct {
-		Messages   []messageWire `json:"messages"`
-		NextCursor *string       `json:"nextCursor"`
-	}
+	var out wire.MessagePage
 	if _, err := c.do(ctx, call{method: http.MethodGet, path: queuePath(queue) + "/messages", query: q, out: &out, retry: retryIdempotent}); err != nil {
 		return nil, "", err
 	}
 	msgs = make([]BrowsedMessage, len(out.Messages))
 	for i, w := range out.Messages {
-		if msgs[i], err = w.browsed(); err != nil {
+		if msgs[i], err = browsed(w); err != nil {
 			return nil, "", err
 		}
 	}
@@ -78,11 +76,11 @@ func messagePath(queue, messageID string) string {
 // GetMessage returns one message of a queue with its state; not_found if
 // there is none.
 func (c *Client) GetMessage(ctx context.Context, queue, messageID string) (BrowsedMessage, error) {
-	var w messageWire
+	var w wire.Message
 	if _, err := c.do(ctx, call{method: http.MethodGet, path: messagePath(queue, messageID), out: &w, retry: retryIdempotent}); err != nil {
 		return BrowsedMessage{}, err
 	}
-	return w.browsed()
+	return browsed(w)
 }
 
 // DeleteMessage removes one message (its receipt handles go stale);
@@ -108,10 +106,7 @@ func (c *Client) ListDeadLettered(ctx context.Context, opts DeadLetteredOptions)
 		q.Set("sourceQueue", opts.SourceQueue)
 	}
 	setPaging(q, opts.Limit, opts.Cursor)
-	var out struct {
-		Messages   []messageWire `json:"messages"`
-		NextCursor *string       `json:"nextCursor"`
-	}
+	var out wire.MessagePage
 	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/dlq", query: q, out: &out, retry: retryIdempotent}); err != nil {
 		return nil, "", err
 	}
@@ -130,11 +125,7 @@ func (c *Client) DeadLettered(ctx context.Context, sourceQueue string) iter.Seq2
 }
 
 // Redriven names the message a redrive created.
-type Redriven struct {
-	Queue     string `json:"queue"`
-	MessageID string `json:"messageId"`
-	Sequence  int64  `json:"sequence"`
-}
+type Redriven = wire.Redriven
 
 // Redrive moves one dead-lettered message of queue (where it sits now, e.g.
 // the dead-letter queue) to toQueue ("" = the queue it came from) as a new
@@ -142,12 +133,8 @@ type Redriven struct {
 // not_dead_lettered. It is retried only on 429 (a retry after a lost answer
 // would report not_found).
 func (c *Client) Redrive(ctx context.Context, queue, messageID, toQueue string) (Redriven, error) {
-	in := struct {
-		ToQueue string `json:"toQueue,omitempty"`
-	}{toQueue}
-	var out struct {
-		RedrivenAs Redriven `json:"redrivenAs"`
-	}
+	in := wire.RedriveRequest{ToQueue: toQueue}
+	var out wire.RedriveResult
 	_, err := c.do(ctx, call{method: http.MethodPost, path: messagePath(queue, messageID) + "/redrive",
 		body: in, out: &out, retry: retryRateLimited})
 	return out.RedrivenAs, err
@@ -158,14 +145,8 @@ func (c *Client) Redrive(ctx context.Context, queue, messageID, toQueue string) 
 // many it moved and how many are left; call it again while remaining > 0.
 // It is retried only on 429.
 func (c *Client) RedriveQueue(ctx context.Context, queue, toQueue string, max int) (moved, remaining int64, err error) {
-	in := struct {
-		ToQueue     string `json:"toQueue,omitempty"`
-		MaxMessages int    `json:"maxMessages,omitempty"`
-	}{toQueue, max}
-	var out struct {
-		Moved     int64 `json:"moved"`
-		Remaining int64 `json:"remaining"`
-	}
+	in := wire.RedriveQueueRequest{ToQueue: toQueue, MaxMessages: maxMessages(max)}
+	var out wire.RedriveQueueResult
 	_, err = c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/redrive",
 		body: in, out: &out, retry: retryRateLimited})
 	return out.Moved, out.Remaining, err

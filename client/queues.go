@@ -6,45 +6,20 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
+
+	"github.com/skipq/skipq/wire"
 )
 
 // QueueSettings are a queue's defaults for PutQueue. A nil field is not
-// sent: on create it takes the server default (shown in parentheses), on
-// update it keeps the queue's current value.
-type QueueSettings struct {
-	VisibilitySeconds  *int    `json:"visibilitySeconds,omitempty"`  // lease of a receive (60)
-	ReceiveWaitSeconds *int    `json:"receiveWaitSeconds,omitempty"` // long-poll wait of a receive (1)
-	DelaySeconds       *int    `json:"delaySeconds,omitempty"`       // delay of a send (0)
-	ExpirationSeconds  *int    `json:"expirationSeconds,omitempty"`  // 0 = never expires (0)
-	MaxReceiveCount    *int    `json:"maxReceiveCount,omitempty"`    // 0 = the server's limit (0)
-	DeadLetterQueue    *string `json:"deadLetterQueue,omitempty"`    // "" = discard over-limit messages ("")
-	DedupWindowSeconds *int    `json:"dedupWindowSeconds,omitempty"` // how long a messageId is remembered (300)
-}
+// sent: on create it takes the server default, on update it keeps the
+// queue's current value.
+type QueueSettings = wire.QueueSettings
 
 // Queue is a queue with its settings; Stats is set by GetQueue.
-type Queue struct {
-	Name               string      `json:"name"`
-	CreatedAt          time.Time   `json:"createdAt"`
-	VisibilitySeconds  int         `json:"visibilitySeconds"`
-	ReceiveWaitSeconds int         `json:"receiveWaitSeconds"`
-	DelaySeconds       int         `json:"delaySeconds"`
-	ExpirationSeconds  int         `json:"expirationSeconds"`
-	MaxReceiveCount    int         `json:"maxReceiveCount"`
-	DeadLetterQueue    string      `json:"deadLetterQueue"`
-	DedupWindowSeconds int         `json:"dedupWindowSeconds"`
-	Stats              *QueueStats `json:"stats"`
-}
+type Queue = wire.Queue
 
-// QueueStats are a queue's message counts at request time. The states are
-// exclusive and Total is their sum.
-type QueueStats struct {
-	Available         int64      `json:"available"`
-	Delayed           int64      `json:"delayed"`
-	InFlight          int64      `json:"inFlight"`
-	Total             int64      `json:"total"`
-	OldestAvailableAt *time.Time `json:"oldestAvailableAt"` // nil when nothing is available
-}
+// QueueStats are a queue's message counts at request time.
+type QueueStats = wire.QueueStats
 
 func queuePath(name string) string { return "/v1/queues/" + seg(name) }
 
@@ -79,10 +54,7 @@ func (c *Client) ListQueues(ctx context.Context, opts ListQueuesOptions) (queues
 		q.Set("prefix", opts.Prefix)
 	}
 	setPaging(q, opts.Limit, opts.Cursor)
-	var out struct {
-		Queues     []Queue `json:"queues"`
-		NextCursor *string `json:"nextCursor"`
-	}
+	var out wire.QueuePage
 	_, err = c.do(ctx, call{method: http.MethodGet, path: "/v1/queues", query: q, out: &out, retry: retryIdempotent})
 	if err != nil {
 		return nil, "", err
@@ -109,9 +81,7 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 // returns how many; the queue and its idempotency keys stay. It is retried
 // only on 429 (a repeated purge would also remove what arrived since).
 func (c *Client) PurgeQueue(ctx context.Context, name string) (int64, error) {
-	var out struct {
-		Purged int64 `json:"purged"`
-	}
+	var out wire.PurgeResult
 	_, err := c.do(ctx, call{method: http.MethodPost, path: queuePath(name) + "/purge", out: &out, retry: retryRateLimited})
 	return out.Purged, err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/skipq/skipq/wire"
 )
 
 // Settle routes take a receipt handle (the single form: 200, or 404
@@ -17,45 +19,40 @@ import (
 const MaxHandles = 1024
 
 // SettleResult is the outcome of a list-form settle.
-type SettleResult struct {
-	Succeeded int             `json:"succeeded"`
-	Failed    []SettleFailure `json:"failed"`
-}
+type SettleResult = wire.SettleResult
 
 // SettleFailure is one handle that settled nothing, with the error code
 // ("receipt_stale") and message.
-type SettleFailure struct {
-	ReceiptHandle string `json:"receiptHandle"`
-	Code          string `json:"code"`
-	Message       string `json:"message"`
+type SettleFailure = wire.SettleFailure
+
+// settleBody is a receipt route's request body around its handles.
+type settleBody func(wire.SettleRequest) any
+
+func handlesOnly(r wire.SettleRequest) any { return r }
+
+func withVisibility(d time.Duration) settleBody {
+	return func(r wire.SettleRequest) any {
+		return wire.VisibilityRequest{SettleRequest: r, VisibilitySeconds: seconds(d)}
+	}
 }
 
-type settleIn struct {
-	ReceiptHandle     string   `json:"receiptHandle,omitempty"`
-	ReceiptHandles    []string `json:"receiptHandles,omitempty"`
-	VisibilitySeconds *int     `json:"visibilitySeconds,omitempty"`
-	Queue             *string  `json:"queue,omitempty"`
+func withQueue(queue string) settleBody {
+	return func(r wire.SettleRequest) any { return wire.RequeueRequest{SettleRequest: r, Queue: &queue} }
 }
 
-type settleOut struct {
-	SettleResult
-	VisibleUntil *time.Time `json:"visibleUntil"`
-}
-
-func (c *Client) settleOne(ctx context.Context, route string, in settleIn) (settleOut, error) {
-	var out settleOut
+func (c *Client) settleOne(ctx context.Context, route string, in any) (wire.VisibilityResult, error) {
+	var out wire.VisibilityResult
 	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/receipts/" + route, body: in, out: &out, retry: retryIdempotent})
 	return out, err
 }
 
 // settleAll sends handles in requests of at most MaxHandles and sums the
 // results; on an error it returns what the requests before it settled.
-func (c *Client) settleAll(ctx context.Context, route string, handles []string, in settleIn) (SettleResult, error) {
+func (c *Client) settleAll(ctx context.Context, route string, handles []string, body settleBody) (SettleResult, error) {
 	res := SettleResult{Failed: []SettleFailure{}}
 	for len(handles) > 0 {
 		n := min(len(handles), MaxHandles)
-		in.ReceiptHandles = handles[:n]
-		out, err := c.settleOne(ctx, route, in)
+		out, err := c.settleOne(ctx, route, body(wire.SettleRequest{ReceiptHandles: handles[:n]}))
 		if err != nil {
 			return res, err
 		}
@@ -78,48 +75,51 @@ func seconds(d time.Duration) *int {
 
 // Ack removes the message of a receipt handle.
 func (c *Client) Ack(ctx context.Context, handle string) error {
-	_, err := c.settleOne(ctx, "ack", settleIn{ReceiptHandle: handle})
+	_, err := c.settleOne(ctx, "ack", wire.SettleRequest{ReceiptHandle: &handle})
 	return err
 }
 
 // Nack makes the message of a receipt handle available again now (or
 // dead-letters it on its last allowed delivery).
 func (c *Client) Nack(ctx context.Context, handle string) error {
-	_, err := c.settleOne(ctx, "nack", settleIn{ReceiptHandle: handle})
+	_, err := c.settleOne(ctx, "nack", wire.SettleRequest{ReceiptHandle: &handle})
 	return err
 }
 
 // ExtendVisibility makes the lease of a receipt handle end d from now
 // (whole seconds, rounded up; 0 releases it) and returns the new end.
 func (c *Client) ExtendVisibility(ctx context.Context, handle string, d time.Duration) (time.Time, error) {
-	out, err := c.settleOne(ctx, "visibility", settleIn{ReceiptHandle: handle, VisibilitySeconds: seconds(d)})
-	return deref(out.VisibleUntil), err
+	out, err := c.settleOne(ctx, "visibility", withVisibility(d)(wire.SettleRequest{ReceiptHandle: &handle}))
+	if out.VisibleUntil == nil {
+		return time.Time{}, err
+	}
+	return out.VisibleUntil.Time, err
 }
 
 // Requeue moves the message of a receipt handle to queue as available, with
 // a fresh delivery state.
 func (c *Client) Requeue(ctx context.Context, handle, queue string) error {
-	_, err := c.settleOne(ctx, "requeue", settleIn{ReceiptHandle: handle, Queue: &queue})
+	_, err := c.settleOne(ctx, "requeue", withQueue(queue)(wire.SettleRequest{ReceiptHandle: &handle}))
 	return err
 }
 
 // AckAll acks many handles; the ones that settled nothing are in Failed.
 func (c *Client) AckAll(ctx context.Context, handles []string) (SettleResult, error) {
-	return c.settleAll(ctx, "ack", handles, settleIn{})
+	return c.settleAll(ctx, "ack", handles, handlesOnly)
 }
 
 // NackAll nacks many handles.
 func (c *Client) NackAll(ctx context.Context, handles []string) (SettleResult, error) {
-	return c.settleAll(ctx, "nack", handles, settleIn{})
+	return c.settleAll(ctx, "nack", handles, handlesOnly)
 }
 
 // ExtendVisibilityAll sets the lease of many handles to end d from now (0
 // releases them).
 func (c *Client) ExtendVisibilityAll(ctx context.Context, handles []string, d time.Duration) (SettleResult, error) {
-	return c.settleAll(ctx, "visibility", handles, settleIn{VisibilitySeconds: seconds(d)})
+	return c.settleAll(ctx, "visibility", handles, withVisibility(d))
 }
 
 // RequeueAll moves the messages of many handles to queue.
 func (c *Client) RequeueAll(ctx context.Context, handles []string, queue string) (SettleResult, error) {
-	return c.settleAll(ctx, "requeue", handles, settleIn{Queue: &queue})
+	return c.settleAll(ctx, "requeue", handles, withQueue(queue))
 }

@@ -52,10 +52,8 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 
 const messageBrowse = `-- name: MessageBrowse :many
 WITH t AS (SELECT coalesce($7::timestamptz, clock_timestamp()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, (CASE
-    WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
-    WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
-    ELSE 'in_flight' END)::text AS state
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready,
+       skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
 WHERE m.queue_id = $1
   AND m.sequence = ANY(ARRAY(
@@ -69,10 +67,8 @@ WHERE m.queue_id = $1
                      + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
                      + $2::bigint AS size
               FROM skipq.messages c, t
-              CROSS JOIN LATERAL (SELECT CASE
-                  WHEN c.visible_at <= t.now AND c.receive_count < c.max_receive_count THEN 'available'
-                  WHEN c.lease_token IS NULL AND c.visible_at > t.now THEN 'delayed'
-                  ELSE 'in_flight' END AS state) s
+              CROSS JOIN LATERAL (SELECT skipq.message_state(
+                  c.visible_at, c.receive_count, c.max_receive_count, c.lease_token, t.now) AS state) s
               WHERE c.queue_id = $1
                 AND c.sequence > $3::bigint
                 AND (c.expires_at IS NULL OR c.expires_at > t.now)
@@ -660,10 +656,8 @@ func (q *Queries) MessageDeleteOrphaned(ctx context.Context, maxMessages int32) 
 
 const messageGetByID = `-- name: MessageGetByID :one
 WITH t AS (SELECT coalesce($3::timestamptz, clock_timestamp()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, (CASE
-    WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
-    WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
-    ELSE 'in_flight' END)::text AS state
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready,
+       skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
 WHERE m.queue_id = $1 AND m.message_id = $2
   AND (m.expires_at IS NULL OR m.expires_at > t.now)

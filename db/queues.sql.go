@@ -90,16 +90,15 @@ WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
 cleared AS (DELETE FROM skipq.queue_counts)
 INSERT INTO skipq.queue_counts (queue_id, tenant, name, available, delayed, in_flight, oldest_available_at, counted_at)
 SELECT q.id, q.tenant, q.name,
-    count(m.sequence) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count),
-    count(m.sequence) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL),
-    count(m.sequence) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
-                                 OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count)),
-    min(coalesce(m.delayed_to, m.sent_at)) FILTER (
-        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count),
+    count(m.sequence) FILTER (WHERE s.state = 'available'),
+    count(m.sequence) FILTER (WHERE s.state = 'delayed'),
+    count(m.sequence) FILTER (WHERE s.state = 'in_flight'),
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available'),
     t.now
 FROM skipq.queues q
 CROSS JOIN t
 LEFT JOIN skipq.messages m ON m.queue_id = q.id AND (m.expires_at IS NULL OR m.expires_at > t.now)
+LEFT JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s ON true
 GROUP BY q.id, q.tenant, q.name, t.now
 `
 
@@ -180,6 +179,31 @@ func (q *Queries) QueueGetByName(ctx context.Context, arg QueueGetByNameParams) 
 	return i, err
 }
 
+const queueInsert = `-- name: QueueInsert :execrows
+INSERT INTO skipq.queues (tenant, name)
+SELECT $1, $2
+WHERE NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = $1 AND e.name = $2)
+ON CONFLICT (tenant, name) DO NOTHING
+`
+
+type QueueInsertParams struct {
+	Tenant string
+	Name   string
+}
+
+// PUT, first half: creates the queue with the table's defaults (the one
+// place they are written, as for queues created on send) unless it exists;
+// one row affected means it was created. QueueSettingsUpdate follows in the
+// same transaction. NOT EXISTS keeps a PUT of an existing queue from
+// burning an identity value; ON CONFLICT settles a concurrent create.
+func (q *Queries) QueueInsert(ctx context.Context, arg QueueInsertParams) (int64, error) {
+	result, err := q.db.Exec(ctx, queueInsert, arg.Tenant, arg.Name)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const queueList = `-- name: QueueList :many
 SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at FROM skipq.queues
 WHERE tenant = $1
@@ -235,16 +259,70 @@ func (q *Queries) QueueList(ctx context.Context, arg QueueListParams) ([]SkipqQu
 	return items, nil
 }
 
+const queueSettingsUpdate = `-- name: QueueSettingsUpdate :one
+UPDATE skipq.queues AS q SET
+    visibility_seconds   = coalesce($1::integer, q.visibility_seconds),
+    receive_wait_seconds = coalesce($2::integer, q.receive_wait_seconds),
+    delay_seconds        = coalesce($3::integer, q.delay_seconds),
+    expiration_seconds   = coalesce($4::integer, q.expiration_seconds),
+    max_receive_count    = coalesce($5::integer, q.max_receive_count),
+    dead_letter_queue    = coalesce($6::text, q.dead_letter_queue),
+    dedup_window_seconds = coalesce($7::integer, q.dedup_window_seconds)
+WHERE q.tenant = $8 AND q.name = $9
+RETURNING q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at
+`
+
+type QueueSettingsUpdateParams struct {
+	VisibilitySeconds  *int32
+	ReceiveWaitSeconds *int32
+	DelaySeconds       *int32
+	ExpirationSeconds  *int32
+	MaxReceiveCount    *int32
+	DeadLetterQueue    *string
+	DedupWindowSeconds *int32
+	Tenant             string
+	Name               string
+}
+
+// PUT, second half: sets the given settings and keeps the others.
+func (q *Queries) QueueSettingsUpdate(ctx context.Context, arg QueueSettingsUpdateParams) (SkipqQueue, error) {
+	row := q.db.QueryRow(ctx, queueSettingsUpdate,
+		arg.VisibilitySeconds,
+		arg.ReceiveWaitSeconds,
+		arg.DelaySeconds,
+		arg.ExpirationSeconds,
+		arg.MaxReceiveCount,
+		arg.DeadLetterQueue,
+		arg.DedupWindowSeconds,
+		arg.Tenant,
+		arg.Name,
+	)
+	var i SkipqQueue
+	err := row.Scan(
+		&i.ID,
+		&i.Tenant,
+		&i.Name,
+		&i.VisibilitySeconds,
+		&i.ReceiveWaitSeconds,
+		&i.DelaySeconds,
+		&i.ExpirationSeconds,
+		&i.MaxReceiveCount,
+		&i.DeadLetterQueue,
+		&i.DedupWindowSeconds,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const queueStats = `-- name: QueueStats :one
 WITH t AS (SELECT coalesce($2::timestamptz, clock_timestamp()) AS now)
 SELECT
-    count(*) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count)::bigint AS available,
-    count(*) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL)::bigint AS delayed,
-    count(*) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
-                        OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count))::bigint AS in_flight,
-    min(coalesce(m.delayed_to, m.sent_at)) FILTER (
-        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at
-FROM skipq.messages m, t
+    count(*) FILTER (WHERE s.state = 'available')::bigint AS available,
+    count(*) FILTER (WHERE s.state = 'delayed')::bigint AS delayed,
+    count(*) FILTER (WHERE s.state = 'in_flight')::bigint AS in_flight,
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available') AS oldest_available_at
+FROM skipq.messages m, t,
+     LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s
 WHERE m.queue_id = $1
   AND (m.expires_at IS NULL OR m.expires_at > t.now)
 `
@@ -305,90 +383,6 @@ func (q *Queries) QueueTenantsByID(ctx context.Context, ids []int64) ([]QueueTen
 		return nil, err
 	}
 	return items, nil
-}
-
-const queueUpsert = `-- name: QueueUpsert :one
-INSERT INTO skipq.queues AS q (
-    tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds,
-    expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds)
-VALUES (
-    $1, $2,
-    coalesce($3::integer, 60),
-    coalesce($4::integer, 1),
-    coalesce($5::integer, 0),
-    coalesce($6::integer, 0),
-    coalesce($7::integer, 0),
-    coalesce($8::text, ''),
-    coalesce($9::integer, 300))
-ON CONFLICT (tenant, name) DO UPDATE SET
-    visibility_seconds   = coalesce($3::integer, q.visibility_seconds),
-    receive_wait_seconds = coalesce($4::integer, q.receive_wait_seconds),
-    delay_seconds        = coalesce($5::integer, q.delay_seconds),
-    expiration_seconds   = coalesce($6::integer, q.expiration_seconds),
-    max_receive_count    = coalesce($7::integer, q.max_receive_count),
-    dead_letter_queue    = coalesce($8::text, q.dead_letter_queue),
-    dedup_window_seconds = coalesce($9::integer, q.dedup_window_seconds)
-RETURNING q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at, (q.xmax = 0)::boolean AS created
-`
-
-type QueueUpsertParams struct {
-	Tenant             string
-	Name               string
-	VisibilitySeconds  *int32
-	ReceiveWaitSeconds *int32
-	DelaySeconds       *int32
-	ExpirationSeconds  *int32
-	MaxReceiveCount    *int32
-	DeadLetterQueue    *string
-	DedupWindowSeconds *int32
-}
-
-type QueueUpsertRow struct {
-	ID                 int64
-	Tenant             string
-	Name               string
-	VisibilitySeconds  int32
-	ReceiveWaitSeconds int32
-	DelaySeconds       int32
-	ExpirationSeconds  int32
-	MaxReceiveCount    int32
-	DeadLetterQueue    string
-	DedupWindowSeconds int32
-	CreatedAt          time.Time
-	Created            bool
-}
-
-// PUT: creates the queue with the given settings (table defaults for the
-// rest), or updates only the given settings of an existing queue. `created`
-// is true when the row was inserted (xmax is 0 only for a fresh insert).
-func (q *Queries) QueueUpsert(ctx context.Context, arg QueueUpsertParams) (QueueUpsertRow, error) {
-	row := q.db.QueryRow(ctx, queueUpsert,
-		arg.Tenant,
-		arg.Name,
-		arg.VisibilitySeconds,
-		arg.ReceiveWaitSeconds,
-		arg.DelaySeconds,
-		arg.ExpirationSeconds,
-		arg.MaxReceiveCount,
-		arg.DeadLetterQueue,
-		arg.DedupWindowSeconds,
-	)
-	var i QueueUpsertRow
-	err := row.Scan(
-		&i.ID,
-		&i.Tenant,
-		&i.Name,
-		&i.VisibilitySeconds,
-		&i.ReceiveWaitSeconds,
-		&i.DelaySeconds,
-		&i.ExpirationSeconds,
-		&i.MaxReceiveCount,
-		&i.DeadLetterQueue,
-		&i.DedupWindowSeconds,
-		&i.CreatedAt,
-		&i.Created,
-	)
-	return i, err
 }
 
 const wakeNotify = `-- name: WakeNotify :exec

@@ -7,19 +7,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/skipq/skipq/service"
+	"github.com/skipq/skipq/wire"
 )
-
-// errorBody is SPEC §4's error envelope.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code      string          `json:"code"`
-	Message   string          `json:"message"`
-	RequestID string          `json:"requestId"`
-	Issues    []service.Issue `json:"issues,omitempty"`
-}
 
 // statusOf maps each service error kind to its status and code: the one
 // place where service errors become HTTP.
@@ -76,7 +65,14 @@ func fail(c *gin.Context, err error) {
 // abortWith writes an envelope with an explicit status and code: for errors
 // the HTTP layer itself detects (routing, media type, body size, auth).
 func abortWith(c *gin.Context, status int, code, msg string, issues []service.Issue) {
-	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{
-		Code: code, Message: msg, RequestID: requestID(c), Issues: issues,
-	}})
+	c.AbortWithStatusJSON(status, envelope(code, msg, requestID(c), issues))
+}
+
+// envelope is SPEC §4's error envelope.
+func envelope(code, msg, requestID string, issues []service.Issue) wire.Error {
+	e := wire.Error{Error: wire.ErrorDetail{Code: code, Message: msg, RequestID: requestID}}
+	for _, is := range issues {
+		e.Error.Issues = append(e.Error.Issues, wire.Issue(is))
+	}
+	return e
 }

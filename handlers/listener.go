@@ -190,7 +190,7 @@ func preHandlerError(status int, reason string) (code, msg string) {
 // envelopeResponse is a whole HTTP/1.1 answer carrying the envelope; the
 // connection closes after it, as net/http's own answer said.
 func envelopeResponse(status int, code, msg, id string) []byte {
-	body, _ := json.Marshal(errorBody{Error: errorDetail{Code: code, Message: msg, RequestID: id}})
+	body, _ := json.Marshal(envelope(code, msg, id, nil))
 	var b bytes.Buffer
 	b.WriteString("HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n")
 	b.WriteString("Content-Type: application/json; charset=utf-8\r\n")

@@ -7,25 +7,11 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/skipq/skipq/service"
+	"github.com/skipq/skipq/wire"
 )
 
-type sendRequest struct {
-	Body              string            `json:"body"`
-	BodyEncoding      string            `json:"bodyEncoding"`
-	Metadata          string            `json:"metadata"`
-	Tags              map[string]string `json:"tags"`
-	ClientID          string            `json:"clientId"`
-	MessageID         string            `json:"messageId"`
-	DelaySeconds      *int              `json:"delaySeconds"`
-	ExpirationSeconds *int              `json:"expirationSeconds"`
-	MaxReceiveCount   *int              `json:"maxReceiveCount"`
-	DeadLetterQueue   *string           `json:"deadLetterQueue"`
-	// MaxReceiveQueue is KubeMQ's name for deadLetterQueue.
-	MaxReceiveQueue *string `json:"maxReceiveQueue"`
-}
-
-// input converts a send request; path prefixes the alias-conflict issue.
-func (r sendRequest) input(path string) (service.MessageInput, *service.Issue) {
+// sendInput converts a send request; path prefixes the alias-conflict issue.
+func sendInput(r wire.SendRequest, path string) (service.MessageInput, *service.Issue) {
 	dlq := r.DeadLetterQueue
 	if r.MaxReceiveQueue != nil {
 		if dlq != nil && *dlq != *r.MaxReceiveQueue {
@@ -52,11 +38,11 @@ func prefixed(prefix, field string) string {
 }
 
 func (h *api) send(c *gin.Context) {
-	var req sendRequest
+	var req wire.SendRequest
 	if !decode(c, &req) {
 		return
 	}
-	in, issue := req.input("")
+	in, issue := sendInput(req, "")
 	if issue != nil {
 		fail(c, service.Invalid(*issue))
 		return
@@ -70,15 +56,11 @@ func (h *api) send(c *gin.Context) {
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	c.JSON(status, toSendResultJSON(res))
-}
-
-type sendBatchRequest struct {
-	Messages []sendRequest `json:"messages"`
+	c.JSON(status, toSendResult(res))
 }
 
 func (h *api) sendBatch(c *gin.Context) {
-	var req sendBatchRequest
+	var req wire.SendBatchRequest
 	if !decode(c, &req) {
 		return
 	}
@@ -86,7 +68,7 @@ func (h *api) sendBatch(c *gin.Context) {
 	var issues []service.Issue
 	for i, m := range req.Messages {
 		var issue *service.Issue
-		if in[i], issue = m.input(batchPath(i)); issue != nil {
+		if in[i], issue = sendInput(m, batchPath(i)); issue != nil {
 			issues = append(issues, *issue)
 		}
 	}
@@ -99,23 +81,15 @@ func (h *api) sendBatch(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	out := make([]sendResultJSON, len(res))
+	out := wire.SendBatchResult{Results: make([]wire.SendResult, len(res))}
 	for i, r := range res {
-		out[i] = toSendResultJSON(r)
+		out.Results[i] = toSendResult(r)
 	}
-	c.JSON(http.StatusCreated, gin.H{"results": out})
-}
-
-type receiveRequest struct {
-	MaxMessages       *int `json:"maxMessages"`
-	VisibilitySeconds *int `json:"visibilitySeconds"`
-	WaitSeconds       *int `json:"waitSeconds"`
-	IsPeek            bool `json:"isPeek"`
-	AutoAck           bool `json:"autoAck"`
+	c.JSON(http.StatusCreated, out)
 }
 
 func (h *api) receive(c *gin.Context) {
-	var req receiveRequest
+	var req wire.ReceiveRequest
 	if !decode(c, &req) {
 		return
 	}

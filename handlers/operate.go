@@ -6,17 +6,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/skipq/skipq/service"
+	"github.com/skipq/skipq/wire"
 )
-
-type browsedJSON struct {
-	messageJSON
-	State     string `json:"state"`
-	VisibleAt string `json:"visibleAt"`
-}
-
-func toBrowsedJSON(m service.BrowsedMessage) browsedJSON {
-	return browsedJSON{messageJSON: toMessageJSON(m.Message), State: m.State, VisibleAt: ts(m.VisibleAt)}
-}
 
 func (h *api) browse(c *gin.Context) {
 	limit, ok := queryInt(c, "limit", 100)
@@ -28,8 +19,8 @@ func (h *api) browse(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	writePage(c, len(msgs), func(i int) any {
-		m := toBrowsedJSON(msgs[i])
+	writePage(c, len(msgs), func(i int) wire.Message {
+		m := toBrowsed(msgs[i])
 		msgs[i] = service.BrowsedMessage{} // m holds the body until it is written
 		return m
 	}, next)
@@ -41,7 +32,7 @@ func (h *api) getMessage(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, toBrowsedJSON(m))
+	c.JSON(http.StatusOK, toBrowsed(m))
 }
 
 func (h *api) deleteMessage(c *gin.Context) {
@@ -62,19 +53,15 @@ func (h *api) listDeadLettered(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	writePage(c, len(msgs), func(i int) any {
-		m := toMessageJSON(msgs[i])
+	writePage(c, len(msgs), func(i int) wire.Message {
+		m := toMessage(msgs[i])
 		msgs[i] = service.Message{} // m holds the body until it is written
 		return m
 	}, next)
 }
 
-type redriveRequest struct {
-	ToQueue string `json:"toQueue"`
-}
-
 func (h *api) redrive(c *gin.Context) {
-	var req redriveRequest
+	var req wire.RedriveRequest
 	if !decode(c, &req) {
 		return
 	}
@@ -83,16 +70,11 @@ func (h *api) redrive(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"redrivenAs": gin.H{"queue": r.Queue, "messageId": r.MessageID, "sequence": r.Sequence}})
-}
-
-type redriveQueueRequest struct {
-	ToQueue     string `json:"toQueue"`
-	MaxMessages *int   `json:"maxMessages"`
+	c.JSON(http.StatusOK, wire.RedriveResult{RedrivenAs: wire.Redriven{Queue: r.Queue, MessageID: r.MessageID, Sequence: r.Sequence}})
 }
 
 func (h *api) redriveQueue(c *gin.Context) {
-	var req redriveQueueRequest
+	var req wire.RedriveQueueRequest
 	if !decode(c, &req) {
 		return
 	}
@@ -105,5 +87,5 @@ func (h *api) redriveQueue(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"moved": moved, "remaining": remaining})
+	c.JSON(http.StatusOK, wire.RedriveQueueResult{Moved: moved, Remaining: remaining})
 }

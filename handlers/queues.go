@@ -7,20 +7,11 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/skipq/skipq/service"
+	"github.com/skipq/skipq/wire"
 )
 
-type putQueueRequest struct {
-	VisibilitySeconds  *int    `json:"visibilitySeconds"`
-	ReceiveWaitSeconds *int    `json:"receiveWaitSeconds"`
-	DelaySeconds       *int    `json:"delaySeconds"`
-	ExpirationSeconds  *int    `json:"expirationSeconds"`
-	MaxReceiveCount    *int    `json:"maxReceiveCount"`
-	DeadLetterQueue    *string `json:"deadLetterQueue"`
-	DedupWindowSeconds *int    `json:"dedupWindowSeconds"`
-}
-
 func (h *api) putQueue(c *gin.Context) {
-	var req putQueueRequest
+	var req wire.QueueSettings
 	if !decode(c, &req) {
 		return
 	}
@@ -33,7 +24,7 @@ func (h *api) putQueue(c *gin.Context) {
 	if created {
 		status = http.StatusCreated
 	}
-	c.JSON(status, toQueueJSON(q))
+	c.JSON(status, toQueue(q))
 }
 
 func (h *api) getQueue(c *gin.Context) {
@@ -42,12 +33,7 @@ func (h *api) getQueue(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, toQueueJSON(q))
-}
-
-type queueListJSON struct {
-	Queues     []queueJSON `json:"queues"`
-	NextCursor *string     `json:"nextCursor,omitempty"`
+	c.JSON(http.StatusOK, toQueue(q))
 }
 
 func (h *api) listQueues(c *gin.Context) {
@@ -60,9 +46,9 @@ func (h *api) listQueues(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	out := queueListJSON{Queues: make([]queueJSON, len(qs))}
+	out := wire.QueuePage{Queues: make([]wire.Queue, len(qs))}
 	for i, q := range qs {
-		out.Queues[i] = toQueueJSON(q)
+		out.Queues[i] = toQueue(q)
 	}
 	if next != "" {
 		out.NextCursor = &next
@@ -88,7 +74,7 @@ func (h *api) purgeQueue(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"purged": n})
+	c.JSON(http.StatusOK, wire.PurgeResult{Purged: n})
 }
 
 // queryInt reads an optional integer query parameter, answering 400 itself

@@ -7,27 +7,11 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/skipq/skipq/service"
+	"github.com/skipq/skipq/wire"
 )
 
-// handlesRequest is the part every receipt route's body shares: exactly one
-// of receiptHandle and receiptHandles.
-type handlesRequest struct {
-	ReceiptHandle  *string  `json:"receiptHandle"`
-	ReceiptHandles []string `json:"receiptHandles"`
-}
-
-type visibilityRequest struct {
-	handlesRequest
-	VisibilitySeconds *int `json:"visibilitySeconds"`
-}
-
-type requeueRequest struct {
-	handlesRequest
-	Queue *string `json:"queue"`
-}
-
-// handles validates the handle fields; single reports the single form.
-func (r handlesRequest) handles() (handles []string, single bool, err error) {
+// settleHandles validates the handle fields; single reports the single form.
+func settleHandles(r wire.SettleRequest) (handles []string, single bool, err error) {
 	switch {
 	case r.ReceiptHandle != nil && r.ReceiptHandles != nil:
 		return nil, false, service.Invalid(service.Issue{Path: "receiptHandles", Message: "give receiptHandle or receiptHandles, not both"})
@@ -45,43 +29,33 @@ func (r handlesRequest) handles() (handles []string, single bool, err error) {
 	return r.ReceiptHandles, false, nil
 }
 
-type settleFailureJSON struct {
-	ReceiptHandle string `json:"receiptHandle"`
-	Code          string `json:"code"`
-	Message       string `json:"message"`
+// settleResult is the list-form answer of a settle.
+func settleResult(res service.SettleResult) wire.SettleResult {
+	out := wire.SettleResult{Succeeded: res.Succeeded, Failed: []wire.SettleFailure{}}
+	for _, f := range res.Failed {
+		out.Failed = append(out.Failed, wire.SettleFailure{ReceiptHandle: f.ReceiptHandle, Code: codeOf(f.Err.Kind), Message: f.Err.Message})
+	}
+	return out
 }
 
-type settleResultJSON struct {
-	Succeeded int                 `json:"succeeded"`
-	Failed    []settleFailureJSON `json:"failed"`
-}
-
-// writeSettle answers a settle: the single form is 200 or the handle's error
-// (receipt_stale); the list form is always 200 with per-handle failures.
-func writeSettle(c *gin.Context, res service.SettleResult, single bool, extra gin.H) {
+// writeSettle answers a settle with out: the single form is 200 or the
+// handle's error (receipt_stale); the list form is always 200 with
+// per-handle failures.
+func writeSettle(c *gin.Context, res service.SettleResult, single bool, out any) {
 	if single && len(res.Failed) > 0 {
 		fail(c, res.Failed[0].Err)
 		return
 	}
-	out := settleResultJSON{Succeeded: res.Succeeded, Failed: []settleFailureJSON{}}
-	for _, f := range res.Failed {
-		out.Failed = append(out.Failed, settleFailureJSON{ReceiptHandle: f.ReceiptHandle, Code: codeOf(f.Err.Kind), Message: f.Err.Message})
-	}
-	if extra == nil {
-		c.JSON(http.StatusOK, out)
-		return
-	}
-	extra["succeeded"], extra["failed"] = out.Succeeded, out.Failed
-	c.JSON(http.StatusOK, extra)
+	c.JSON(http.StatusOK, out)
 }
 
 // decodeHandles decodes a receipt route's body into req (which embeds hr)
 // and returns its handles, answering 400 itself when they are malformed.
-func decodeHandles(c *gin.Context, req any, hr *handlesRequest) ([]string, bool, bool) {
+func decodeHandles(c *gin.Context, req any, hr *wire.SettleRequest) ([]string, bool, bool) {
 	if !decode(c, req) {
 		return nil, false, false
 	}
-	handles, single, err := hr.handles()
+	handles, single, err := settleHandles(*hr)
 	if err != nil {
 		fail(c, err)
 		return nil, false, false
@@ -90,7 +64,7 @@ func decodeHandles(c *gin.Context, req any, hr *handlesRequest) ([]string, bool,
 }
 
 func (h *api) ack(c *gin.Context) {
-	var req handlesRequest
+	var req wire.SettleRequest
 	handles, single, ok := decodeHandles(c, &req, &req)
 	if !ok {
 		return
@@ -100,11 +74,11 @@ func (h *api) ack(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	writeSettle(c, res, single, nil)
+	writeSettle(c, res, single, settleResult(res))
 }
 
 func (h *api) nack(c *gin.Context) {
-	var req handlesRequest
+	var req wire.SettleRequest
 	handles, single, ok := decodeHandles(c, &req, &req)
 	if !ok {
 		return
@@ -114,12 +88,12 @@ func (h *api) nack(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	writeSettle(c, res, single, nil)
+	writeSettle(c, res, single, settleResult(res))
 }
 
 func (h *api) visibility(c *gin.Context) {
-	var req visibilityRequest
-	handles, single, ok := decodeHandles(c, &req, &req.handlesRequest)
+	var req wire.VisibilityRequest
+	handles, single, ok := decodeHandles(c, &req, &req.SettleRequest)
 	if !ok {
 		return
 	}
@@ -132,18 +106,18 @@ func (h *api) visibility(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	var extra gin.H
+	out := wire.VisibilityResult{SettleResult: settleResult(res.SettleResult)}
 	if single {
 		if t, ok := res.VisibleUntil[handles[0]]; ok {
-			extra = gin.H{"visibleUntil": ts(t)}
+			out.VisibleUntil = &wire.Time{Time: t}
 		}
 	}
-	writeSettle(c, res.SettleResult, single, extra)
+	writeSettle(c, res.SettleResult, single, out)
 }
 
 func (h *api) requeue(c *gin.Context) {
-	var req requeueRequest
-	handles, single, ok := decodeHandles(c, &req, &req.handlesRequest)
+	var req wire.RequeueRequest
+	handles, single, ok := decodeHandles(c, &req, &req.SettleRequest)
 	if !ok {
 		return
 	}
@@ -156,5 +130,5 @@ func (h *api) requeue(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	writeSettle(c, res, single, nil)
+	writeSettle(c, res, single, settleResult(res))
 }

@@ -93,7 +93,7 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	}
 
 	h := &api{svc: svc}
-	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes))
+	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes), strictQuery)
 	var perCaller gin.HandlersChain
 	if cfg.RateLimit > 0 {
 		perCaller = gin.HandlersChain{limitRate(newRateLimiter(cfg.RateLimit, cfg.RateBurst), byKeyOrIP)}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/skipq/skipq/service"
+	"github.com/skipq/skipq/wake"
 )
 
 // MaxQueueLabels bounds the distinct (tenant, queue) label pairs a node
@@ -37,9 +38,9 @@ type Metrics struct {
 
 // New builds the metrics of a node. longPolls reports the hub's waiting
 // receives (nil: none); pool, when not nil, is exported as skipq_db_pool_*.
-func New(pool *pgxpool.Pool, longPolls func() service.LongPollStats) *Metrics {
+func New(pool *pgxpool.Pool, longPolls func() wake.LongPollStats) *Metrics {
 	if longPolls == nil {
-		longPolls = func() service.LongPollStats { return service.LongPollStats{} }
+		longPolls = func() wake.LongPollStats { return wake.LongPollStats{} }
 	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append([]string{"tenant", "queue"}, labels...))

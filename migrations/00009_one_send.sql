@@ -188,7 +188,7 @@ REVOKE ALL ON FUNCTION skipq.message_insert(text, text, timestamptz, integer, te
 -- skipq.wake announces that counts of messages became available in queues,
 -- to every node's listener, at the commit of the transaction that calls it:
 -- the one place in SQL that writes the wake-up channel and payload
--- ("source queue count", parsed by service/hub.go's parseWake). Nodes call
+-- ("source queue count", parsed by wake.ParseNotice, wake/hub.go). Nodes call
 -- it through WakeNotify (source: their id), the SQL API with source "sql"
 -- (never a node id, so every node wakes its waiters).
 -- +goose StatementBegin

@@ -9,8 +9,9 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
+
+	"github.com/peterbourgon/ff/v3"
 
 	"github.com/skipq/skipq/service"
 )
@@ -68,142 +69,82 @@ func DefaultConfig() Config {
 	}
 }
 
-// envVar binds one setting to its environment variable and flag.
-type envVar struct {
-	env, flag, usage string
-	set              func(string) error
-	get              func() string
+// envPrefix makes a flag's environment variable: --db-max-conns is
+// SKIPQ_DB_MAX_CONNS (ff's rule: upper case, "-" to "_", prefixed).
+const envPrefix = "SKIPQ"
+
+// EnvName is the environment variable of a flag.
+func EnvName(flagName string) string {
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-func (c *Config) vars() []envVar {
-	str := func(p *string) (func(string) error, func() string) {
-		return func(v string) error { *p = v; return nil }, func() string { return *p }
+// bind defines c's flags on fs, each defaulting to c's current value: the
+// one table of settings, from which -h, the environment and the startup
+// log line are made.
+func (c *Config) bind(fs *flag.FlagSet) {
+	str := func(p *string, name, usage string) { fs.StringVar(p, name, *p, usage+" ($"+EnvName(name)+")") }
+	num := func(p *int, name, usage string) { fs.IntVar(p, name, *p, usage+" ($"+EnvName(name)+")") }
+	boolean := func(p *bool, name, usage string) { fs.BoolVar(p, name, *p, usage+" ($"+EnvName(name)+")") }
+	str(&c.DatabaseURL, "database-url", "Postgres URL (also $DATABASE_URL)")
+	str(&c.ListenerDatabaseURL, "listener-database-url", "direct (non-pooled) URL for LISTEN; default the database URL")
+	str(&c.ListenAddr, "listen-addr", "HTTP address")
+	str(&c.Auth, "auth", "API-key auth: required or off")
+	boolean(&c.Migrate, "migrate", "apply pending migrations at start")
+	boolean(&c.WorkerVacuum, "worker-vacuum", "the worker vacuums the messages table when dead rows pile up")
+	str((*string)(&c.Role), "role", "what this node runs: all, api or worker")
+	num(&c.DBMaxConns, "db-max-conns", "largest database pool")
+	fs.Int64Var(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes,
+		"largest HTTP request body ($"+EnvName("max-request-bytes")+")")
+	num(&c.ReadTimeout, "http-read-timeout", "seconds a client has to send a whole request (slow clients are cut off)")
+	fs.Float64Var(&c.RateLimit, "rate-limit", c.RateLimit,
+		"requests per second per API key (per client IP with auth off); 0 = no limit ($"+EnvName("rate-limit")+")")
+	num(&c.RateBurst, "rate-burst", "requests a caller may burst above the rate; 0 = the rate, at least 1")
+	str(&c.MetricsToken, "metrics-token", "when set, /metrics needs Authorization: Bearer <token> (prefer the variable: flags show in ps)")
+	c.SQS.bind(str, boolean)
+	for _, lim := range c.limits() {
+		num(lim.p, lim.flag, "limit (SPEC §2)")
 	}
-	num := func(p *int) (func(string) error, func() string) {
-		return func(v string) error {
-				n, err := strconv.Atoi(v)
-				if err != nil {
-					return fmt.Errorf("%q is not an integer", v)
-				}
-				*p = n
-				return nil
-			}, func() string {
-				return strconv.Itoa(*p)
-			}
-	}
-	var vs []envVar
-	add := func(env, flagName, usage string, set func(string) error, get func() string) {
-		vs = append(vs, envVar{env, flagName, usage, set, get})
-	}
-	s, g := str(&c.DatabaseURL)
-	add("SKIPQ_DATABASE_URL", "database-url", "Postgres URL (also DATABASE_URL)", s, g)
-	s, g = str(&c.ListenerDatabaseURL)
-	add("SKIPQ_LISTENER_DATABASE_URL", "listener-database-url", "direct (non-pooled) URL for LISTEN; default the database URL", s, g)
-	s, g = str(&c.ListenAddr)
-	add("SKIPQ_LISTEN_ADDR", "listen-addr", "HTTP address", s, g)
-	s, g = str(&c.Auth)
-	add("SKIPQ_AUTH", "auth", "API-key auth: required or off", s, g)
-	add("SKIPQ_MIGRATE", "migrate", "apply pending migrations at start (true/false)",
-		func(v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("%q is not a boolean", v)
-			}
-			c.Migrate = b
-			return nil
-		}, func() string { return strconv.FormatBool(c.Migrate) })
-	add("SKIPQ_WORKER_VACUUM", "worker-vacuum", "the worker vacuums the messages table when dead rows pile up (true/false)",
-		func(v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("%q is not a boolean", v)
-			}
-			c.WorkerVacuum = b
-			return nil
-		}, func() string { return strconv.FormatBool(c.WorkerVacuum) })
-	s, g = str((*string)(&c.Role))
-	add("SKIPQ_ROLE", "role", "what this node runs: all, api or worker", s, g)
-	n, gn := num(&c.DBMaxConns)
-	add("SKIPQ_DB_MAX_CONNS", "db-max-conns", "largest database pool", n, gn)
-	add("SKIPQ_MAX_REQUEST_BYTES", "max-request-bytes", "largest HTTP request body",
-		func(v string) error {
-			b, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return fmt.Errorf("%q is not an integer", v)
-			}
-			c.MaxRequestBytes = b
-			return nil
-		}, func() string { return strconv.FormatInt(c.MaxRequestBytes, 10) })
-	n, gn = num(&c.ReadTimeout)
-	add("SKIPQ_HTTP_READ_TIMEOUT", "http-read-timeout", "seconds a client has to send a whole request (slow clients are cut off)", n, gn)
-	add("SKIPQ_RATE_LIMIT", "rate-limit", "requests per second per API key (per client IP with auth off); 0 = no limit",
-		func(v string) error {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return fmt.Errorf("%q is not a number", v)
-			}
-			c.RateLimit = f
-			return nil
-		}, func() string { return strconv.FormatFloat(c.RateLimit, 'g', -1, 64) })
-	n, gn = num(&c.RateBurst)
-	add("SKIPQ_RATE_BURST", "rate-burst", "requests a caller may burst above the rate; 0 = the rate, at least 1", n, gn)
-	s, g = str(&c.MetricsToken)
-	add("SKIPQ_METRICS_TOKEN", "metrics-token", "when set, /metrics needs Authorization: Bearer <token> (prefer the variable: flags show in ps)", s, g)
-	vs = append(vs, c.SQS.vars()...)
+}
+
+// limit is one of SPEC §2's limits with its flag.
+type limit struct {
+	flag string
+	p    *int
+}
+
+func (c *Config) limits() []limit {
 	l := &c.Limits
-	for _, lim := range []struct {
-		env, flag string
-		p         *int
-	}{
-		{"SKIPQ_MAX_RECEIVE_MESSAGES", "max-receive-messages", &l.MaxReceiveMessages},
-		{"SKIPQ_MAX_WAIT_SECONDS", "max-wait-seconds", &l.MaxWaitSeconds},
-		{"SKIPQ_MAX_VISIBILITY_SECONDS", "max-visibility-seconds", &l.MaxVisibilitySeconds},
-		{"SKIPQ_MAX_DELAY_SECONDS", "max-delay-seconds", &l.MaxDelaySeconds},
-		{"SKIPQ_MAX_EXPIRATION_SECONDS", "max-expiration-seconds", &l.MaxExpirationSeconds},
-		{"SKIPQ_MAX_RECEIVE_COUNT", "max-receive-count", &l.MaxReceiveCount},
-		{"SKIPQ_MAX_MESSAGE_BYTES", "max-message-bytes", &l.MaxMessageBytes},
-		{"SKIPQ_MAX_RESPONSE_BYTES", "max-response-bytes", &l.MaxResponseBytes},
-		{"SKIPQ_MAX_WAITERS", "max-waiters", &l.MaxWaiters},
-	} {
-		n, g := num(lim.p)
-		add(lim.env, lim.flag, "limit (SPEC §2)", n, g)
+	return []limit{
+		{"max-receive-messages", &l.MaxReceiveMessages},
+		{"max-wait-seconds", &l.MaxWaitSeconds},
+		{"max-visibility-seconds", &l.MaxVisibilitySeconds},
+		{"max-delay-seconds", &l.MaxDelaySeconds},
+		{"max-expiration-seconds", &l.MaxExpirationSeconds},
+		{"max-receive-count", &l.MaxReceiveCount},
+		{"max-message-bytes", &l.MaxMessageBytes},
+		{"max-response-bytes", &l.MaxResponseBytes},
+		{"max-waiters", &l.MaxWaiters},
 	}
-	return vs
 }
 
 // DatabaseURLFromEnv is the database URL the environment gives, for commands
 // that need nothing else: SKIPQ_DATABASE_URL, else DATABASE_URL.
 func DatabaseURLFromEnv() string {
-	if v := os.Getenv("SKIPQ_DATABASE_URL"); v != "" {
+	if v := os.Getenv(EnvName("database-url")); v != "" {
 		return v
 	}
 	return os.Getenv("DATABASE_URL")
 }
 
-// Load reads the environment, then parses args as flags over it.
+// Load defines c's flags on fs and parses args over the environment over
+// c's values (flag, then SKIPQ_* variable, then default). Empty variables
+// count as unset.
 func (c *Config) Load(fs *flag.FlagSet, args []string) error {
-	if err := c.Bind(fs); err != nil {
-		return err
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = os.Getenv("DATABASE_URL")
 	}
-	return fs.Parse(args)
-}
-
-// Bind reads the environment into c and defines the flags that override
-// it, for commands that parse fs themselves.
-func (c *Config) Bind(fs *flag.FlagSet) error {
-	c.DatabaseURL = DatabaseURLFromEnv()
-	vars := c.vars()
-	for _, v := range vars {
-		if raw, ok := os.LookupEnv(v.env); ok && raw != "" {
-			if err := v.set(raw); err != nil {
-				return fmt.Errorf("%s: %w", v.env, err)
-			}
-		}
-	}
-	for _, v := range vars {
-		fs.Func(v.flag, v.usage+" ($"+v.env+")", v.set)
-	}
-	return nil
+	c.bind(fs)
+	return ff.Parse(fs, args, ff.WithEnvVarPrefix(envPrefix))
 }
 
 // Validate checks the configuration once, at start.
@@ -233,16 +174,9 @@ func (c *Config) Validate() error {
 	if c.MaxRequestBytes < 1024 {
 		errs = append(errs, errors.New("SKIPQ_MAX_REQUEST_BYTES must be at least 1024"))
 	}
-	l := c.Limits
-	for name, v := range map[string]int{
-		"SKIPQ_MAX_RECEIVE_MESSAGES": l.MaxReceiveMessages, "SKIPQ_MAX_WAIT_SECONDS": l.MaxWaitSeconds,
-		"SKIPQ_MAX_VISIBILITY_SECONDS": l.MaxVisibilitySeconds, "SKIPQ_MAX_DELAY_SECONDS": l.MaxDelaySeconds,
-		"SKIPQ_MAX_EXPIRATION_SECONDS": l.MaxExpirationSeconds, "SKIPQ_MAX_RECEIVE_COUNT": l.MaxReceiveCount,
-		"SKIPQ_MAX_MESSAGE_BYTES": l.MaxMessageBytes, "SKIPQ_MAX_RESPONSE_BYTES": l.MaxResponseBytes,
-		"SKIPQ_MAX_WAITERS": l.MaxWaiters,
-	} {
-		if v < 1 {
-			errs = append(errs, fmt.Errorf("%s must be at least 1", name))
+	for _, lim := range c.limits() {
+		if *lim.p < 1 {
+			errs = append(errs, fmt.Errorf("%s must be at least 1", EnvName(lim.flag)))
 		}
 	}
 	return errors.Join(errs...)
@@ -263,19 +197,22 @@ func (c Config) listenerURL() string {
 	return c.DatabaseURL
 }
 
-// LogValue is the startup log line's view: passwords and tokens masked.
+// LogValue is the startup log line's view, one attribute per setting under
+// its environment variable's name: passwords and tokens masked.
 func (c Config) LogValue() slog.Value {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	c.bind(fs) // flags over a copy: reading them changes nothing
 	var attrs []slog.Attr
-	for _, v := range c.vars() {
-		val := v.get()
-		if strings.Contains(v.env, "DATABASE_URL") {
+	fs.VisitAll(func(f *flag.Flag) {
+		env, val := EnvName(f.Name), f.Value.String()
+		switch {
+		case strings.Contains(env, "DATABASE_URL"):
 			val = maskURL(val)
-		}
-		if (strings.HasSuffix(v.env, "_TOKEN") || strings.HasSuffix(v.env, "_KEY")) && val != "" {
+		case (strings.HasSuffix(env, "_TOKEN") || strings.HasSuffix(env, "_KEY")) && val != "":
 			val = "xxxxx"
 		}
-		attrs = append(attrs, slog.String(v.env, val))
-	}
+		attrs = append(attrs, slog.String(env, val))
+	})
 	return slog.GroupValue(attrs...)
 }
 

@@ -41,3 +41,39 @@ func TestMetricsTokenFromEnvAndFlag(t *testing.T) {
 }
 
 func newFlagSet() *flag.FlagSet { return flag.NewFlagSet("serve", flag.ContinueOnError) }
+
+// Several bad settings are reported together, always in the same order
+// (the order of the flags' table), so a fix-and-retry loop converges.
+func TestValidateReportsEveryErrorInAStableOrder(t *testing.T) {
+	c := DefaultConfig()
+	c.DatabaseURL = "postgres://db/skipq"
+	c.Limits.MaxWaiters, c.Limits.MaxReceiveMessages, c.Limits.MaxResponseBytes = 0, 0, 0
+	want := "SKIPQ_MAX_RECEIVE_MESSAGES must be at least 1\n" +
+		"SKIPQ_MAX_RESPONSE_BYTES must be at least 1\n" +
+		"SKIPQ_MAX_WAITERS must be at least 1"
+	for range 5 {
+		if err := c.Validate(); err == nil || err.Error() != want {
+			t.Fatalf("Validate() = %v, want\n%s", err, want)
+		}
+	}
+}
+
+// A flag overrides its variable, which overrides the default; a variable
+// that does not parse names itself.
+func TestFlagsOverTheEnvironmentOverDefaults(t *testing.T) {
+	t.Setenv("SKIPQ_DB_MAX_CONNS", "7")
+	t.Setenv("SKIPQ_MAX_WAITERS", "9")
+	c := DefaultConfig()
+	if err := c.Load(newFlagSet(), []string{"--max-waiters", "11"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.DBMaxConns != 7 || c.Limits.MaxWaiters != 11 || c.ReadTimeout != DefaultConfig().ReadTimeout {
+		t.Fatalf("db-max-conns %d (want 7 from the environment), max-waiters %d (want 11 from the flag), read timeout %d (want the default)",
+			c.DBMaxConns, c.Limits.MaxWaiters, c.ReadTimeout)
+	}
+	t.Setenv("SKIPQ_RATE_LIMIT", "fast")
+	c = DefaultConfig()
+	if err := c.Load(newFlagSet(), nil); err == nil || !strings.Contains(err.Error(), "SKIPQ_RATE_LIMIT") {
+		t.Fatalf("a rate limit of %q loaded with error %v", "fast", err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/skipq/skipq/metrics"
 	"github.com/skipq/skipq/migrations"
 	"github.com/skipq/skipq/service"
+	"github.com/skipq/skipq/wake"
 	"github.com/skipq/skipq/worker"
 )
 
@@ -41,7 +42,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	defer pool.Close()
 
 	var svc *service.Service
-	m := metrics.New(pool, func() service.LongPollStats { return svc.Hub().Stats() })
+	m := metrics.New(pool, func() wake.LongPollStats { return svc.Hub().Stats() })
 	svc = service.New(pool, service.Options{Limits: cfg.Limits, Log: log, Observer: m})
 	hub := svc.Hub()
 	bg, stopBackground := context.WithCancel(context.Background())
@@ -52,7 +53,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		// Before the node is ready: once it answers, SQL sends are held to
 		// the same limits as its HTTP sends.
 		publishSQLLimits(ctx, bg, svc, log, &wg)
-		listener := &db.Listener{URL: cfg.listenerURL(), Log: log,
+		listener := &wake.Listener{URL: cfg.listenerURL(), Log: log,
 			OnNotify: hub.HandleNotification, OnConnect: hub.ListenerConnected, OnDisconnect: hub.ListenerLost}
 		wg.Go(func() { listener.Run(bg) })
 	}

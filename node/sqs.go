@@ -1,9 +1,6 @@
 package node
 
 import (
-	"fmt"
-	"strconv"
-
 	"github.com/skipq/skipq/handlers"
 	"github.com/skipq/skipq/service"
 	"github.com/skipq/skipq/sqs"
@@ -18,37 +15,13 @@ type SQSConfig struct {
 	TrustProxy bool
 }
 
-func (c *SQSConfig) vars() []envVar {
-	boolVar := func(p *bool) (func(string) error, func() string) {
-		return func(v string) error {
-				b, err := strconv.ParseBool(v)
-				if err != nil {
-					return fmt.Errorf("%q is not a boolean", v)
-				}
-				*p = b
-				return nil
-			}, func() string {
-				return strconv.FormatBool(*p)
-			}
-	}
-	str := func(p *string) (func(string) error, func() string) {
-		return func(v string) error { *p = v; return nil }, func() string { return *p }
-	}
-	var vs []envVar
-	add := func(env, flagName, usage string, set func(string) error, get func() string) {
-		vs = append(vs, envVar{env, flagName, usage, set, get})
-	}
-	s, g := boolVar(&c.Enabled)
-	add("SKIPQ_SQS", "sqs", "serve the SQS-compatible endpoint (true/false)", s, g)
-	s, g = str(&c.URL)
-	add("SKIPQ_SQS_URL", "sqs-url", "fixed base of SQS queue URLs; default where the caller reached the node", s, g)
-	s, g = str(&c.Region)
-	add("SKIPQ_SQS_REGION", "sqs-region", "region in ARNs of unsigned SQS requests", s, g)
-	s, g = str(&c.MasterKey)
-	add("SKIPQ_SIGV4_MASTER_KEY", "sigv4-master-key", "base64 of at least 32 random bytes; derives SQS secrets (prefer the variable: flags show in ps)", s, g)
-	s, g = boolVar(&c.TrustProxy)
-	add("SKIPQ_TRUST_PROXY", "trust-proxy", "honour X-Forwarded-Proto and X-Forwarded-Host in SQS queue URLs (true/false)", s, g)
-	return vs
+// bind defines the SQS settings' flags with Config.bind's helpers.
+func (c *SQSConfig) bind(str func(*string, string, string), boolean func(*bool, string, string)) {
+	boolean(&c.Enabled, "sqs", "serve the SQS-compatible endpoint")
+	str(&c.URL, "sqs-url", "fixed base of SQS queue URLs; default where the caller reached the node")
+	str(&c.Region, "sqs-region", "region in ARNs of unsigned SQS requests")
+	str(&c.MasterKey, "sigv4-master-key", "base64 of at least 32 random bytes; derives SQS secrets (prefer the variable: flags show in ps)")
+	boolean(&c.TrustProxy, "trust-proxy", "honour X-Forwarded-Proto and X-Forwarded-Host in SQS queue URLs")
 }
 
 func (c SQSConfig) validate() error {

@@ -246,10 +246,8 @@ SELECT gone.queue_id FROM gone;
 -- no particular order (an ORDER BY here could make the planner walk the
 -- whole queue to avoid a sort); the caller sorts them.
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
-SELECT sqlc.embed(m), (CASE
-    WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
-    WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
-    ELSE 'in_flight' END)::text AS state
+SELECT sqlc.embed(m),
+       skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
 WHERE m.queue_id = @queue_id
   AND m.sequence = ANY(ARRAY(
@@ -263,10 +261,8 @@ WHERE m.queue_id = @queue_id
                      + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
                      + @message_overhead::bigint AS size
               FROM skipq.messages c, t
-              CROSS JOIN LATERAL (SELECT CASE
-                  WHEN c.visible_at <= t.now AND c.receive_count < c.max_receive_count THEN 'available'
-                  WHEN c.lease_token IS NULL AND c.visible_at > t.now THEN 'delayed'
-                  ELSE 'in_flight' END AS state) s
+              CROSS JOIN LATERAL (SELECT skipq.message_state(
+                  c.visible_at, c.receive_count, c.max_receive_count, c.lease_token, t.now) AS state) s
               WHERE c.queue_id = @queue_id
                 AND c.sequence > @after_sequence::bigint
                 AND (c.expires_at IS NULL OR c.expires_at > t.now)
@@ -278,10 +274,8 @@ WHERE m.queue_id = @queue_id
 
 -- name: MessageGetByID :one
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
-SELECT sqlc.embed(m), (CASE
-    WHEN m.visible_at <= t.now AND m.receive_count < m.max_receive_count THEN 'available'
-    WHEN m.lease_token IS NULL AND m.visible_at > t.now THEN 'delayed'
-    ELSE 'in_flight' END)::text AS state
+SELECT sqlc.embed(m),
+       skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
 WHERE m.queue_id = @queue_id AND m.message_id = @message_id
   AND (m.expires_at IS NULL OR m.expires_at > t.now);

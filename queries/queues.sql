@@ -2,23 +2,20 @@
 SELECT * FROM skipq.queues
 WHERE tenant = @tenant AND name = @name;
 
--- name: QueueUpsert :one
--- PUT: creates the queue with the given settings (table defaults for the
--- rest), or updates only the given settings of an existing queue. `created`
--- is true when the row was inserted (xmax is 0 only for a fresh insert).
-INSERT INTO skipq.queues AS q (
-    tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds,
-    expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds)
-VALUES (
-    @tenant, @name,
-    coalesce(sqlc.narg('visibility_seconds')::integer, 60),
-    coalesce(sqlc.narg('receive_wait_seconds')::integer, 1),
-    coalesce(sqlc.narg('delay_seconds')::integer, 0),
-    coalesce(sqlc.narg('expiration_seconds')::integer, 0),
-    coalesce(sqlc.narg('max_receive_count')::integer, 0),
-    coalesce(sqlc.narg('dead_letter_queue')::text, ''),
-    coalesce(sqlc.narg('dedup_window_seconds')::integer, 300))
-ON CONFLICT (tenant, name) DO UPDATE SET
+-- name: QueueInsert :execrows
+-- PUT, first half: creates the queue with the table's defaults (the one
+-- place they are written, as for queues created on send) unless it exists;
+-- one row affected means it was created. QueueSettingsUpdate follows in the
+-- same transaction. NOT EXISTS keeps a PUT of an existing queue from
+-- burning an identity value; ON CONFLICT settles a concurrent create.
+INSERT INTO skipq.queues (tenant, name)
+SELECT @tenant, @name
+WHERE NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = @tenant AND e.name = @name)
+ON CONFLICT (tenant, name) DO NOTHING;
+
+-- name: QueueSettingsUpdate :one
+-- PUT, second half: sets the given settings and keeps the others.
+UPDATE skipq.queues AS q SET
     visibility_seconds   = coalesce(sqlc.narg('visibility_seconds')::integer, q.visibility_seconds),
     receive_wait_seconds = coalesce(sqlc.narg('receive_wait_seconds')::integer, q.receive_wait_seconds),
     delay_seconds        = coalesce(sqlc.narg('delay_seconds')::integer, q.delay_seconds),
@@ -26,7 +23,8 @@ ON CONFLICT (tenant, name) DO UPDATE SET
     max_receive_count    = coalesce(sqlc.narg('max_receive_count')::integer, q.max_receive_count),
     dead_letter_queue    = coalesce(sqlc.narg('dead_letter_queue')::text, q.dead_letter_queue),
     dedup_window_seconds = coalesce(sqlc.narg('dedup_window_seconds')::integer, q.dedup_window_seconds)
-RETURNING q.*, (q.xmax = 0)::boolean AS created;
+WHERE q.tenant = @tenant AND q.name = @name
+RETURNING q.*;
 
 -- name: QueueCreateMissing :exec
 -- Auto-creation on send, requeue and dead-lettering: every name that does not
@@ -61,13 +59,12 @@ RETURNING id;
 -- worker dead-letters it.
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT
-    count(*) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count)::bigint AS available,
-    count(*) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL)::bigint AS delayed,
-    count(*) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
-                        OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count))::bigint AS in_flight,
-    min(coalesce(m.delayed_to, m.sent_at)) FILTER (
-        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count) AS oldest_available_at
-FROM skipq.messages m, t
+    count(*) FILTER (WHERE s.state = 'available')::bigint AS available,
+    count(*) FILTER (WHERE s.state = 'delayed')::bigint AS delayed,
+    count(*) FILTER (WHERE s.state = 'in_flight')::bigint AS in_flight,
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available') AS oldest_available_at
+FROM skipq.messages m, t,
+     LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s
 WHERE m.queue_id = @queue_id
   AND (m.expires_at IS NULL OR m.expires_at > t.now);
 
@@ -100,16 +97,15 @@ WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now),
 cleared AS (DELETE FROM skipq.queue_counts)
 INSERT INTO skipq.queue_counts (queue_id, tenant, name, available, delayed, in_flight, oldest_available_at, counted_at)
 SELECT q.id, q.tenant, q.name,
-    count(m.sequence) FILTER (WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count),
-    count(m.sequence) FILTER (WHERE m.visible_at > t.now AND m.lease_token IS NULL),
-    count(m.sequence) FILTER (WHERE (m.visible_at > t.now AND m.lease_token IS NOT NULL)
-                                 OR (m.visible_at <= t.now AND m.receive_count >= m.max_receive_count)),
-    min(coalesce(m.delayed_to, m.sent_at)) FILTER (
-        WHERE m.visible_at <= t.now AND m.receive_count < m.max_receive_count),
+    count(m.sequence) FILTER (WHERE s.state = 'available'),
+    count(m.sequence) FILTER (WHERE s.state = 'delayed'),
+    count(m.sequence) FILTER (WHERE s.state = 'in_flight'),
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available'),
     t.now
 FROM skipq.queues q
 CROSS JOIN t
 LEFT JOIN skipq.messages m ON m.queue_id = q.id AND (m.expires_at IS NULL OR m.expires_at > t.now)
+LEFT JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s ON true
 GROUP BY q.id, q.tenant, q.name, t.now;
 
 -- name: QueueCountsList :many

@@ -76,27 +76,30 @@ func (s *Service) putQueue(ctx context.Context, tenant, name string, in QueueSet
 	if err := s.validateSettings(name, in, minVisibility); err != nil {
 		return Queue{}, false, err
 	}
-	row, err := s.q.QueueUpsert(ctx, db.QueueUpsertParams{
-		Tenant:             tenant,
-		Name:               name,
-		VisibilitySeconds:  int32Ptr(in.VisibilitySeconds),
-		ReceiveWaitSeconds: int32Ptr(in.ReceiveWaitSeconds),
-		DelaySeconds:       int32Ptr(in.DelaySeconds),
-		ExpirationSeconds:  int32Ptr(in.ExpirationSeconds),
-		MaxReceiveCount:    int32Ptr(in.MaxReceiveCount),
-		DeadLetterQueue:    in.DeadLetterQueue,
-		DedupWindowSeconds: int32Ptr(in.DedupWindowSeconds),
+	var row db.SkipqQueue
+	err = s.inTx(ctx, func(tx *db.Queries) error {
+		inserted, err := tx.QueueInsert(ctx, db.QueueInsertParams{Tenant: tenant, Name: name})
+		if err != nil {
+			return err
+		}
+		created = inserted == 1
+		row, err = tx.QueueSettingsUpdate(ctx, db.QueueSettingsUpdateParams{
+			Tenant:             tenant,
+			Name:               name,
+			VisibilitySeconds:  int32Ptr(in.VisibilitySeconds),
+			ReceiveWaitSeconds: int32Ptr(in.ReceiveWaitSeconds),
+			DelaySeconds:       int32Ptr(in.DelaySeconds),
+			ExpirationSeconds:  int32Ptr(in.ExpirationSeconds),
+			MaxReceiveCount:    int32Ptr(in.MaxReceiveCount),
+			DeadLetterQueue:    in.DeadLetterQueue,
+			DedupWindowSeconds: int32Ptr(in.DedupWindowSeconds),
+		})
+		return err
 	})
 	if err != nil {
 		return Queue{}, false, fromDB("put queue", err)
 	}
-	return queueFromRow(db.SkipqQueue{
-		ID: row.ID, Tenant: row.Tenant, Name: row.Name, VisibilitySeconds: row.VisibilitySeconds,
-		ReceiveWaitSeconds: row.ReceiveWaitSeconds, DelaySeconds: row.DelaySeconds,
-		ExpirationSeconds: row.ExpirationSeconds, MaxReceiveCount: row.MaxReceiveCount,
-		DeadLetterQueue: row.DeadLetterQueue, DedupWindowSeconds: row.DedupWindowSeconds,
-		CreatedAt: row.CreatedAt,
-	}), row.Created, nil
+	return queueFromRow(row), created, nil
 }
 
 // GetQueue returns a queue with its stats.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skipq/skipq/db"
+	"github.com/skipq/skipq/wake"
 )
 
 // Message is a message as receivers and browsers see it.
@@ -110,36 +111,36 @@ func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOp
 	// Every waiting receive holds a goroutine, its connection's buffers and
 	// a hub entry until it ends: past the node's cap, refuse at once rather
 	// than let open long polls grow the node without bound.
-	if !s.hub.park() {
+	if !s.hub.Park() {
 		return nil, ErrTooManyWaiters
 	}
-	defer s.hub.unpark()
+	defer s.hub.Unpark()
 	deadline := time.NewTimer(time.Duration(wait) * time.Second)
 	defer deadline.Stop()
 	for {
-		w := s.hub.register(queueID)
+		w := s.hub.Register(queueID)
 		msgs, more, err := s.claim(ctx, tenant, queue, max, o)
 		if err != nil || len(msgs) > 0 {
-			s.hub.unregister(queueID, w)
+			s.hub.Unregister(queueID, w)
 			if more {
 				// There may be more: pass the wake-up on to the next waiter.
-				s.hub.wake(queueID, 1)
+				s.hub.Wake(queueID, 1)
 			}
 			return msgs, err
 		}
 		select {
-		case <-w.c:
+		case <-w.C():
 		case <-deadline.C:
-			s.leave(queueID, w)
+			s.hub.Leave(queueID, w)
 			return nil, nil
 		case <-ctx.Done():
-			s.leave(queueID, w)
+			s.hub.Leave(queueID, w)
 			return nil, nil
 		case <-s.hub.Closing():
-			s.leave(queueID, w)
+			s.hub.Leave(queueID, w)
 			return nil, nil
 		}
-		if queueID == missingQueue {
+		if queueID == wake.MissingQueue {
 			if queueID, _, err = s.waitTarget(ctx, tenant, queue, &wait); err != nil {
 				return nil, err
 			}
@@ -147,26 +148,14 @@ func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOp
 	}
 }
 
-// leave ends a wait that will not claim. A wake-up that reached it as it
-// left is passed on to the next waiter: with the listener up, the hub's own
-// recheck comes only every SafetyRecheckInterval.
-func (s *Service) leave(queueID int64, w *waiter) {
-	s.hub.unregister(queueID, w)
-	select {
-	case <-w.c:
-		s.hub.wake(queueID, 1)
-	default:
-	}
-}
-
-// waitTarget resolves what a receive waits on: the queue's id (missingQueue
+// waitTarget resolves what a receive waits on: the queue's id (wake.MissingQueue
 // when it does not exist yet) and the wait in seconds (the queue's default
 // when not given; 1 s for a missing queue, the default of a new one).
 func (s *Service) waitTarget(ctx context.Context, tenant, queue string, waitSeconds *int) (int64, int, error) {
 	row, err := s.queueByName(ctx, s.q, tenant, queue)
 	id, wait := row.ID, int(row.ReceiveWaitSeconds)
 	if KindOf(err) == KindNotFound {
-		id, wait, err = missingQueue, 1, nil
+		id, wait, err = wake.MissingQueue, 1, nil
 	}
 	if waitSeconds != nil {
 		wait = *waitSeconds

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/db"
+	"github.com/skipq/skipq/wake"
 )
 
 // Service is one node's view of skipq: stateless apart from the long-poll
@@ -27,7 +28,7 @@ type Service struct {
 	timerProbe timerProbe
 	limits     Limits
 	log        *slog.Logger
-	hub        *Hub
+	hub        *wake.Hub
 	acks       *sharer[settleCall]
 	nacks      *sharer[settleCall]
 	extends    *sharer[settleCall]
@@ -79,7 +80,7 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	s.extends = &sharer[settleCall]{maxItems: sharedSettleHandles, size: settleSize, run: s.runExtends}
 	s.sends = &sharer[sendCall]{maxItems: sharedSendBytes, size: sendSize, run: s.runSends}
 	s.claims = &sharer[claimCall]{maxItems: sharedClaimCalls, size: claimSize, run: s.runClaims}
-	s.hub = newHub(newNodeID(), pool, log, opts.Limits.MaxWaiters)
+	s.hub = wake.NewHub(newNodeID(), pool, log, opts.Limits.MaxWaiters)
 	return s
 }
 
@@ -87,7 +88,7 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 func (s *Service) Limits() Limits { return s.limits }
 
 // Hub returns the node's long-poll hub (listener wiring, shutdown, metrics).
-func (s *Service) Hub() *Hub { return s.hub }
+func (s *Service) Hub() *wake.Hub { return s.hub }
 
 // sharedClaimCalls bounds the single-message receives that one shared
 // claim serves.

@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/skipq/skipq/client"
+	"github.com/skipq/skipq/wire"
 )
 
 // defaultURL is where the client verbs go when neither --url nor $SKIPQ_URL
@@ -215,22 +216,8 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 }
 
-// apiTime formats a timestamp as the API does: RFC 3339 UTC with
-// milliseconds.
-func apiTime(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
-}
-
-func apiTimePtr(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := apiTime(*t)
-	return &s
-}
-
 // humanTime is a timestamp in a table: UTC, to the second; "-" for none.
-func humanTime(t *time.Time) string {
+func humanTime(t *wire.Time) string {
 	if t == nil {
 		return "-"
 	}
@@ -244,52 +231,10 @@ func orDash(s string) string {
 	return s
 }
 
-// messageJSON is a message as the verbs print it with --json: the fields of
-// the HTTP API's message object (SPEC §4), body as sent (text, or base64
-// with bodyEncoding "base64").
-type messageJSON struct {
-	MessageID       string            `json:"messageId"`
-	ReceiptHandle   *string           `json:"receiptHandle,omitempty"`
-	Queue           string            `json:"queue"`
-	Sequence        int64             `json:"sequence"`
-	State           string            `json:"state,omitempty"`
-	ClientID        string            `json:"clientId"`
-	Metadata        string            `json:"metadata"`
-	Body            string            `json:"body"`
-	BodyEncoding    string            `json:"bodyEncoding"`
-	Tags            map[string]string `json:"tags"`
-	SentAt          string            `json:"sentAt"`
-	FirstReceivedAt *string           `json:"firstReceivedAt"`
-	ReceiveCount    int               `json:"receiveCount"`
-	VisibleUntil    *string           `json:"visibleUntil,omitempty"`
-	VisibleAt       *string           `json:"visibleAt,omitempty"`
-	DelayedTo       *string           `json:"delayedTo"`
-	ExpiresAt       *string           `json:"expiresAt"`
-	ReRoutedFrom    *string           `json:"reRoutedFrom"`
-	DeadLetteredAt  *string           `json:"deadLetteredAt"`
-}
-
-func toMessageJSON(m client.StoredMessage) messageJSON {
-	out := messageJSON{
-		MessageID: m.MessageID, Queue: m.Queue, Sequence: m.Sequence, ClientID: m.ClientID,
-		Metadata: m.Metadata, Tags: m.Tags, SentAt: apiTime(m.SentAt),
-		FirstReceivedAt: apiTimePtr(m.FirstReceivedAt), ReceiveCount: m.ReceiveCount,
-		VisibleUntil: apiTimePtr(m.VisibleUntil), DelayedTo: apiTimePtr(m.DelayedTo),
-		ExpiresAt: apiTimePtr(m.ExpiresAt), DeadLetteredAt: apiTimePtr(m.DeadLetteredAt),
-	}
-	if out.Tags == nil {
-		out.Tags = map[string]string{}
-	}
-	if m.Binary {
-		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), "base64"
-	} else {
-		out.Body, out.BodyEncoding = string(m.Body), "text"
-	}
-	if m.ReRoutedFrom != "" {
-		out.ReRoutedFrom = &m.ReRoutedFrom
-	}
-	return out
-}
+// messageJSON is a message as the verbs print it with --json: the HTTP
+// API's message object (SPEC §4), body as sent (text, or base64 with
+// bodyEncoding "base64").
+type messageJSON = wire.Message
 
 // bodyPreview is a body in a table: one line, at most 60 characters; binary
 // bodies as base64 with a "base64:" prefix.

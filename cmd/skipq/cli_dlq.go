@@ -89,7 +89,7 @@ func dlqList(ctx context.Context, c *client.Client, o *cliOptions, source string
 	if o.json {
 		list := make([]messageJSON, len(msgs))
 		for i, m := range msgs {
-			list[i] = toMessageJSON(m)
+			list[i] = m.Wire()
 		}
 		return writeJSON(os.Stdout, map[string]any{"messages": list})
 	}

@@ -23,13 +23,8 @@ const maxStdinBody = 16 << 20
 
 // sendJSON is what send prints with --json: the send's result.
 type sendJSON struct {
-	Queue     string  `json:"queue"`
-	MessageID string  `json:"messageId"`
-	Sequence  int64   `json:"sequence"`
-	SentAt    string  `json:"sentAt"`
-	DelayedTo *string `json:"delayedTo"`
-	ExpiresAt *string `json:"expiresAt"`
-	Duplicate bool    `json:"duplicate"`
+	Queue string `json:"queue"`
+	client.SendResult
 }
 
 // cmdSend: skipq send QUEUE [BODY|-].
@@ -85,9 +80,7 @@ func cmdSend(ctx context.Context, args []string) error {
 		return apiError(err)
 	}
 	if o.json {
-		return writeJSON(os.Stdout, sendJSON{Queue: pos[0], MessageID: res.MessageID, Sequence: res.Sequence,
-			SentAt: apiTime(res.SentAt), DelayedTo: apiTimePtr(res.DelayedTo), ExpiresAt: apiTimePtr(res.ExpiresAt),
-			Duplicate: res.Duplicate})
+		return writeJSON(os.Stdout, sendJSON{Queue: pos[0], SendResult: res})
 	}
 	what := "sent"
 	if res.Duplicate {
@@ -143,13 +136,13 @@ func cmdReceive(ctx context.Context, args []string) error {
 			return apiError(err)
 		}
 		for _, m := range stored {
-			msgs = append(msgs, toMessageJSON(m))
+			msgs = append(msgs, m.Wire())
 		}
 	} else {
 		rs, err := c.Receive(ctx, pos[0], client.ReceiveOptions{MaxMessages: *maxN, WaitSeconds: wait.v,
 			VisibilitySeconds: visibility.v, AutoAck: *ack})
 		for _, r := range rs { // a decode error still returns what was claimed
-			j := toMessageJSON(r.StoredMessage)
+			j := r.Wire()
 			if r.ReceiptHandle != "" {
 				j.ReceiptHandle = &r.ReceiptHandle
 			}
@@ -205,12 +198,6 @@ func printReceived(o *cliOptions, quiet, withHandles bool, msgs []messageJSON, s
 	return tw.Flush()
 }
 
-// settleJSON is what ack and nack print with --json.
-type settleJSON struct {
-	Succeeded int                    `json:"succeeded"`
-	Failed    []client.SettleFailure `json:"failed"`
-}
-
 // cmdSettle: skipq ack|nack HANDLE...
 func cmdSettle(ctx context.Context, verb string, args []string) error {
 	fs, o := cliFlags(verb)
@@ -230,7 +217,7 @@ func cmdSettle(ctx context.Context, verb string, args []string) error {
 	if verb == "nack" {
 		one, all, past = c.Nack, c.NackAll, "nacked"
 	}
-	res := settleJSON{Failed: []client.SettleFailure{}}
+	res := client.SettleResult{Failed: []client.SettleFailure{}} // what --json prints
 	if len(pos) == 1 {
 		// The single form: a stale handle is an error with the server's message.
 		if err := one(ctx, pos[0]); err != nil {

@@ -20,39 +20,8 @@ const queuesUsage = `skipq queues list [--prefix P]
 // queueJSON is a queue as the verbs print it with --json: the HTTP API's
 // queue object, plus "created" for queues create.
 type queueJSON struct {
-	Name               string     `json:"name"`
-	Created            *bool      `json:"created,omitempty"`
-	CreatedAt          string     `json:"createdAt"`
-	VisibilitySeconds  int        `json:"visibilitySeconds"`
-	ReceiveWaitSeconds int        `json:"receiveWaitSeconds"`
-	DelaySeconds       int        `json:"delaySeconds"`
-	ExpirationSeconds  int        `json:"expirationSeconds"`
-	MaxReceiveCount    int        `json:"maxReceiveCount"`
-	DeadLetterQueue    string     `json:"deadLetterQueue"`
-	DedupWindowSeconds int        `json:"dedupWindowSeconds"`
-	Stats              *statsJSON `json:"stats,omitempty"`
-}
-
-type statsJSON struct {
-	Available         int64   `json:"available"`
-	Delayed           int64   `json:"delayed"`
-	InFlight          int64   `json:"inFlight"`
-	Total             int64   `json:"total"`
-	OldestAvailableAt *string `json:"oldestAvailableAt"`
-}
-
-func toQueueJSON(q client.Queue) queueJSON {
-	out := queueJSON{
-		Name: q.Name, CreatedAt: apiTime(q.CreatedAt), VisibilitySeconds: q.VisibilitySeconds,
-		ReceiveWaitSeconds: q.ReceiveWaitSeconds, DelaySeconds: q.DelaySeconds,
-		ExpirationSeconds: q.ExpirationSeconds, MaxReceiveCount: q.MaxReceiveCount,
-		DeadLetterQueue: q.DeadLetterQueue, DedupWindowSeconds: q.DedupWindowSeconds,
-	}
-	if s := q.Stats; s != nil {
-		out.Stats = &statsJSON{Available: s.Available, Delayed: s.Delayed, InFlight: s.InFlight,
-			Total: s.Total, OldestAvailableAt: apiTimePtr(s.OldestAvailableAt)}
-	}
-	return out
+	client.Queue
+	Created *bool `json:"created,omitempty"`
 }
 
 // cmdQueues: skipq queues list|get|create|delete|purge.
@@ -115,7 +84,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 			return apiError(err)
 		}
 		if o.json {
-			return writeJSON(out, toQueueJSON(q))
+			return writeJSON(out, queueJSON{Queue: q})
 		}
 		return printQueue(out, q)
 	case "create":
@@ -127,7 +96,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 			return apiError(err)
 		}
 		if o.json {
-			j := toQueueJSON(q)
+			j := queueJSON{Queue: q}
 			j.Created = &created
 			return writeJSON(out, j)
 		}
@@ -170,7 +139,7 @@ func queuesList(ctx context.Context, c *client.Client, o *cliOptions, prefix str
 	if o.json {
 		list := make([]queueJSON, len(qs))
 		for i, q := range qs {
-			list[i] = toQueueJSON(q)
+			list[i] = queueJSON{Queue: q}
 		}
 		return writeJSON(out, map[string]any{"queues": list})
 	}

@@ -137,10 +137,10 @@ func (t *tailer) wait(ctx context.Context) error {
 
 func (t *tailer) print(m client.BrowsedMessage) error {
 	if t.json {
-		j := toMessageJSON(m.StoredMessage)
-		j.State = string(m.State)
+		j := m.Wire()
+		j.State = m.State
 		if !m.VisibleAt.IsZero() {
-			j.VisibleAt = new(apiTime(m.VisibleAt))
+			j.VisibleAt = &m.VisibleAt
 		}
 		return writeJSONLine(t.out, j)
 	}

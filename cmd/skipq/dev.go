@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,9 @@ func cmdDev(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	dir := fs.String("dir", ".skipq/dev", "the private cluster's directory")
 	if err := cfg.Load(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err // -h: the flags were printed
+		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if _, err := devpg.EnsureBinaries(ctx, os.Stderr); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -14,6 +15,9 @@ func cmdMigrate(ctx context.Context, args []string) error {
 	cfg := node.DefaultConfig()
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	if err := cfg.Load(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err // -h: the flags were printed
+		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if cfg.DatabaseURL == "" {

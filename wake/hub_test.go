@@ -1,4 +1,4 @@
-package service
+package wake
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/skipq/skipq/db"
 	"github.com/skipq/skipq/testdb"
 )
 
@@ -16,18 +15,18 @@ import (
 // moment) goes to the next waiter of the queue: with the listener up,
 // nothing else would wake it before the safety recheck, seconds later.
 func TestWakeUpOfALeavingWaiterIsPassedOn(t *testing.T) {
-	s := &Service{hub: newHub("n", nil, slog.Default(), 0)}
-	first, second := s.hub.register(7), s.hub.register(7)
-	s.hub.wake(7, 1)
-	s.leave(7, first)
+	h := NewHub("n", nil, slog.Default(), 0)
+	first, second := h.Register(7), h.Register(7)
+	h.Wake(7, 1)
+	h.Leave(7, first)
 	select {
 	case <-second.c:
 	default:
 		t.Fatal("the next waiter was not woken")
 	}
 	// A waiter that leaves unwoken wakes nobody.
-	third, fourth := s.hub.register(7), s.hub.register(7)
-	s.leave(7, third)
+	third, fourth := h.Register(7), h.Register(7)
+	h.Leave(7, third)
 	select {
 	case <-fourth.c:
 		t.Fatal("a waiter that left without a wake-up woke the next one")
@@ -39,8 +38,8 @@ func TestWakeUpOfALeavingWaiterIsPassedOn(t *testing.T) {
 // queue; with it up, only a full recheck does, and waiters of queues that
 // do not exist yet are woken either way.
 func TestRecheckWakesHeadWaitersOnlyWhenDue(t *testing.T) {
-	h := newHub("n", nil, slog.Default(), 0)
-	head, next, missing := h.register(7), h.register(7), h.register(missingQueue)
+	h := NewHub("n", nil, slog.Default(), 0)
+	head, next, missing := h.Register(7), h.Register(7), h.Register(MissingQueue)
 	h.recheck(false)
 	if len(head.c) != 0 || len(missing.c) != 1 {
 		t.Fatalf("a partial recheck woke the head waiter (%d) or not the missing queue's (%d)", len(head.c), len(missing.c))
@@ -52,8 +51,8 @@ func TestRecheckWakesHeadWaitersOnlyWhenDue(t *testing.T) {
 }
 
 // The wake-up protocol has one writer in SQL (skipq.wake) and one reader in
-// Go (parseWake): notifications skipq.wake sends on the channel the node
-// listens on (db.WakeChannel) parse back to what was announced.
+// Go (ParseNotice): notifications skipq.wake sends on the channel the node
+// listens on (Channel) parse back to what was announced.
 func TestWakeNotificationsFromSQLParse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -62,25 +61,25 @@ func TestWakeNotificationsFromSQLParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "LISTEN "+db.WakeChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, "SELECT skipq.wake('node-1', ARRAY[7, 9007199254740993], ARRAY[3, 1])"); err != nil {
 		t.Fatal(err)
 	}
-	want := []wakeNotice{{"node-1", 7, 3}, {"node-1", 9007199254740993, 1}}
+	want := []Notice{{"node-1", 7, 3}, {"node-1", 9007199254740993, 1}}
 	for _, w := range want {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := parseWake(n.Payload)
+		got, ok := ParseNotice(n.Payload)
 		if !ok || got != w {
 			t.Fatalf("payload %q parsed to %+v (%v), want %+v", n.Payload, got, ok, w)
 		}
 	}
 	for _, bad := range []string{"", "node", "node 7", "node x 1", "node 7 y"} {
-		if _, ok := parseWake(bad); ok {
+		if _, ok := ParseNotice(bad); ok {
 			t.Errorf("%q parsed", bad)
 		}
 	}

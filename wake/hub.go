@@ -1,4 +1,8 @@
-package service
+// Package wake owns the wake-ups of waiting receives end to end: the
+// channel and its payload (written by the SQL function skipq.wake, read by
+// ParseNotice), the node's LISTEN connection (Listener), and the hub that
+// parks waiting receives and publishes this node's changes to the others.
+package wake
 
 import (
 	"context"
@@ -35,9 +39,9 @@ const SafetyRecheckInterval = 5 * time.Second
 // receivers are woken at once, without NOTIFY).
 const notifyGap = 5 * time.Millisecond
 
-// missingQueue is the hub key of receivers waiting on a queue that does not
+// MissingQueue is the hub key of receivers waiting on a queue that does not
 // exist yet; they are all woken on every recheck to look it up again.
-const missingQueue int64 = 0
+const MissingQueue int64 = 0
 
 // Hub is a node's long-poll switchboard. Waiting receives hold no database
 // connection: they park here, keyed by queue id, and are woken in FIFO order
@@ -54,7 +58,7 @@ type Hub struct {
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	waiters map[int64][]*waiter
+	waiters map[int64][]*Waiter
 	pending map[int64]int
 	closed  bool
 
@@ -75,16 +79,21 @@ type Hub struct {
 	refused   atomic.Uint64
 }
 
-type waiter struct {
+// Waiter is one parked receive.
+type Waiter struct {
 	c chan struct{} // buffered(1): a wake-up is never lost, never blocks
 }
 
-func newHub(nodeID string, pool *pgxpool.Pool, log *slog.Logger, maxParked int) *Hub {
+// C receives the waiter's wake-up.
+func (w *Waiter) C() <-chan struct{} { return w.c }
+
+// NewHub makes a node's hub; nodeID tells its own notifications apart.
+func NewHub(nodeID string, pool *pgxpool.Pool, log *slog.Logger, maxParked int) *Hub {
 	return &Hub{
 		nodeID:    nodeID,
 		pool:      pool,
 		log:       log,
-		waiters:   map[int64][]*waiter{},
+		waiters:   map[int64][]*Waiter{},
 		pending:   map[int64]int{},
 		kick:      make(chan struct{}, 1),
 		closing:   make(chan struct{}),
@@ -92,10 +101,10 @@ func newHub(nodeID string, pool *pgxpool.Pool, log *slog.Logger, maxParked int) 
 	}
 }
 
-// park counts a receive in as waiting, unless the node already holds its
+// Park counts a receive in as waiting, unless the node already holds its
 // most; it reports whether the receive may wait. Every true is paired with
-// one unpark.
-func (h *Hub) park() bool {
+// one Unpark.
+func (h *Hub) Park() bool {
 	for {
 		n := h.parked.Load()
 		if h.maxParked > 0 && n >= h.maxParked {
@@ -108,7 +117,8 @@ func (h *Hub) park() bool {
 	}
 }
 
-func (h *Hub) unpark() { h.parked.Add(-1) }
+// Unpark counts a receive out (see Park).
+func (h *Hub) Unpark() { h.parked.Add(-1) }
 
 // LongPollStats is what the hub reports for metrics.
 type LongPollStats struct {
@@ -122,17 +132,18 @@ func (h *Hub) Stats() LongPollStats {
 	return LongPollStats{Parked: int(h.parked.Load()), MaxParked: int(h.maxParked), Refused: h.refused.Load()}
 }
 
-// register parks a new waiter on a queue. Register BEFORE the claim that may
+// Register parks a new waiter on a queue. Register BEFORE the claim that may
 // come back empty, so a wake-up between that claim and the wait is kept.
-func (h *Hub) register(queueID int64) *waiter {
-	w := &waiter{c: make(chan struct{}, 1)}
+func (h *Hub) Register(queueID int64) *Waiter {
+	w := &Waiter{c: make(chan struct{}, 1)}
 	h.mu.Lock()
 	h.waiters[queueID] = append(h.waiters[queueID], w)
 	h.mu.Unlock()
 	return w
 }
 
-func (h *Hub) unregister(queueID int64, w *waiter) {
+// Unregister takes a waiter off its queue's list.
+func (h *Hub) Unregister(queueID int64, w *Waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	list := h.waiters[queueID]
@@ -149,10 +160,10 @@ func (h *Hub) unregister(queueID int64, w *waiter) {
 	}
 }
 
-// wake signals up to n of a queue's waiters (all when n <= 0), oldest first,
+// Wake signals up to n of a queue's waiters (all when n <= 0), oldest first,
 // and takes them off the list: a woken waiter claims, then registers again
 // if it must keep waiting.
-func (h *Hub) wake(queueID int64, n int) {
+func (h *Hub) Wake(queueID int64, n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.wakeLocked(queueID, n)
@@ -216,39 +227,52 @@ func (h *Hub) Publish(queueID int64, count int) {
 // local waiters, ignoring the node's own notifications (its waiters were
 // woken when it published).
 func (h *Hub) HandleNotification(payload string) {
-	w, ok := parseWake(payload)
+	w, ok := ParseNotice(payload)
 	if !ok {
 		h.log.Warn("ignoring malformed wake notification", "payload", payload)
 		return
 	}
-	if w.source == h.nodeID {
+	if w.Source == h.nodeID {
 		return
 	}
-	h.wake(w.queueID, w.count)
+	h.Wake(w.QueueID, w.Count)
 }
 
-// wakeNotice is one wake-up notification: count messages became available
-// in a queue, announced by source (a node's id, or "sql" for the SQL API).
+// Notice is one wake-up notification: Count messages became available in
+// a queue, announced by Source (a node's id, or "sql" for the SQL API).
 // skipq.wake (migrations/00009_one_send.sql) writes it as
-// "source queue count"; parseWake is its one reader.
-type wakeNotice struct {
-	source  string
-	queueID int64
-	count   int
+// "source queue count"; ParseNotice is its one reader.
+type Notice struct {
+	Source  string
+	QueueID int64
+	Count   int
 }
 
-func parseWake(payload string) (wakeNotice, bool) {
+// ParseNotice reads a payload of Channel.
+func ParseNotice(payload string) (Notice, bool) {
 	source, rest, ok := strings.Cut(payload, " ")
 	if !ok {
-		return wakeNotice{}, false
+		return Notice{}, false
 	}
 	qs, cs, ok := strings.Cut(rest, " ")
 	queueID, err1 := strconv.ParseInt(qs, 10, 64)
 	count, err2 := strconv.Atoi(cs)
 	if !ok || err1 != nil || err2 != nil {
-		return wakeNotice{}, false
+		return Notice{}, false
 	}
-	return wakeNotice{source, queueID, count}, true
+	return Notice{source, queueID, count}, true
+}
+
+// Leave ends a wait that will not claim. A wake-up that reached it as it
+// left is passed on to the next waiter: with the listener up, the hub's own
+// recheck comes only every SafetyRecheckInterval.
+func (h *Hub) Leave(queueID int64, w *Waiter) {
+	h.Unregister(queueID, w)
+	select {
+	case <-w.c:
+		h.Wake(queueID, 1)
+	default:
+	}
 }
 
 // Closing is closed when the node shuts down; waiting receives return early.
@@ -297,7 +321,7 @@ func (h *Hub) recheck(every bool) {
 	defer h.mu.Unlock()
 	for id := range h.waiters {
 		switch {
-		case id == missingQueue:
+		case id == MissingQueue:
 			h.wakeLocked(id, 0)
 		case every:
 			h.wakeLocked(id, 1)

@@ -1,4 +1,4 @@
-package db
+package wake
 
 import (
 	"context"
@@ -8,10 +8,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// WakeChannel is the one NOTIFY channel skipq uses; payloads name a queue.
-const WakeChannel = "skipq_wake"
+// Channel is the one NOTIFY channel skipq uses; skipq.wake writes its
+// payloads (see Notice).
+const Channel = "skipq_wake"
 
-// Listener keeps ONE dedicated connection per node LISTENing on WakeChannel
+// Listener keeps ONE dedicated connection per node LISTENing on Channel
 // and hands each payload to OnNotify. The connection is re-established with
 // backoff when it drops; OnConnect runs after every (re)connect so callers can
 // re-check whatever they may have missed while it was down.
@@ -53,7 +54,7 @@ func (l *Listener) listenOnce(ctx context.Context, connected func()) error {
 		return err
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+WakeChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
 		return err
 	}
 	connected()

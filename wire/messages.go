@@ -1,0 +1,96 @@
+package wire
+
+// SendRequest is one message to send (POST …/messages, and each element of
+// a batch).
+type SendRequest struct {
+	Body              string            `json:"body,omitempty"`
+	BodyEncoding      string            `json:"bodyEncoding,omitempty"` // "text" (default) or "base64"
+	Metadata          string            `json:"metadata,omitempty"`
+	Tags              map[string]string `json:"tags,omitempty"`
+	ClientID          string            `json:"clientId,omitempty"`
+	MessageID         string            `json:"messageId,omitempty"`
+	DelaySeconds      *int              `json:"delaySeconds,omitempty"`
+	ExpirationSeconds *int              `json:"expirationSeconds,omitempty"`
+	MaxReceiveCount   *int              `json:"maxReceiveCount,omitempty"`
+	DeadLetterQueue   *string           `json:"deadLetterQueue,omitempty"`
+	// MaxReceiveQueue is KubeMQ's name for DeadLetterQueue.
+	MaxReceiveQueue *string `json:"maxReceiveQueue,omitempty"`
+}
+
+// SendBatchRequest is the body of POST …/messages/batch.
+type SendBatchRequest struct {
+	Messages []SendRequest `json:"messages"`
+}
+
+// SendResult is what a send created (or, with Duplicate, what the first
+// send with the same MessageID created).
+type SendResult struct {
+	MessageID string `json:"messageId"`
+	Sequence  int64  `json:"sequence"`
+	SentAt    Time   `json:"sentAt"`
+	DelayedTo *Time  `json:"delayedTo"`
+	ExpiresAt *Time  `json:"expiresAt"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// SendBatchResult answers a batch send, in the order of its messages.
+type SendBatchResult struct {
+	Results []SendResult `json:"results"`
+}
+
+// ReceiveRequest is the body of POST …/messages/receive; nil takes the
+// queue's default.
+type ReceiveRequest struct {
+	MaxMessages       *int `json:"maxMessages,omitempty"`
+	VisibilitySeconds *int `json:"visibilitySeconds,omitempty"`
+	WaitSeconds       *int `json:"waitSeconds,omitempty"`
+	IsPeek            bool `json:"isPeek,omitempty"`
+	AutoAck           bool `json:"autoAck,omitempty"`
+}
+
+// Message is a stored message: what a receive, peek, browse, lookup or
+// dead-letter listing returns. State and VisibleAt are set by browsing and
+// lookup only.
+type Message struct {
+	MessageID       string            `json:"messageId"`
+	ReceiptHandle   *string           `json:"receiptHandle"`
+	Queue           string            `json:"queue"`
+	Sequence        int64             `json:"sequence"`
+	ClientID        string            `json:"clientId"`
+	Metadata        string            `json:"metadata"`
+	Body            string            `json:"body"`         // text, or base64 when BodyEncoding says so
+	BodyEncoding    string            `json:"bodyEncoding"` // "text" or "base64"
+	Tags            map[string]string `json:"tags"`
+	SentAt          Time              `json:"sentAt"`
+	FirstReceivedAt *Time             `json:"firstReceivedAt"`
+	ReceiveCount    int               `json:"receiveCount"`
+	VisibleUntil    *Time             `json:"visibleUntil"`
+	DelayedTo       *Time             `json:"delayedTo"`
+	ExpiresAt       *Time             `json:"expiresAt"`
+	ReRoutedFrom    *string           `json:"reRoutedFrom"`
+	DeadLetteredAt  *Time             `json:"deadLetteredAt"`
+	State           State             `json:"state,omitempty"`
+	VisibleAt       *Time             `json:"visibleAt,omitempty"`
+}
+
+// State is a message's state as browsing reports it.
+type State string
+
+// Message states; "" in a filter means every state.
+const (
+	StateAvailable State = "available"
+	StateDelayed   State = "delayed"
+	StateInFlight  State = "in_flight"
+)
+
+// Body encodings.
+const (
+	EncodingText   = "text"
+	EncodingBase64 = "base64"
+)
+
+// MessagePage is a page of messages (receive: never a cursor).
+type MessagePage struct {
+	Messages   []Message `json:"messages"`
+	NextCursor *string   `json:"nextCursor,omitempty"`
+}

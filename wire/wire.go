@@ -1,0 +1,80 @@
+// Package wire holds the HTTP API's request and response bodies (SPEC §4):
+// the one definition the handlers encode, the client decodes and the CLI
+// prints. It depends on nothing of the server, so the client can import it.
+//
+// handlers/openapi.json describes the same shapes; a test in this package
+// holds every type here to its schema there, so a field cannot be added in
+// one place only.
+package wire
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+)
+
+// TimeFormat is every timestamp on the wire: RFC 3339, UTC, milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+// Time is an instant as the API writes it (TimeFormat); it reads any RFC
+// 3339 time. The embedded time.Time gives it every method of one.
+type Time struct{ time.Time }
+
+// At is t on the wire.
+func At(t time.Time) Time { return Time{t} }
+
+// AtPtr is *t on the wire; nil (JSON null) stays nil.
+func AtPtr(t *time.Time) *Time {
+	if t == nil {
+		return nil
+	}
+	return &Time{*t}
+}
+
+// String is t in TimeFormat.
+func (t Time) String() string { return t.UTC().Format(TimeFormat) }
+
+// MarshalJSON writes t in TimeFormat.
+func (t Time) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, len(TimeFormat)+2)
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, TimeFormat)
+	return append(b, '"'), nil
+}
+
+// UnmarshalJSON reads an RFC 3339 time; null leaves t unchanged, as
+// encoding/json does for time.Time.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return fmt.Errorf("wire: time %s is not a JSON string", b)
+	}
+	v, err := time.Parse(time.RFC3339Nano, string(b[1:len(b)-1]))
+	if err != nil {
+		return fmt.Errorf("wire: %w", err)
+	}
+	t.Time = v
+	return nil
+}
+
+// Error is SPEC §4's error envelope: {"error": {...}}.
+type Error struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the envelope's content.
+type ErrorDetail struct {
+	Code      string  `json:"code"`
+	Message   string  `json:"message"`
+	RequestID string  `json:"requestId"`
+	Issues    []Issue `json:"issues,omitempty"`
+}
+
+// Issue is one problem with a request: the field's path
+// ("messages[2].delaySeconds") and what is wrong with it.
+type Issue struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
