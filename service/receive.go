@@ -23,9 +23,9 @@ type Message struct {
 	Body          []byte
 	BodyBinary    bool
 	Tags          map[string]string
-	// SQS is the SQS attributes document (SQSTagKey), "" when none; it is
-	// not among Tags.
-	SQS             string
+	// SQS is what the message carries for SQS (SQSTagKey, which is not
+	// among Tags); nil when none.
+	SQS             *SQSData
 	SentAt          time.Time
 	FirstReceivedAt *time.Time
 	ReceiveCount    int
@@ -268,7 +268,7 @@ func (s *Service) nowOr(t time.Time) time.Time {
 func messageFromRow(queue string, r db.SkipqMessage) Message {
 	tags := map[string]string{}
 	_ = json.Unmarshal(r.Tags, &tags) // written by us from a map[string]string
-	sqs := tags[SQSTagKey]
+	sqs := parseSQSData(tags[SQSTagKey])
 	delete(tags, SQSTagKey)
 	return Message{
 		MessageID:       r.MessageID,

@@ -31,9 +31,8 @@ type MessageInput struct {
 	ExpirationSeconds *int
 	MaxReceiveCount   *int    // 0 = the queue's default
 	DeadLetterQueue   *string // "" = discard
-	// SQS is the SQS attributes document, stored under SQSTagKey beside
-	// Tags ("" = none).
-	SQS string
+	// SQS is stored under SQSTagKey beside Tags (nil = none).
+	SQS *SQSData
 }
 
 // SendResult is the outcome of one sent message.
@@ -359,9 +358,10 @@ func (s *Service) prepare(queue string, in []MessageInput, pathOf func(int) stri
 		is.text(join(p, "metadata"), m.Metadata)
 		is.text(join(p, "clientId"), m.ClientID)
 		all := nonNilTags(m.Tags)
-		if m.SQS != "" {
+		if m.SQS != nil {
+			doc, _ := json.Marshal(m.SQS)
 			all = maps.Clone(all)
-			all[SQSTagKey] = m.SQS
+			all[SQSTagKey] = string(doc)
 		}
 		tags, _ := json.Marshal(all)
 		o.tagsJSON = string(tags)

@@ -16,9 +16,35 @@ import (
 // move that copies tags (dead-letter, requeue, redrive) carries them, and
 // no statement of the native hot path changes.
 
-// SQSTagKey is the reserved tag that holds a message's SQS attributes (an
-// opaque JSON document the sqs package writes and reads).
+// SQSTagKey is the reserved tag that holds a message's SQSData as JSON.
 const SQSTagKey = "skipq.sqs"
+
+// SQSAttribute is one typed SQS message attribute.
+type SQSAttribute struct {
+	DataType    string  `json:"DataType"`
+	StringValue *string `json:"StringValue,omitempty"`
+	BinaryValue []byte  `json:"BinaryValue,omitempty"`
+}
+
+// SQSData is what a message carries for SQS beyond the native fields.
+type SQSData struct {
+	Attributes  map[string]SQSAttribute `json:"a,omitempty"`
+	TraceHeader string                  `json:"t,omitempty"`
+	GroupID     string                  `json:"g,omitempty"`
+}
+
+// parseSQSData reads the reserved tag; anything but a document this
+// service wrote (a SQL sender may put any string there) reads as none.
+func parseSQSData(v string) *SQSData {
+	if v == "" {
+		return nil
+	}
+	var d SQSData
+	if json.Unmarshal([]byte(v), &d) != nil {
+		return nil
+	}
+	return &d
+}
 
 // SQSQueue is a queue with what the SQS endpoint stores beside it.
 type SQSQueue struct {

@@ -3,7 +3,6 @@ package sqs
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"regexp"
 	"slices"
 	"strconv"
@@ -32,14 +31,6 @@ var (
 	nativeTagKeyPattern  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 	dataTypePattern      = regexp.MustCompile(`^(String|Number|Binary)(\..+)?$`)
 )
-
-// stored is what skipq keeps of a message's SQS-only data, under
-// service.SQSTagKey.
-type stored struct {
-	Attributes  map[string]Attribute `json:"a,omitempty"`
-	TraceHeader string               `json:"t,omitempty"`
-	GroupID     string               `json:"g,omitempty"`
-}
 
 // sendEntry is one message of SendMessage or SendMessageBatch.
 type sendEntry struct {
@@ -95,7 +86,7 @@ func (h *Handler) prepareEntry(who *caller, q service.SQSQueue, e sendEntry) (se
 		return service.MessageInput{}, out, invalidParameter("Value %s for parameter MessageDeduplicationId is invalid. "+
 			"Reason: The request includes a parameter that is not valid for this queue type.", *e.MessageDeduplicationId)
 	}
-	doc := stored{}
+	doc := &service.SQSData{}
 	if g := e.MessageGroupId; g != nil {
 		if len(*g) < 1 || len(*g) > maxGroupIDLength {
 			return service.MessageInput{}, out, invalidParameter("Value %s for parameter MessageGroupId is invalid. "+
@@ -134,7 +125,10 @@ func (h *Handler) prepareEntry(who *caller, q service.SQSQueue, e sendEntry) (se
 	}
 	in := service.MessageInput{Body: body, ClientID: who.clientID, DelaySeconds: e.DelaySeconds}
 	if len(e.MessageAttributes) > 0 {
-		doc.Attributes = e.MessageAttributes
+		doc.Attributes = map[string]service.SQSAttribute{}
+		for name, a := range e.MessageAttributes {
+			doc.Attributes[name] = service.SQSAttribute{DataType: a.DataType, StringValue: a.StringValue, BinaryValue: a.BinaryValue}
+		}
 		in.Tags = map[string]string{}
 		for name, a := range e.MessageAttributes {
 			if a.DataType == "String" && nativeTagKeyPattern.MatchString(name) && !strings.HasPrefix(name, "skipq.") &&
@@ -144,8 +138,7 @@ func (h *Handler) prepareEntry(who *caller, q service.SQSQueue, e sendEntry) (se
 		}
 	}
 	if doc.Attributes != nil || doc.TraceHeader != "" || doc.GroupID != "" {
-		raw, _ := json.Marshal(doc)
-		in.SQS = string(raw)
+		in.SQS = doc
 	}
 	out.MD5OfMessageBody = bodyMD5(body)
 	out.MD5OfMessageAttributes = attributesMD5(e.MessageAttributes)
@@ -384,16 +377,16 @@ func renderMessage(who *caller, m service.Message, sysNames, attrNames []string)
 		body = base64.StdEncoding.EncodeToString(m.Body)
 	}
 	w := wireMessage{MessageId: m.MessageID, ReceiptHandle: m.ReceiptHandle, MD5OfBody: bodyMD5(body), Body: body}
-	var doc stored
-	if m.SQS != "" {
-		_ = json.Unmarshal([]byte(m.SQS), &doc) // a document this endpoint wrote; anything else reads as none
+	doc := service.SQSData{}
+	if m.SQS != nil {
+		doc = *m.SQS
 	}
 	all := map[string]Attribute{}
 	for k, v := range m.Tags {
 		all[k] = Attribute{DataType: "String", StringValue: &v}
 	}
 	for k, v := range doc.Attributes {
-		all[k] = v
+		all[k] = Attribute{DataType: v.DataType, StringValue: v.StringValue, BinaryValue: v.BinaryValue}
 	}
 	picked := map[string]Attribute{}
 	for k, v := range all {

@@ -68,6 +68,12 @@ func TestInterop(t *testing.T) {
 	if s != 200 || msg["body"] != "from sqs" || msg["clientId"] != "anonymous" || len(tags) != 1 || tags["Foo"] != "Bar" {
 		t.Fatalf("SQS message natively: %d %v", s, msg)
 	}
+	// D5: the typed attributes, read-only.
+	attrs, _ := msg["messageAttributes"].(map[string]any)
+	num, _ := attrs["n"].(map[string]any)
+	if len(attrs) != 2 || num["dataType"] != "Number" || num["stringValue"] != "1" {
+		t.Fatalf("messageAttributes natively: %v", msg["messageAttributes"])
+	}
 	// A native handle deleted over SQS.
 	_, recv := native(t, "POST", n.URL+"/v1/queues/shared/messages/receive", map[string]any{"waitSeconds": 0})
 	msgs, _ := recv["messages"].([]any)
