@@ -101,7 +101,7 @@ RACE_PACKAGES := ./handlers/ ./service/ ./wake/ ./client/ ./node/... ./db/ ./api
 # run in `make test`).
 FUZZTIME ?= 5m
 FUZZ_TARGETS := ./handlers:FuzzRoutes ./service:FuzzParseReceipt ./service:FuzzCursors \
-	./service:FuzzPrepareMessage ./service:FuzzQueueName
+	./service:FuzzPrepareMessage ./service:FuzzQueueName ./sqs:FuzzSQS
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \

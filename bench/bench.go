@@ -36,6 +36,7 @@ const (
 	Lifecycle   = "lifecycle"
 	SQLConsumer = "sqlconsumer"
 	Latency     = "latency"
+	SQS         = "sqs"
 	Idle        = "idle"
 	Heads       = "heads"
 	Backlog     = "backlog"
@@ -47,7 +48,7 @@ const (
 // worker still fires the lease timers of their claims for a minute (most of
 // them hints of messages already acked), which is work, not idleness.
 // FIFO runs last: it fills one group with a million messages.
-var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, Heads, Backlog, FIFO}
+var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, Heads, Backlog, FIFO}
 
 // Point is one lifecycle measurement: messages per send/receive/ack call and
 // producer/consumer pairs.
@@ -99,6 +100,7 @@ type Options struct {
 	APIKey      string   // Authorization: Bearer for URLs with auth on
 
 	Matrix         []Point       // lifecycle points
+	SQSMatrix      []Point       // sqs scenario points (default SQSMatrix)
 	LatencySamples int           // wake-latency samples
 	Preload        int           // backlog size
 	IdleWaiters    int           // concurrent long-polls of the idle scenario
@@ -134,6 +136,14 @@ func (o Options) withDefaults() (Options, error) {
 		o.Matrix = DefaultMatrix
 		if o.Quick {
 			o.Matrix = QuickMatrix
+		}
+	}
+	if o.SQSMatrix == nil {
+		o.SQSMatrix = SQSMatrix
+	}
+	for _, p := range o.SQSMatrix {
+		if p.Batch < 1 || p.Batch > 10 || p.Pairs < 1 {
+			return o, fmt.Errorf("bench: bad sqs point %+v (SQS batches hold 1 to 10 messages)", p)
 		}
 	}
 	for _, p := range o.Matrix {
@@ -218,6 +228,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			rep.SQLConsumer, err = e.sqlConsumer(ctx, rep.Lifecycle)
 		case Latency:
 			rep.Latency, err = e.latency(ctx)
+		case SQS:
+			rep.SQS, err = e.sqsScenario(ctx)
 		case Idle:
 			rep.Idle, err = e.idle(ctx)
 		case Heads:

@@ -170,3 +170,42 @@ func TestHeadsShape(t *testing.T) {
 		rep.WriteText(os.Stderr)
 	}
 }
+
+// TestSQSShape runs a short sqs scenario and checks its JSON: both sides
+// of each point and the wake latency measured. No speed is asserted.
+func TestSQSShape(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Options{
+		DatabaseURL: testdb.New(t), Scenarios: []string{bench.SQS}, Quick: true,
+		Duration: time.Second, Warmup: 200 * time.Millisecond, LatencySamples: 20,
+		SQSMatrix: []bench.Point{{Batch: 1, Pairs: 2}, {Batch: 10, Pairs: 2}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(rep)
+	var got struct {
+		SQS struct {
+			Points []struct {
+				SQS  float64 `json:"sqs_msgs_per_s"`
+				HTTP float64 `json:"http_msgs_per_s"`
+			} `json:"points"`
+			Wake struct {
+				P50     float64 `json:"p50"`
+				Samples int     `json:"samples"`
+			} `json:"wake_ms"`
+		} `json:"sqs"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.SQS.Points) != 2 || got.SQS.Wake.Samples != 20 || got.SQS.Wake.P50 <= 0 {
+		t.Fatalf("sqs report: %s", raw)
+	}
+	for _, p := range got.SQS.Points {
+		if p.SQS <= 0 || p.HTTP <= 0 {
+			t.Fatalf("a point measured nothing: %s", raw)
+		}
+	}
+}

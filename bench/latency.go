@@ -35,10 +35,6 @@ func (e *env) latency(ctx context.Context) (*LatencyResult, error) {
 	}
 	e.logf("wake latency: %d samples, receivers %s", e.o.LatencySamples, path)
 
-	type arrival struct {
-		at   time.Time
-		body string
-	}
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	arrivals := make(chan arrival, latencyReceivers)
@@ -114,6 +110,14 @@ func (e *env) latency(ctx context.Context) (*LatencyResult, error) {
 	}
 	cpu := cpu0.share(e.cpuSnapshot(ctx))
 	e.noteCPU(cpu)
+	res := summarizeLatency(lat, sendRTT, path)
+	res.CPU = cpu
+	return res, nil
+}
+
+// summarizeLatency is the result of wake-latency samples (ms) and the
+// sends' round trips.
+func summarizeLatency(lat, sendRTT []float64, path string) *LatencyResult {
 	slices.Sort(lat)
 	slices.Sort(sendRTT)
 	var sum float64
@@ -124,8 +128,13 @@ func (e *env) latency(ctx context.Context) (*LatencyResult, error) {
 		P50: round(quantile(lat, 0.50), 3), P90: round(quantile(lat, 0.90), 3), P99: round(quantile(lat, 0.99), 3),
 		Max: round(lat[len(lat)-1], 3), Mean: round(sum/float64(len(lat)), 3),
 		Samples: len(lat), Receivers: latencyReceivers, Path: path, SendP50: round(quantile(sendRTT, 0.5), 3),
-		CPU: cpu,
-	}, nil
+	}
+}
+
+// arrival is a message a waiting receiver got, and when.
+type arrival struct {
+	at   time.Time
+	body string
 }
 
 // quantile of sorted values (nearest rank).

@@ -14,6 +14,7 @@ type Report struct {
 	Lifecycle      []LifecyclePoint   `json:"lifecycle"`
 	SQLConsumer    []SQLConsumerPoint `json:"sql_consumer,omitempty"`
 	Latency        *LatencyResult     `json:"latency_ms"`
+	SQS            *SQSResult         `json:"sqs,omitempty"`
 	Backlog        *BacklogResult     `json:"backlog"`
 	Idle           *IdleResult        `json:"idle"`
 	Heads          *HeadsResult       `json:"heads"`
@@ -293,6 +294,14 @@ func targets(r Report) []Target {
 		add("wake latency p50", "≤ 5 ms", l.P50, "ms", l.P50 <= 5, "")
 		add("wake latency p99", "≤ 25 ms", l.P99, "ms", l.P99 <= 25, "")
 	}
+	if s := r.SQS; s != nil {
+		for _, p := range s.Points {
+			add(fmt.Sprintf("SQS batch %d × %d: aws-sdk-go-v2 / native HTTP", p.Batch, p.Pairs), "≥ 0.80", p.Ratio, "ratio", p.Ratio >= 0.8, "issue #15")
+		}
+		if w := s.Wake; w != nil {
+			add("SQS long-poll wake latency p50", "≤ 5 ms", w.P50, "ms", w.P50 <= 5, "issue #15")
+		}
+	}
 	if b := r.Backlog; b != nil {
 		add(thousands(float64(b.Preloaded))+"-message backlog / empty queue", "≥ 0.90", b.Ratio, "ratio", b.Ratio >= 0.9, "")
 		add("claim on an empty queue after a heavy run", "< 1 ms", b.EmptyClaimMS, "ms", b.EmptyClaimMS < 1, "")
@@ -405,6 +414,18 @@ func (r Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  group wake-up (freeing ack answered → waiting receive answered, %s), %d samples: p50 %.2f ms   p99 %.2f ms\n\n",
 			f.GroupWakePath, f.GroupWakeSamples, f.GroupWakeP50MS, f.GroupWakeP99MS)
+	}
+	if sq := r.SQS; sq != nil {
+		fmt.Fprintf(w, "SQS (aws-sdk-go-v2) next to the native HTTP API, lifecycle messages/s acked\n")
+		fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s\n", "batch", "pairs", "SQS", "native", "SQS/nat")
+		for _, p := range sq.Points {
+			fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f\n", p.Batch, p.Pairs, thousands(p.SQSMsgsPerS), thousands(p.HTTPMsgsPerS), p.Ratio)
+		}
+		if l := sq.Wake; l != nil {
+			fmt.Fprintf(w, "  SQS long-poll wake latency, %d samples: p50 %.2f ms   p90 %.2f ms   p99 %.2f ms   (SendMessage p50 %.2f ms)\n",
+				l.Samples, l.P50, l.P90, l.P99, l.SendP50)
+		}
+		fmt.Fprintln(w)
 	}
 	if i := r.Idle; i != nil {
 		fmt.Fprintf(w, "idle: %d waiting long-polls on one node for %.0f s:\n", i.Waiters, i.Seconds)

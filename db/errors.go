@@ -36,3 +36,10 @@ func IsQueueTypeMismatch(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "SQ409"
 }
+
+// IsForeignKeyViolation reports whether err is a foreign-key violation
+// (SQLSTATE 23503): the row it referred to is gone.
+func IsForeignKeyViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+}

@@ -119,6 +119,19 @@ type SkipqSqlLimit struct {
 	UpdatedAt time.Time
 }
 
+type SkipqSqsCredential struct {
+	AccessKeyID string
+	KeyID       int64
+}
+
+type SkipqSqsQueue struct {
+	QueueID         int64
+	Attributes      []byte
+	Tags            []byte
+	MaxMessageBytes *int32
+	UpdatedAt       time.Time
+}
+
 type SkipqTimer struct {
 	DueAt    time.Time
 	QueueID  int64

@@ -47,6 +47,15 @@ type Config struct {
 	// Console, when not nil, serves /console/ (the web console), under the
 	// same body limit, rate limit and deadline as the API.
 	Console http.Handler
+	// SQS, when set, serves SQS requests at every path outside the native
+	// API's (SPEC §11.2.1).
+	SQS SQSEndpoint
+}
+
+// SQSEndpoint is the SQS-compatible endpoint (package sqs).
+type SQSEndpoint interface {
+	Accepts(r *http.Request) bool
+	Serve(c *gin.Context, requestID string)
 }
 
 type api struct {
@@ -73,6 +82,10 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	r.ContextWithFallback = true // c.Request.Context() ends when the client leaves
 	r.Use(withRequestID, logRequests(cfg.Log, cfg.Metrics), recoverPanics)
 	r.NoRoute(func(c *gin.Context) {
+		if cfg.SQS != nil && !cfg.ServiceRoutesOnly && cfg.SQS.Accepts(c.Request) {
+			cfg.SQS.Serve(c, requestID(c))
+			return
+		}
 		abortWith(c, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path), nil)
 	})
 	r.NoMethod(func(c *gin.Context) {

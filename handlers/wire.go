@@ -53,6 +53,12 @@ func toMessage(m service.Message) wire.Message {
 	if m.ReceiptHandle != "" {
 		out.ReceiptHandle = &m.ReceiptHandle
 	}
+	if m.SQS != nil && len(m.SQS.Attributes) > 0 {
+		out.MessageAttributes = make(map[string]wire.MessageAttribute, len(m.SQS.Attributes))
+		for k, a := range m.SQS.Attributes {
+			out.MessageAttributes[k] = wire.MessageAttribute{DataType: a.DataType, StringValue: a.StringValue, BinaryValue: a.BinaryValue}
+		}
+	}
 	if out.Tags == nil {
 		out.Tags = map[string]string{}
 	}

@@ -38,6 +38,7 @@ type Config struct {
 	TrustedProxies      string // comma list of IPs/CIDRs whose X-Forwarded-For names the client
 	MetricsToken        string // when set, /metrics needs it as a bearer token
 	Console             bool   // serve the web console at /console/
+	SQS                 SQSConfig
 	Limits              service.Limits
 }
 
@@ -74,6 +75,7 @@ func DefaultConfig() Config {
 		AuthFailureLimit: 10,
 		AuthFailureBurst: 100,
 		Limits:           service.DefaultLimits(),
+		SQS:              SQSConfig{Enabled: true, Region: "us-east-1"},
 	}
 }
 
@@ -113,6 +115,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	num(&c.AuthFailureBurst, "auth-failure-burst", "failed authentications a client IP may burst above that rate")
 	str(&c.TrustedProxies, "trusted-proxies", "comma-separated IPs or CIDRs of the proxies whose X-Forwarded-For names the client; empty = none")
 	str(&c.MetricsToken, "metrics-token", "when set, /metrics needs Authorization: Bearer <token> (prefer the variable: flags show in ps)")
+	c.SQS.bind(str, boolean)
 	for _, lim := range c.limits() {
 		num(lim.p, lim.flag, "limit (SPEC §2)")
 	}
@@ -190,6 +193,9 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if err := c.SQS.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.MaxRequestBytes < 1024 {
 		errs = append(errs, errors.New("SKIPQ_MAX_REQUEST_BYTES must be at least 1024"))
 	}
@@ -238,7 +244,7 @@ func (c Config) LogValue() slog.Value {
 		switch {
 		case strings.Contains(env, "DATABASE_URL"):
 			val = maskURL(val)
-		case strings.HasSuffix(env, "_TOKEN") && val != "":
+		case (strings.HasSuffix(env, "_TOKEN") || strings.HasSuffix(env, "_KEY")) && val != "":
 			val = "xxxxx"
 		}
 		attrs = append(attrs, slog.String(env, val))

@@ -80,6 +80,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		// A worker-only node serves no API but answers probes and scrapes.
 		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
 		Console:           consoleHandler,
+		SQS:               cfg.sqsEndpoint(svc),
 	})
 	srv := &http.Server{
 		Handler: handler,

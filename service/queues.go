@@ -54,11 +54,11 @@ type QueueSettings struct {
 	ContentBasedDeduplication *bool
 }
 
-func (s *Service) validateSettings(name string, in QueueSettings) error {
+func (s *Service) validateSettings(name string, in QueueSettings, minVisibility int) error {
 	var is issues
 	l := s.limits
 	// A lease of 0 would let two receivers hold the same message.
-	is.between("visibilitySeconds", in.VisibilitySeconds, 1, l.MaxVisibilitySeconds)
+	is.between("visibilitySeconds", in.VisibilitySeconds, minVisibility, l.MaxVisibilitySeconds)
 	is.between("receiveWaitSeconds", in.ReceiveWaitSeconds, 0, l.MaxWaitSeconds)
 	is.between("delaySeconds", in.DelaySeconds, 0, l.MaxDelaySeconds)
 	is.between("expirationSeconds", in.ExpirationSeconds, 0, l.MaxExpirationSeconds)
@@ -70,10 +70,20 @@ func (s *Service) validateSettings(name string, in QueueSettings) error {
 
 // PutQueue creates a queue (created = true) or updates the given settings.
 func (s *Service) PutQueue(ctx context.Context, tenant, name string, in QueueSettings) (q Queue, created bool, err error) {
+	return s.putQueue(ctx, tenant, name, in, 1)
+}
+
+// PutQueueSQS is PutQueue with SQS's visibility range: 0 is allowed (SPEC
+// §11.16 D4), and a claim then leaves the message visible.
+func (s *Service) PutQueueSQS(ctx context.Context, tenant, name string, in QueueSettings) (q Queue, created bool, err error) {
+	return s.putQueue(ctx, tenant, name, in, 0)
+}
+
+func (s *Service) putQueue(ctx context.Context, tenant, name string, in QueueSettings, minVisibility int) (q Queue, created bool, err error) {
 	if err := checkQueueName("queue", name); err != nil {
 		return Queue{}, false, err
 	}
-	if err := s.validateSettings(name, in); err != nil {
+	if err := s.validateSettings(name, in, minVisibility); err != nil {
 		return Queue{}, false, err
 	}
 	if err := s.checkQueueType(ctx, tenant, name, in); err != nil {

@@ -14,15 +14,18 @@ import (
 
 // Message is a message as receivers and browsers see it.
 type Message struct {
-	MessageID       string
-	ReceiptHandle   string // "" for peeks and autoAck
-	Queue           string
-	Sequence        int64
-	ClientID        string
-	Metadata        string
-	Body            []byte
-	BodyBinary      bool
-	Tags            map[string]string
+	MessageID     string
+	ReceiptHandle string // "" for peeks and autoAck
+	Queue         string
+	Sequence      int64
+	ClientID      string
+	Metadata      string
+	Body          []byte
+	BodyBinary    bool
+	Tags          map[string]string
+	// SQS is what the message carries for SQS (SQSTagKey, which is not
+	// among Tags); nil when none.
+	SQS             *SQSData
 	SentAt          time.Time
 	FirstReceivedAt *time.Time
 	ReceiveCount    int
@@ -52,13 +55,13 @@ type ReceiveOptions struct {
 // in-flight messages are always among its first ten (skipq.group_release).
 const MaxMessagesPerGroup = 10
 
-func (s *Service) validateReceive(queue string, o ReceiveOptions) error {
+func (s *Service) validateReceive(queue string, o ReceiveOptions, minVisibility int) error {
 	var is issues
 	if msg := ValidQueueName(queue); msg != "" {
 		is.add("queue", "%s", msg)
 	}
 	is.between("maxMessages", o.MaxMessages, 1, s.limits.MaxReceiveMessages)
-	is.between("visibilitySeconds", o.VisibilitySeconds, 1, s.limits.MaxVisibilitySeconds)
+	is.between("visibilitySeconds", o.VisibilitySeconds, minVisibility, s.limits.MaxVisibilitySeconds)
 	is.between("waitSeconds", o.WaitSeconds, 0, s.limits.MaxWaitSeconds)
 	is.between("maxMessagesPerGroup", o.MaxMessagesPerGroup, 1, MaxMessagesPerGroup)
 	if o.IsPeek && o.AutoAck {
@@ -72,7 +75,35 @@ func (s *Service) validateReceive(queue string, o ReceiveOptions) error {
 // connection: it parks in the hub between claims. It returns early, with
 // nothing, when ctx ends or the node shuts down.
 func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOptions) ([]Message, error) {
-	if err := s.validateReceive(queue, o); err != nil {
+	return s.receive(ctx, tenant, queue, o, 1)
+}
+
+// ReceiveSQS is Receive with SQS's visibility range: 0 is allowed (SPEC
+// §11.16 D4), and the message is delivered and stays available.
+func (s *Service) ReceiveSQS(ctx context.Context, tenant, queue string, o ReceiveOptions) ([]Message, error) {
+	msgs, err := s.receive(ctx, tenant, queue, o, 0)
+	if err != nil || len(msgs) == 0 || o.VisibilitySeconds == nil || *o.VisibilitySeconds != 0 {
+		return msgs, err
+	}
+	var p db.SQSReadyAgainParams
+	for _, m := range msgs {
+		r, _ := parseReceipt(m.ReceiptHandle)
+		p.QueueIds, p.Sequences, p.Tokens = append(p.QueueIds, r.queueID), append(p.Sequences, r.sequence), append(p.Tokens, r.token)
+	}
+	ids, err := s.q.SQSReadyAgain(ctx, p)
+	if err != nil {
+		// Delivered all the same: the lease-end timer readies them.
+		s.log.Warn("SQS receive with visibility 0: readying again failed", "err", err)
+		return msgs, nil
+	}
+	if len(ids) > 0 {
+		s.hub.Publish(ids[0], len(ids))
+	}
+	return msgs, nil
+}
+
+func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOptions, minVisibility int) ([]Message, error) {
+	if err := s.validateReceive(queue, o, minVisibility); err != nil {
 		return nil, err
 	}
 	max := 1
@@ -293,6 +324,8 @@ func (s *Service) nowOr(t time.Time) time.Time {
 func messageFromRow(queue string, r db.SkipqMessage) Message {
 	tags := map[string]string{}
 	_ = json.Unmarshal(r.Tags, &tags) // written by us from a map[string]string
+	sqs := parseSQSData(tags[SQSTagKey])
+	delete(tags, SQSTagKey)
 	return Message{
 		MessageID:       r.MessageID,
 		Queue:           queue,
@@ -302,6 +335,7 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 		Body:            r.Body,
 		BodyBinary:      r.BodyBinary,
 		Tags:            tags,
+		SQS:             sqs,
 		SentAt:          r.SentAt,
 		FirstReceivedAt: r.FirstReceivedAt,
 		ReceiveCount:    int(r.ReceiveCount),

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +32,8 @@ type MessageInput struct {
 	MaxReceiveCount   *int    // 0 = the queue's default
 	DeadLetterQueue   *string // "" = discard
 	GroupID           string  // required on a FIFO queue, refused on a standard one
+	// SQS is stored under SQSTagKey beside Tags (nil = none).
+	SQS *SQSData
 }
 
 // SendResult is the outcome of one sent message.
@@ -395,7 +398,13 @@ func (s *Service) prepare(queue string, in []MessageInput, pathOf func(int) stri
 		checkDeadLetterQueue(&is, join(p, "deadLetterQueue"), queue, m.DeadLetterQueue)
 		is.text(join(p, "metadata"), m.Metadata)
 		is.text(join(p, "clientId"), m.ClientID)
-		tags, _ := json.Marshal(nonNilTags(m.Tags))
+		all := nonNilTags(m.Tags)
+		if m.SQS != nil {
+			doc, _ := json.Marshal(m.SQS)
+			all = maps.Clone(all)
+			all[SQSTagKey] = string(doc)
+		}
+		tags, _ := json.Marshal(all)
 		o.tagsJSON = string(tags)
 	}
 	if err := is.err(); err != nil {

@@ -35,6 +35,7 @@ type Service struct {
 	sends      *sharer[sendCall]
 	claims     *sharer[claimCall]
 	keys       keyCache
+	sqsKeys    keyCache // SQS access key ids
 	names      queueNames
 	kinds      queueKinds
 	obs        Observer
@@ -64,14 +65,15 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 		log = slog.Default()
 	}
 	s := &Service{
-		pool:   pool,
-		q:      db.New(db.Planned{Pool: pool}),
-		direct: db.New(pool),
-		limits: opts.Limits,
-		log:    log,
-		now:    func() *time.Time { return nil },
-		obs:    opts.Observer,
-		keys:   newKeyCache(opts.KeyCacheTTL),
+		pool:    pool,
+		q:       db.New(db.Planned{Pool: pool}),
+		direct:  db.New(pool),
+		limits:  opts.Limits,
+		log:     log,
+		now:     func() *time.Time { return nil },
+		obs:     opts.Observer,
+		keys:    newKeyCache(opts.KeyCacheTTL),
+		sqsKeys: newKeyCache(opts.KeyCacheTTL),
 	}
 	if s.obs == nil {
 		s.obs = nopObserver{}

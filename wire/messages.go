@@ -57,26 +57,37 @@ type ReceiveRequest struct {
 // dead-letter listing returns. State and VisibleAt are set by browsing and
 // lookup only.
 type Message struct {
-	MessageID       string            `json:"messageId"`
-	ReceiptHandle   *string           `json:"receiptHandle"`
-	Queue           string            `json:"queue"`
-	Sequence        int64             `json:"sequence"`
-	ClientID        string            `json:"clientId"`
-	Metadata        string            `json:"metadata"`
-	Body            string            `json:"body"`         // text, or base64 when BodyEncoding says so
-	BodyEncoding    string            `json:"bodyEncoding"` // "text" or "base64"
-	Tags            map[string]string `json:"tags"`
-	SentAt          Time              `json:"sentAt"`
-	FirstReceivedAt *Time             `json:"firstReceivedAt"`
-	ReceiveCount    int               `json:"receiveCount"`
-	VisibleUntil    *Time             `json:"visibleUntil"`
-	DelayedTo       *Time             `json:"delayedTo"`
-	ExpiresAt       *Time             `json:"expiresAt"`
-	ReRoutedFrom    *string           `json:"reRoutedFrom"`
-	DeadLetteredAt  *Time             `json:"deadLetteredAt"`
-	GroupID         *string           `json:"groupId"` // null on a standard queue
-	State           State             `json:"state,omitempty"`
-	VisibleAt       *Time             `json:"visibleAt,omitempty"`
+	MessageID     string            `json:"messageId"`
+	ReceiptHandle *string           `json:"receiptHandle"`
+	Queue         string            `json:"queue"`
+	Sequence      int64             `json:"sequence"`
+	ClientID      string            `json:"clientId"`
+	Metadata      string            `json:"metadata"`
+	Body          string            `json:"body"`         // text, or base64 when BodyEncoding says so
+	BodyEncoding  string            `json:"bodyEncoding"` // "text" or "base64"
+	Tags          map[string]string `json:"tags"`
+	// MessageAttributes are the typed attributes of a message sent over
+	// SQS (SPEC §11.16 D5), read-only here; null when none.
+	MessageAttributes map[string]MessageAttribute `json:"messageAttributes"`
+	SentAt            Time                        `json:"sentAt"`
+	FirstReceivedAt   *Time                       `json:"firstReceivedAt"`
+	ReceiveCount      int                         `json:"receiveCount"`
+	VisibleUntil      *Time                       `json:"visibleUntil"`
+	DelayedTo         *Time                       `json:"delayedTo"`
+	ExpiresAt         *Time                       `json:"expiresAt"`
+	ReRoutedFrom      *string                     `json:"reRoutedFrom"`
+	DeadLetteredAt    *Time                       `json:"deadLetteredAt"`
+	GroupID           *string                     `json:"groupId"` // null on a standard queue
+	State             State                       `json:"state,omitempty"`
+	VisibleAt         *Time                       `json:"visibleAt,omitempty"`
+}
+
+// MessageAttribute is one SQS message attribute: a String or Number
+// (any label) has StringValue, a Binary has BinaryValue in standard base64.
+type MessageAttribute struct {
+	DataType    string  `json:"dataType"`
+	StringValue *string `json:"stringValue,omitempty"`
+	BinaryValue []byte  `json:"binaryValue,omitempty"`
 }
 
 // State is a message's state as browsing reports it.

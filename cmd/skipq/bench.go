@@ -28,6 +28,9 @@ Scenarios (--scenario, comma-separated; default all):
   sqlconsumer the same lifecycle with consumers in SQL (HTTP sends,
              skipq.receive, skipq.ack) next to the plain-SQL baseline
   latency    send answered → waiting receive answered, p50/p90/p99
+  sqs        the lifecycle through aws-sdk-go-v2 (batch 1 × 16 and 10 × 4
+             pairs) next to the native HTTP API, and the wake latency of
+             SQS long polls
   idle       1,000 waiting long-polls on one node: connections, statements/s
   heads      p50 of one client's send → receive → ack cycle on an empty queue,
              behind 1,000,000 delayed messages (delay 1 h) and behind 100,000
@@ -56,7 +59,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
 	quick := fs.Bool("quick", false, "a short smoke run (CI)")
-	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, sqlconsumer, latency, idle, heads, backlog, fifo (default all)")
+	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, sqlconsumer, latency, sqs, idle, heads, backlog, fifo (default all)")
 	duration := fs.Duration("duration", 0, "each measured run (default 5s; 3s with --quick)")
 	urls := fs.String("url", "", "comma-separated URLs of running nodes to drive instead of in-process ones (needs --database-url)")
 	dbURL := fs.String("database-url", "", "an existing, migrated database instead of a fresh one on the private cluster")

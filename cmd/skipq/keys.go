@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -12,9 +13,10 @@ import (
 	"github.com/skipq/skipq/db"
 	"github.com/skipq/skipq/node"
 	"github.com/skipq/skipq/service"
+	"github.com/skipq/skipq/sqs"
 )
 
-const keysUsage = "skipq keys create --tenant T --role read|write|admin --name N | list | revoke ID"
+const keysUsage = "skipq keys create --tenant T --role read|write|admin --name N | list | revoke ID | sqs-credentials ID"
 
 // cmdKeys manages API keys directly in the database (it needs only the
 // database URL): create prints the new secret, and only the secret.
@@ -61,24 +63,35 @@ func cmdKeys(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		akids, err := svc.SQSAccessKeyIDs(ctx)
+		if err != nil {
+			return err
+		}
 		if *asJSON {
 			out := make([]map[string]any, len(keys))
 			for i, k := range keys {
 				out[i] = map[string]any{"id": k.ID, "tenant": k.Tenant, "role": k.Role, "name": k.Name,
-					"createdAt": k.CreatedAt.UTC().Format(time.RFC3339), "revokedAt": formatTimePtr(k.RevokedAt)}
+					"createdAt": k.CreatedAt.UTC().Format(time.RFC3339), "revokedAt": formatTimePtr(k.RevokedAt),
+					"sqsAccessKeyId": nilIfEmpty(akids[k.ID])}
 			}
 			return printJSON(map[string]any{"keys": out})
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tTENANT\tROLE\tNAME\tCREATED\tREVOKED")
+		fmt.Fprintln(tw, "ID\tTENANT\tROLE\tNAME\tCREATED\tREVOKED\tSQS_ACCESS_KEY_ID")
 		for _, k := range keys {
 			revoked := "-"
 			if k.RevokedAt != nil {
 				revoked = k.RevokedAt.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, k.Role, k.Name, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+			akid := akids[k.ID]
+			if akid == "" {
+				akid = "-"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, k.Role, k.Name, k.CreatedAt.UTC().Format(time.RFC3339), revoked, akid)
 		}
 		return tw.Flush()
+	case verb == "sqs-credentials" && len(pos) == 2:
+		return printSQSCredentials(ctx, svc, pos[1], *asJSON)
 	case verb == "revoke" && len(pos) == 2:
 		id, err := strconv.ParseInt(pos[1], 10, 64)
 		if err != nil {
@@ -102,4 +115,39 @@ func formatTimePtr(t *time.Time) any {
 		return nil
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// printSQSCredentials prints a key's SQS credentials (SPEC §11.4.2),
+// giving it an access key id on first use; the secret is derived from
+// SKIPQ_SIGV4_MASTER_KEY and never stored, so this can be re-run.
+func printSQSCredentials(ctx context.Context, svc *service.Service, arg string, asJSON bool) error {
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: key id %q is not a number", errUsage, arg)
+	}
+	raw := os.Getenv("SKIPQ_SIGV4_MASTER_KEY")
+	if raw == "" {
+		return errors.New("SKIPQ_SIGV4_MASTER_KEY is not set: SQS secrets are derived from it (the same value every node has)")
+	}
+	master, err := sqs.ParseMasterKey(raw)
+	if err != nil {
+		return err
+	}
+	akid, err := svc.SQSCredentials(ctx, id, sqs.NewAccessKeyID)
+	if err != nil {
+		return err
+	}
+	secret := sqs.DeriveSecret(master, akid)
+	if asJSON {
+		return printJSON(map[string]any{"id": id, "accessKeyId": akid, "secretAccessKey": secret})
+	}
+	fmt.Printf("AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", akid, secret)
+	return nil
 }

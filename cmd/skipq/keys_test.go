@@ -60,7 +60,7 @@ func TestKeysListAndRevoke(t *testing.T) {
 		t.Fatalf("keys list --json: %s", out)
 	}
 	text := c.ok("keys", "list")
-	if !regexp.MustCompile(fmt.Sprintf(`(?m)^ID +TENANT +ROLE +NAME +CREATED +REVOKED\n%d +acme +read +reader +\S+ +-$`, created.ID)).MatchString(text) {
+	if !regexp.MustCompile(fmt.Sprintf(`(?m)^ID +TENANT +ROLE +NAME +CREATED +REVOKED +SQS_ACCESS_KEY_ID\n%d +acme +read +reader +\S+ +- +-$`, created.ID)).MatchString(text) {
 		t.Fatalf("keys list printed\n%s", text)
 	}
 	for _, s := range []string{out, text} {
@@ -100,4 +100,41 @@ func TestKeysListAndRevoke(t *testing.T) {
 		t.Fatalf("revoking a missing key: stderr %q", got)
 	}
 	c.fails(2, "keys", "revoke", "abc")
+}
+
+// skipq keys sqs-credentials (SPEC §11.4.2): needs the master key, prints
+// the two variables, can be re-run (same id, same re-derived secret), and
+// keys list shows the access key id; the secret is nowhere in the database.
+func TestKeysSQSCredentials(t *testing.T) {
+	db := testdb.New(t)
+	p := serve(t, db)
+	master := "SKIPQ_SIGV4_MASTER_KEY=MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	c := newCLI(t, p, "SKIPQ_DATABASE_URL="+db, master)
+	var created struct{ ID int64 }
+	c.okJSON(&created, "keys", "create", "--tenant", "acme", "--role", "write", "--name", "sqs", "--json")
+	out := c.ok("keys", "sqs-credentials", fmt.Sprint(created.ID))
+	m := regexp.MustCompile(`^AWS_ACCESS_KEY_ID=(SKQ[A-Z2-7]{17})\nAWS_SECRET_ACCESS_KEY=([A-Za-z0-9_-]{40})\n$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("sqs-credentials printed %q", out)
+	}
+	if again := c.ok("keys", "sqs-credentials", fmt.Sprint(created.ID)); again != out {
+		t.Fatalf("a second run printed %q, want %q", again, out)
+	}
+	if list := c.ok("keys", "list"); !strings.Contains(list, m[1]) || strings.Contains(list, m[2]) {
+		t.Fatalf("keys list:\n%s", list)
+	}
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM skipq.sqs_credentials c
+		WHERE strpos(c::text, $1) > 0`, m[2]).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the secret is stored (%d rows, %v)", n, err)
+	}
+	noKey := newCLI(t, p, "SKIPQ_DATABASE_URL="+db, "SKIPQ_SIGV4_MASTER_KEY=")
+	if got := noKey.fails(1, "keys", "sqs-credentials", fmt.Sprint(created.ID)); !strings.Contains(got, "SKIPQ_SIGV4_MASTER_KEY") {
+		t.Fatalf("without the master key: %s", got)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -137,10 +138,12 @@ func TestConcurrentStartMigratesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	latest, err := migrations.Latest()
+	// Counted by file: the numbers have gaps while branches hold ranges.
+	files, err := fs.Glob(migrations.FS, "*.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
+	latest := int64(len(files))
 	var versions, rows int64
 	err = conn.QueryRow(context.Background(),
 		"SELECT count(DISTINCT version_id), count(*) FROM skipq_goose_version WHERE version_id > 0").Scan(&versions, &rows)

@@ -1,0 +1,46 @@
+package node
+
+import (
+	"github.com/skipq/skipq/handlers"
+	"github.com/skipq/skipq/service"
+	"github.com/skipq/skipq/sqs"
+)
+
+// SQSConfig configures the SQS-compatible endpoint (SPEC §11.15).
+type SQSConfig struct {
+	Enabled    bool
+	URL        string
+	Region     string
+	MasterKey  string // base64, at least 32 bytes
+	TrustProxy bool
+}
+
+// bind defines the SQS settings' flags with Config.bind's helpers.
+func (c *SQSConfig) bind(str func(*string, string, string), boolean func(*bool, string, string)) {
+	boolean(&c.Enabled, "sqs", "serve the SQS-compatible endpoint")
+	str(&c.URL, "sqs-url", "fixed base of SQS queue URLs; default where the caller reached the node")
+	str(&c.Region, "sqs-region", "region in ARNs of unsigned SQS requests")
+	str(&c.MasterKey, "sigv4-master-key", "base64 of at least 32 random bytes; derives SQS secrets (prefer the variable: flags show in ps)")
+	boolean(&c.TrustProxy, "trust-proxy", "honour X-Forwarded-Proto and X-Forwarded-Host in SQS queue URLs")
+}
+
+func (c SQSConfig) validate() error {
+	if c.MasterKey == "" {
+		return nil
+	}
+	_, err := sqs.ParseMasterKey(c.MasterKey)
+	return err
+}
+
+// sqsEndpoint is the node's SQS endpoint, nil when SKIPQ_SQS is false.
+func (c Config) sqsEndpoint(svc *service.Service) handlers.SQSEndpoint {
+	if !c.SQS.Enabled {
+		return nil
+	}
+	var key []byte
+	if c.SQS.MasterKey != "" {
+		key, _ = sqs.ParseMasterKey(c.SQS.MasterKey) // validated at start
+	}
+	return sqs.New(svc, sqs.Config{AuthOff: c.Auth == "off", MasterKey: key, Region: c.SQS.Region,
+		URL: c.SQS.URL, TrustProxy: c.SQS.TrustProxy, MaxRequestBytes: c.MaxRequestBytes})
+}

@@ -1,0 +1,426 @@
+// Package sqs is skipq's SQS-compatible endpoint (SPEC §11): the AWS JSON
+// 1.0 protocol (X-Amz-Target: AmazonSQS.*), SigV4 verification, SQS's
+// errors and checksums, on top of the service package (never over HTTP).
+package sqs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/skipq/skipq/service"
+)
+
+// Config is the endpoint's configuration (SPEC §11.15).
+type Config struct {
+	AuthOff bool
+	// MasterKey derives every SQS secret (nil: SigV4 not configured, and
+	// with auth required every request is refused).
+	MasterKey []byte
+	// Region names ARNs of unsigned requests.
+	Region string
+	// URL, when set, is the fixed base of queue URLs.
+	URL string
+	// TrustProxy honours X-Forwarded-Proto and X-Forwarded-Host.
+	TrustProxy      bool
+	MaxRequestBytes int64
+	// Now is the clock SigV4 dates are checked against (nil: time.Now).
+	Now func() time.Time
+}
+
+// Handler serves SQS requests.
+type Handler struct {
+	svc    *service.Service
+	cfg    Config
+	queues queueCache
+}
+
+// New returns the SQS endpoint of a node.
+func New(svc *service.Service, cfg Config) *Handler {
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Handler{svc: svc, cfg: cfg}
+}
+
+// requestTimeout bounds every action but a receive's wait.
+const requestTimeout = 30 * time.Second
+
+// nativePrefixes are the paths SQS requests are never served at.
+var nativePrefixes = []string{"/v1/", "/healthz", "/readyz", "/metrics"}
+
+// Accepts reports whether r is an SQS request (or an old client's query
+// protocol request, which gets a readable refusal).
+func (h *Handler) Accepts(r *http.Request) bool {
+	p := r.URL.Path
+	if p == "/v1" {
+		return false
+	}
+	for _, n := range nativePrefixes {
+		if strings.HasPrefix(p, n) {
+			return false
+		}
+	}
+	if r.Header.Get("X-Amz-Target") != "" {
+		return r.Method == http.MethodPost
+	}
+	return queryAction(r, h.cfg.MaxRequestBytes)
+}
+
+// queryAction reports whether r uses the AWS query protocol (Action=...).
+// A form body is read (bounded) and put back for Serve.
+func queryAction(r *http.Request, max int64) bool {
+	if r.URL.Query().Get("Action") != "" {
+		return true
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if r.Method != http.MethodPost || ct != "application/x-www-form-urlencoded" {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, max))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	form, err := url.ParseQuery(string(body))
+	return err == nil && form.Get("Action") != ""
+}
+
+// caller is who a request acts as and how it names queues.
+type caller struct {
+	tenant   string
+	role     int
+	clientID string
+	region   string
+	account  string
+	base     string // queue URLs are base/account/name
+	trace    string // X-Amzn-Trace-Id, stored as AWSTraceHeader when none is given
+}
+
+func (c *caller) queueURL(name string) string {
+	return c.base + "/" + c.account + "/" + url.PathEscape(name)
+}
+
+func (c *caller) arn(name string) string {
+	return "arn:aws:sqs:" + c.region + ":" + c.account + ":" + name
+}
+
+// accountID is the 12-digit account of a tenant (SPEC §11.3).
+func accountID(tenant string) string {
+	if tenant == "default" {
+		return "000000000000"
+	}
+	sum := sha256.Sum256([]byte(tenant))
+	return fmt.Sprintf("%012d", binary.BigEndian.Uint64(sum[:8])%1_000_000_000_000)
+}
+
+// Serve answers one SQS request.
+func (h *Handler) Serve(c *gin.Context, requestID string) {
+	c.Header("x-amzn-RequestId", requestID)
+	r := c.Request
+	target := r.Header.Get("X-Amz-Target")
+	if target == "" {
+		refuseQueryProtocol(c, requestID)
+		return
+	}
+	out, err := h.serve(c, target)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	raw, merr := json.Marshal(out)
+	if merr != nil {
+		writeError(c, &apiError{shape: errInternal, message: "internal error", err: merr})
+		return
+	}
+	c.Data(http.StatusOK, "application/x-amz-json-1.0", raw)
+}
+
+func (h *Handler) serve(c *gin.Context, target string) (any, *apiError) {
+	r := c.Request
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case "application/x-amz-json-1.0", "application/json", "application/x-amz-json-1.1":
+	default:
+		return nil, newError(errSerialization, "Content-Type must be application/x-amz-json-1.0, not %q", r.Header.Get("Content-Type"))
+	}
+	if r.ContentLength > h.cfg.MaxRequestBytes {
+		return nil, newError(errTooLarge, "The request body exceeds %d bytes.", h.cfg.MaxRequestBytes)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, h.cfg.MaxRequestBytes+1))
+	if err != nil {
+		return nil, newError(errSerialization, "the request body could not be read")
+	}
+	if int64(len(body)) > h.cfg.MaxRequestBytes {
+		return nil, newError(errTooLarge, "The request body exceeds %d bytes.", h.cfg.MaxRequestBytes)
+	}
+	who, aerr := h.authenticate(r, body)
+	if aerr != nil {
+		return nil, aerr
+	}
+	op, ok := strings.CutPrefix(target, "AmazonSQS.")
+	act, known := actions[op]
+	if !ok || !known {
+		return nil, newError(errUnknownOperation, "The action or operation %q is not valid for this endpoint.", target)
+	}
+	if act.run == nil {
+		return nil, newError(errUnsupportedOperation, "%s is not supported by skipq.", op)
+	}
+	if who.role < act.role {
+		return nil, newError(errAccessDenied, "This API key's role does not allow %s.", op)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	ctx := r.Context()
+	if op != "ReceiveMessage" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+	}
+	out, aerr := act.run(h, ctx, who, body)
+	if aerr != nil && aerr.err != nil {
+		_ = c.Error(aerr) // logged by the request logger
+	}
+	return out, aerr
+}
+
+// authenticate resolves the caller: with auth off the default tenant's
+// admin; else the SigV4 signature must check out (SPEC §11.4.3).
+func (h *Handler) authenticate(r *http.Request, body []byte) (*caller, *apiError) {
+	who := &caller{tenant: "default", role: service.RoleRank("admin"), clientID: "anonymous", region: h.cfg.Region}
+	authz := r.Header.Get("Authorization")
+	auth, perr := parseAuthorization(authz)
+	if perr == nil {
+		who.region = auth.region
+	}
+	if !h.cfg.AuthOff {
+		if authz == "" {
+			return nil, newError(errMissingToken, "Request is missing Authentication Token")
+		}
+		if perr != nil {
+			return nil, perr
+		}
+		amzDate, aerr := checkDate(r, auth, h.cfg.Now())
+		if aerr != nil {
+			return nil, aerr
+		}
+		if h.cfg.MasterKey == nil {
+			return nil, newError(errInvalidClientTokenID, "SigV4 credentials are not configured on this server")
+		}
+		key, err := h.svc.AuthenticateSQS(r.Context(), auth.accessKeyID)
+		if errors.Is(err, service.ErrUnauthenticated) {
+			return nil, newError(errInvalidClientTokenID, "The security token included in the request is invalid.")
+		}
+		if err != nil {
+			return nil, fromService(err)
+		}
+		if aerr := verifySignature(r, body, auth, amzDate, DeriveSecret(h.cfg.MasterKey, auth.accessKeyID)); aerr != nil {
+			return nil, aerr
+		}
+		who.tenant, who.role, who.clientID = key.Tenant, service.RoleRank(key.Role), auth.accessKeyID
+	}
+	who.account = accountID(who.tenant)
+	who.base = h.baseURL(r)
+	who.trace = r.Header.Get("X-Amzn-Trace-Id")
+	return who, nil
+}
+
+// baseURL is where queue URLs point: SKIPQ_SQS_URL, else where the caller
+// reached this node (scheme, Host and the path it posted to).
+func (h *Handler) baseURL(r *http.Request) string {
+	if h.cfg.URL != "" {
+		return strings.TrimSuffix(h.cfg.URL, "/")
+	}
+	scheme, host := "http", r.Host
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if h.cfg.TrustProxy {
+		if p := r.Header.Get("X-Forwarded-Proto"); p == "http" || p == "https" {
+			scheme = p
+		}
+		if fh := r.Header.Get("X-Forwarded-Host"); fh != "" {
+			host = fh
+		}
+	}
+	return scheme + "://" + host + strings.TrimSuffix(r.URL.EscapedPath(), "/")
+}
+
+// writeError writes an SQS JSON error (SPEC §11.2.3).
+func writeError(c *gin.Context, e *apiError) {
+	status, code, typ, fault := e.wire()
+	c.Header("x-amzn-query-error", code+";"+fault)
+	if e.retryable() {
+		c.Header("Retry-After", "1")
+	}
+	msg := e.message
+	if e.shape == errInternal {
+		msg = "internal error; see the server log for this request id"
+	}
+	raw, _ := json.Marshal(map[string]string{"__type": typ, "message": msg})
+	c.Abort()
+	c.Data(status, "application/x-amz-json-1.0", raw)
+}
+
+// refuseQueryProtocol answers an old SDK in the XML it can parse.
+func refuseQueryProtocol(c *gin.Context, requestID string) {
+	c.Abort()
+	c.Data(http.StatusBadRequest, "text/xml", []byte(
+		"<ErrorResponse><Error><Type>Sender</Type><Code>InvalidAction</Code><Message>"+
+			"skipq supports the AWS JSON 1.0 protocol only; upgrade the AWS SDK (aws-sdk-go-v2 sqs ≥ v1.28.0, "+
+			"boto3 ≥ 1.34.90, AWS CLI v2 ≥ 2.13.34)</Message></Error><RequestId>"+html.EscapeString(requestID)+
+			"</RequestId></ErrorResponse>"))
+}
+
+// decode reads a request body into in: unknown members are ignored, null
+// is absent, a wrong JSON type is a SerializationException.
+func decode(body []byte, in any) *apiError {
+	if err := json.Unmarshal(body, in); err != nil {
+		return newError(errSerialization, "The request body is not a valid request: %v", err)
+	}
+	return nil
+}
+
+// queueCache remembers the queues SQS requests name for a second, so a
+// send or receive costs no extra query for the existence check and the
+// queue's SQS settings. Changes made over SQS on this node drop the entry
+// at once; other changes show within about queueCacheTTL. When an entry is
+// stale, one request reads the queue again while the others go on with
+// the stale entry: a busy queue costs one lookup per second, not one per
+// request that arrives in the second it expired.
+type queueCache struct {
+	mu      sync.Mutex
+	entries map[[2]string]*cachedQueue
+}
+
+type cachedQueue struct {
+	q         service.SQSQueue
+	expires   time.Time
+	reloading bool
+}
+
+const (
+	queueCacheTTL = time.Second
+	queueCacheMax = 10000
+)
+
+func (h *Handler) cachedQueue(ctx context.Context, tenant, name string) (service.SQSQueue, *apiError) {
+	k := [2]string{tenant, name}
+	c := &h.queues
+	c.mu.Lock()
+	e, ok := c.entries[k]
+	if ok && (time.Now().Before(e.expires) || e.reloading) {
+		q := e.q
+		c.mu.Unlock()
+		return q, nil
+	}
+	if ok {
+		e.reloading = true
+	}
+	c.mu.Unlock()
+	q, err := h.svc.SQSQueue(ctx, tenant, name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		if cur := c.entries[k]; cur == e && ok {
+			// Gone (or unreadable): the next request reads it again.
+			delete(c.entries, k)
+		}
+		return q, fromService(err)
+	}
+	if c.entries == nil || len(c.entries) >= queueCacheMax {
+		c.entries = map[[2]string]*cachedQueue{}
+	}
+	c.entries[k] = &cachedQueue{q: q, expires: time.Now().Add(queueCacheTTL)}
+	return q, nil
+}
+
+func (h *Handler) forget(tenant, name string) {
+	h.queues.mu.Lock()
+	delete(h.queues.entries, [2]string{tenant, name})
+	h.queues.mu.Unlock()
+}
+
+// queueName resolves a QueueUrl (SPEC §11.3): the last non-empty path
+// segment, percent-decoded; a value without "/" is a bare name.
+func queueName(queueURL *string) (string, *apiError) {
+	if queueURL == nil || *queueURL == "" {
+		return "", missingParameter("QueueUrl")
+	}
+	v := *queueURL
+	if !strings.Contains(v, "/") {
+		return v, nil
+	}
+	path := v
+	if u, err := url.Parse(v); err == nil {
+		path = u.EscapedPath()
+	}
+	segs := strings.Split(path, "/")
+	for i := len(segs) - 1; i >= 0; i-- {
+		if segs[i] == "" {
+			continue
+		}
+		name, err := url.PathUnescape(segs[i])
+		if err != nil {
+			return "", queueDoesNotExist()
+		}
+		return name, nil
+	}
+	return "", queueDoesNotExist()
+}
+
+// action is one SQS operation: the role it needs and its implementation
+// (nil: known but unsupported).
+type action struct {
+	role int
+	run  func(h *Handler, ctx context.Context, who *caller, body []byte) (any, *apiError)
+}
+
+var actions map[string]action
+
+func init() {
+	read, write, admin := service.RoleRank("read"), service.RoleRank("write"), service.RoleRank("admin")
+	actions = map[string]action{
+		"CreateQueue":                  {write, (*Handler).createQueue},
+		"GetQueueUrl":                  {read, (*Handler).getQueueURL},
+		"ListQueues":                   {read, (*Handler).listQueues},
+		"DeleteQueue":                  {admin, (*Handler).deleteQueue},
+		"GetQueueAttributes":           {read, (*Handler).getQueueAttributes},
+		"SetQueueAttributes":           {admin, (*Handler).setQueueAttributes},
+		"PurgeQueue":                   {write, (*Handler).purgeQueue},
+		"ListDeadLetterSourceQueues":   {read, (*Handler).listDeadLetterSourceQueues},
+		"TagQueue":                     {admin, (*Handler).tagQueue},
+		"UntagQueue":                   {admin, (*Handler).untagQueue},
+		"ListQueueTags":                {read, (*Handler).listQueueTags},
+		"SendMessage":                  {write, (*Handler).sendMessage},
+		"SendMessageBatch":             {write, (*Handler).sendMessageBatch},
+		"ReceiveMessage":               {write, (*Handler).receiveMessage},
+		"DeleteMessage":                {write, (*Handler).deleteMessage},
+		"DeleteMessageBatch":           {write, (*Handler).deleteMessageBatch},
+		"ChangeMessageVisibility":      {write, (*Handler).changeMessageVisibility},
+		"ChangeMessageVisibilityBatch": {write, (*Handler).changeMessageVisibilityBatch},
+		"AddPermission":                {read, nil},
+		"RemovePermission":             {read, nil},
+		"StartMessageMoveTask":         {write, nil},
+		"CancelMessageMoveTask":        {write, nil},
+		"ListMessageMoveTasks":         {read, nil},
+	}
+}

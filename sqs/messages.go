@@ -1,0 +1,655 @@
+package sqs
+
+import (
+	"context"
+	"encoding/base64"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/skipq/skipq/service"
+)
+
+// Limits of SPEC §11.12.
+const (
+	maxBatchEntries   = 10
+	maxBatchBytes     = 1048576
+	maxAttributes     = 10
+	maxDelaySeconds   = 900
+	maxVisibility     = 43200
+	maxWaitSeconds    = 20
+	maxReceiveBatch   = 10
+	maxAttributeName  = 256
+	maxGroupIDLength  = 128
+	nativeTagMaxValue = 1024
+)
+
+var (
+	batchIDPattern       = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+	attributeNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	nativeTagKeyPattern  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	dataTypePattern      = regexp.MustCompile(`^(String|Number|Binary)(\..+)?$`)
+)
+
+// sendEntry is one message of SendMessage or SendMessageBatch.
+type sendEntry struct {
+	Id                      string
+	MessageBody             *string
+	DelaySeconds            *int
+	MessageAttributes       map[string]Attribute
+	MessageSystemAttributes map[string]Attribute
+	MessageDeduplicationId  *string
+	MessageGroupId          *string
+}
+
+// sendOutput is SendMessage's answer (and a batch's Successful entry).
+type sendOutput struct {
+	Id                           string `json:",omitempty"`
+	MessageId                    string
+	MD5OfMessageBody             string
+	MD5OfMessageAttributes       string `json:",omitempty"`
+	MD5OfMessageSystemAttributes string `json:",omitempty"`
+}
+
+// validBodyChars is SQS's allowed set: #x9 #xA #xD #x20–#xD7FF
+// #xE000–#xFFFD #x10000–#x10FFFF.
+func badBodyChar(s string) (rune, bool) {
+	for _, r := range s {
+		switch {
+		case r == 0x9 || r == 0xA || r == 0xD:
+		case r >= 0x20 && r <= 0xD7FF, r >= 0xE000 && r <= 0xFFFD, r >= 0x10000 && r <= 0x10FFFF:
+		default:
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// prepareEntry validates one message and maps it onto a native send.
+func (h *Handler) prepareEntry(who *caller, q service.SQSQueue, e sendEntry) (service.MessageInput, sendOutput, *apiError) {
+	var out sendOutput
+	if e.MessageBody == nil || *e.MessageBody == "" {
+		return service.MessageInput{}, out, missingParameter("MessageBody")
+	}
+	body := *e.MessageBody
+	if r, bad := badBodyChar(body); bad {
+		return service.MessageInput{}, out, newError(errInvalidMessageContents,
+			"Invalid binary character '#x%X' was found in the message body, the set of allowed characters is "+
+				"#x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF", r)
+	}
+	if e.DelaySeconds != nil && (*e.DelaySeconds < 0 || *e.DelaySeconds > maxDelaySeconds) {
+		return service.MessageInput{}, out, invalidParameter("Value %d for parameter DelaySeconds is invalid. "+
+			"Reason: DelaySeconds must be >= 0 and <= 900.", *e.DelaySeconds)
+	}
+	if e.MessageDeduplicationId != nil {
+		return service.MessageInput{}, out, invalidParameter("Value %s for parameter MessageDeduplicationId is invalid. "+
+			"Reason: The request includes a parameter that is not valid for this queue type.", *e.MessageDeduplicationId)
+	}
+	doc := &service.SQSData{}
+	if g := e.MessageGroupId; g != nil {
+		if len(*g) < 1 || len(*g) > maxGroupIDLength {
+			return service.MessageInput{}, out, invalidParameter("Value %s for parameter MessageGroupId is invalid. "+
+				"Reason: MessageGroupId must be 1 to 128 characters.", *g)
+		}
+		doc.GroupID = *g
+	}
+	size := len(body)
+	if len(e.MessageAttributes) > maxAttributes {
+		return service.MessageInput{}, out, invalidParameter("Number of message attributes [%d] exceeds the allowed maximum [%d].",
+			len(e.MessageAttributes), maxAttributes)
+	}
+	for name, a := range e.MessageAttributes {
+		if aerr := checkAttribute(name, a); aerr != nil {
+			return service.MessageInput{}, out, aerr
+		}
+		size += len(name) + len(a.DataType) + len(a.BinaryValue)
+		if a.StringValue != nil {
+			size += len(*a.StringValue)
+		}
+	}
+	for name, a := range e.MessageSystemAttributes {
+		if name != "AWSTraceHeader" {
+			return service.MessageInput{}, out, invalidParameter("Message system attribute name '%s' is invalid.", name)
+		}
+		if a.DataType != "String" || a.StringValue == nil || *a.StringValue == "" {
+			return service.MessageInput{}, out, invalidParameter("Message system attribute AWSTraceHeader must have DataType String and a StringValue.")
+		}
+		doc.TraceHeader = *a.StringValue
+	}
+	if doc.TraceHeader == "" {
+		doc.TraceHeader = who.trace
+	}
+	if limit := maxMessageSize(q); size > limit {
+		return service.MessageInput{}, out, invalidParameter("One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", limit)
+	}
+	in := service.MessageInput{Body: body, ClientID: who.clientID, DelaySeconds: e.DelaySeconds}
+	if len(e.MessageAttributes) > 0 {
+		doc.Attributes = map[string]service.SQSAttribute{}
+		for name, a := range e.MessageAttributes {
+			doc.Attributes[name] = service.SQSAttribute{DataType: a.DataType, StringValue: a.StringValue, BinaryValue: a.BinaryValue}
+		}
+		in.Tags = map[string]string{}
+		for name, a := range e.MessageAttributes {
+			if a.DataType == "String" && nativeTagKeyPattern.MatchString(name) && !strings.HasPrefix(name, "skipq.") &&
+				len(*a.StringValue) <= nativeTagMaxValue && !strings.ContainsRune(*a.StringValue, 0) {
+				in.Tags[name] = *a.StringValue
+			}
+		}
+	}
+	if doc.Attributes != nil || doc.TraceHeader != "" || doc.GroupID != "" {
+		in.SQS = doc
+	}
+	out.MD5OfMessageBody = bodyMD5(body)
+	out.MD5OfMessageAttributes = attributesMD5(e.MessageAttributes)
+	out.MD5OfMessageSystemAttributes = attributesMD5(e.MessageSystemAttributes)
+	return in, out, nil
+}
+
+// checkAttribute checks one message attribute (SPEC §11.7).
+func checkAttribute(name string, a Attribute) *apiError {
+	lower := strings.ToLower(name)
+	switch {
+	case name == "" || len(name) > maxAttributeName || !attributeNamePattern.MatchString(name) ||
+		strings.HasPrefix(lower, "aws.") || strings.HasPrefix(lower, "amazon.") ||
+		strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, ".."):
+		return invalidParameter("Message (user) attribute name '%s' is invalid.", name)
+	case a.DataType == "":
+		return invalidParameter("The message attribute '%s' must contain non-empty message attribute type.", name)
+	case len(a.DataType) > maxAttributeName || !dataTypePattern.MatchString(a.DataType):
+		return invalidParameter("The message attribute '%s' has an invalid message attribute type, the set of supported "+
+			"type prefixes is Binary, Number, and String.", name)
+	case len(a.StringListValues) > 0 || len(a.BinaryListValues) > 0:
+		return invalidParameter("Message attribute list values in SendMessage operation are not supported.")
+	}
+	if isBinary(a.DataType) {
+		if len(a.BinaryValue) == 0 {
+			return invalidParameter("The message attribute '%s' with type 'Binary' must use field 'Binary'.", name)
+		}
+		return nil
+	}
+	if a.StringValue == nil || *a.StringValue == "" {
+		return invalidParameter("The message attribute '%s' with type '%s' must use field 'String'.", name, baseType(a.DataType))
+	}
+	if _, bad := badBodyChar(*a.StringValue); bad {
+		return invalidParameter("The message attribute '%s' contains invalid characters.", name)
+	}
+	if baseType(a.DataType) == "Number" {
+		if _, err := strconv.ParseFloat(strings.TrimSpace(*a.StringValue), 64); err != nil {
+			return invalidParameter("Can't cast the value of message (user) attribute '%s' to a number.", name)
+		}
+	}
+	return nil
+}
+
+// sendQueue is the queue a send or receive names: existence is checked
+// (SQS never auto-creates), from the cache.
+func (h *Handler) sendQueue(ctx context.Context, who *caller, queueURL *string) (service.SQSQueue, *apiError) {
+	name, aerr := queueName(queueURL)
+	if aerr != nil {
+		return service.SQSQueue{}, aerr
+	}
+	return h.cachedQueue(ctx, who.tenant, name)
+}
+
+func (h *Handler) sendMessage(ctx context.Context, who *caller, body []byte) (any, *apiError) {
+	var in struct {
+		QueueUrl *string
+		sendEntry
+	}
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	q, aerr := h.sendQueue(ctx, who, in.QueueUrl)
+	if aerr != nil {
+		return nil, aerr
+	}
+	msg, out, aerr := h.prepareEntry(who, q, in.sendEntry)
+	if aerr != nil {
+		return nil, aerr
+	}
+	res, err := h.svc.Send(ctx, who.tenant, q.Name, msg)
+	if err != nil {
+		return nil, fromService(err)
+	}
+	out.MessageId = res.MessageID
+	return out, nil
+}
+
+// batchFailure is a Failed entry of a batch answer.
+type batchFailure struct {
+	Id          string
+	SenderFault bool
+	Code        string
+	Message     string
+}
+
+func failure(id string, e *apiError) batchFailure {
+	_, code, _, fault := e.wire()
+	return batchFailure{Id: id, SenderFault: fault == "Sender", Code: code, Message: e.message}
+}
+
+// checkBatch applies the request-level batch rules to the entries' ids.
+func checkBatch(ids []string) *apiError {
+	switch {
+	case len(ids) == 0:
+		return newError(errEmptyBatch, "There should be at least one SendMessageBatchRequestEntry in the request.")
+	case len(ids) > maxBatchEntries:
+		return newError(errTooManyEntries, "Maximum number of entries per request are 10. You have sent %d.", len(ids))
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if !batchIDPattern.MatchString(id) {
+			return newError(errInvalidBatchEntryID, "A batch entry id can only contain alphanumeric characters, "+
+				"hyphens and underscores. It can be at most 80 letters long.")
+		}
+		if seen[id] {
+			return newError(errIDsNotDistinct, "Id %s repeated.", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+func (h *Handler) sendMessageBatch(ctx context.Context, who *caller, body []byte) (any, *apiError) {
+	var in struct {
+		QueueUrl *string
+		Entries  []sendEntry
+	}
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	q, aerr := h.sendQueue(ctx, who, in.QueueUrl)
+	if aerr != nil {
+		return nil, aerr
+	}
+	ids := make([]string, len(in.Entries))
+	total := 0
+	for i, e := range in.Entries {
+		ids[i] = e.Id
+		if e.MessageBody != nil {
+			total += len(*e.MessageBody)
+		}
+		for n, a := range e.MessageAttributes {
+			total += len(n) + len(a.DataType) + len(a.BinaryValue)
+			if a.StringValue != nil {
+				total += len(*a.StringValue)
+			}
+		}
+	}
+	if aerr := checkBatch(ids); aerr != nil {
+		return nil, aerr
+	}
+	if total > maxBatchBytes {
+		return nil, newError(errBatchTooLong, "Batch requests cannot be longer than 1048576 bytes. You have sent %d bytes.", total)
+	}
+	successful, failed := []sendOutput{}, []batchFailure{}
+	var msgs []service.MessageInput
+	var outs []sendOutput
+	for _, e := range in.Entries {
+		msg, out, aerr := h.prepareEntry(who, q, e)
+		if aerr != nil {
+			failed = append(failed, failure(e.Id, aerr))
+			continue
+		}
+		out.Id = e.Id
+		msgs, outs = append(msgs, msg), append(outs, out)
+	}
+	if len(msgs) > 0 {
+		res, err := h.svc.SendBatch(ctx, who.tenant, q.Name, msgs)
+		if err != nil {
+			return nil, fromService(err)
+		}
+		for i := range outs {
+			outs[i].MessageId = res[i].MessageID
+		}
+		successful = outs
+	}
+	return map[string]any{"Successful": successful, "Failed": failed}, nil
+}
+
+// wireMessage is a received message.
+type wireMessage struct {
+	MessageId              string
+	ReceiptHandle          string
+	MD5OfBody              string
+	Body                   string
+	Attributes             map[string]string    `json:",omitempty"`
+	MessageAttributes      map[string]Attribute `json:",omitempty"`
+	MD5OfMessageAttributes string               `json:",omitempty"`
+}
+
+func (h *Handler) receiveMessage(ctx context.Context, who *caller, body []byte) (any, *apiError) {
+	var in struct {
+		QueueUrl                    *string
+		MaxNumberOfMessages         *int
+		VisibilityTimeout           *int
+		WaitTimeSeconds             *int
+		AttributeNames              []string
+		MessageSystemAttributeNames []string
+		MessageAttributeNames       []string
+		ReceiveRequestAttemptId     *string
+	}
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	q, aerr := h.sendQueue(ctx, who, in.QueueUrl)
+	if aerr != nil {
+		return nil, aerr
+	}
+	max := 1
+	if v := in.MaxNumberOfMessages; v != nil {
+		if *v < 1 || *v > maxReceiveBatch {
+			return nil, invalidParameter("Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", *v)
+		}
+		max = *v
+	}
+	wait := min(q.ReceiveWaitSeconds, maxWaitSeconds)
+	if v := in.WaitTimeSeconds; v != nil {
+		if *v < 0 || *v > maxWaitSeconds {
+			return nil, invalidParameter("Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.", *v)
+		}
+		wait = *v
+	}
+	if v := in.VisibilityTimeout; v != nil && (*v < 0 || *v > maxVisibility) {
+		return nil, invalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", *v)
+	}
+	msgs, err := h.svc.ReceiveSQS(ctx, who.tenant, q.Name, service.ReceiveOptions{
+		MaxMessages: &max, VisibilitySeconds: in.VisibilityTimeout, WaitSeconds: &wait})
+	if err != nil {
+		return nil, fromService(err)
+	}
+	if len(msgs) == 0 {
+		return struct{}{}, nil
+	}
+	sysNames := append(slices.Clone(in.AttributeNames), in.MessageSystemAttributeNames...)
+	out := make([]wireMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = renderMessage(who, m, sysNames, in.MessageAttributeNames)
+	}
+	return map[string]any{"Messages": out}, nil
+}
+
+// renderMessage is a received message with the requested attributes.
+func renderMessage(who *caller, m service.Message, sysNames, attrNames []string) wireMessage {
+	body := string(m.Body)
+	if m.BodyBinary {
+		body = base64.StdEncoding.EncodeToString(m.Body)
+	}
+	w := wireMessage{MessageId: m.MessageID, ReceiptHandle: m.ReceiptHandle, MD5OfBody: bodyMD5(body), Body: body}
+	doc := service.SQSData{}
+	if m.SQS != nil {
+		doc = *m.SQS
+	}
+	all := map[string]Attribute{}
+	for k, v := range m.Tags {
+		all[k] = Attribute{DataType: "String", StringValue: &v}
+	}
+	for k, v := range doc.Attributes {
+		all[k] = Attribute{DataType: v.DataType, StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+	}
+	picked := map[string]Attribute{}
+	for k, v := range all {
+		if attributeSelected(k, attrNames) {
+			picked[k] = v
+		}
+	}
+	if len(picked) > 0 {
+		w.MessageAttributes, w.MD5OfMessageAttributes = picked, attributesMD5(picked)
+	}
+	system := map[string]string{
+		"SentTimestamp":           strconv.FormatInt(m.SentAt.UnixMilli(), 10),
+		"ApproximateReceiveCount": strconv.Itoa(m.ReceiveCount),
+	}
+	if m.ClientID != "" {
+		system["SenderId"] = m.ClientID
+	}
+	if m.FirstReceivedAt != nil {
+		system["ApproximateFirstReceiveTimestamp"] = strconv.FormatInt(m.FirstReceivedAt.UnixMilli(), 10)
+	}
+	if doc.TraceHeader != "" {
+		system["AWSTraceHeader"] = doc.TraceHeader
+	}
+	if doc.GroupID != "" {
+		system["MessageGroupId"] = doc.GroupID
+	}
+	if m.DeadLetteredAt != nil && m.ReRoutedFrom != nil {
+		system["DeadLetterQueueSourceArn"] = who.arn(*m.ReRoutedFrom)
+	}
+	for k, v := range system {
+		if slices.Contains(sysNames, "All") || slices.Contains(sysNames, k) {
+			if w.Attributes == nil {
+				w.Attributes = map[string]string{}
+			}
+			w.Attributes[k] = v
+		}
+	}
+	return w
+}
+
+// attributeSelected applies MessageAttributeNames: All, * or .* select
+// everything, "prefix.*" names starting with prefix, others exact names.
+func attributeSelected(name string, selectors []string) bool {
+	for _, s := range selectors {
+		switch {
+		case s == "All" || s == "*" || s == ".*":
+			return true
+		case strings.HasSuffix(s, ".*"):
+			if strings.HasPrefix(name, strings.TrimSuffix(s, ".*")) {
+				return true
+			}
+		case s == name:
+			return true
+		}
+	}
+	return false
+}
+
+// settleQueue checks that a handle is well-formed and of the queue.
+func settleQueue(q service.SQSQueue, handle *string) *apiError {
+	if handle == nil || *handle == "" {
+		return missingParameter("ReceiptHandle")
+	}
+	id, ok := service.ReceiptQueueID(*handle)
+	if !ok || id != q.ID {
+		return invalidReceiptHandle(*handle)
+	}
+	return nil
+}
+
+func (h *Handler) deleteMessage(ctx context.Context, who *caller, body []byte) (any, *apiError) {
+	var in struct {
+		QueueUrl      *string
+		ReceiptHandle *string
+	}
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	q, aerr := h.sendQueue(ctx, who, in.QueueUrl)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := settleQueue(q, in.ReceiptHandle); aerr != nil {
+		return nil, aerr
+	}
+	// A stale handle deletes nothing and succeeds, as in SQS.
+	if _, err := h.svc.Ack(ctx, []string{*in.ReceiptHandle}); err != nil {
+		return nil, fromService(err)
+	}
+	return struct{}{}, nil
+}
+
+// settleEntry is one entry of DeleteMessageBatch or
+// ChangeMessageVisibilityBatch.
+type settleEntry struct {
+	Id                string
+	ReceiptHandle     *string
+	VisibilityTimeout *int
+}
+
+type batchSuccess struct{ Id string }
+
+// settleBatch answers DeleteMessageBatch and ChangeMessageVisibilityBatch:
+// each entry is checked alone (a malformed or other-queue handle fails
+// only its entry), and settle acts on the valid ones together, returning
+// a failure per entry index that settled nothing.
+func (h *Handler) settleBatch(ctx context.Context, who *caller, body []byte,
+	settle func(entries []settleEntry) (map[int]*apiError, *apiError)) (any, *apiError) {
+	var in struct {
+		QueueUrl *string
+		Entries  []settleEntry
+	}
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	q, aerr := h.sendQueue(ctx, who, in.QueueUrl)
+	if aerr != nil {
+		return nil, aerr
+	}
+	ids := make([]string, len(in.Entries))
+	for i, e := range in.Entries {
+		ids[i] = e.Id
+	}
+	if aerr := checkBatch(ids); aerr != nil {
+		return nil, aerr
+	}
+	failedAt := map[int]*apiError{}
+	var valid []settleEntry
+	var at []int
+	for i, e := range in.Entries {
+		if aerr := settleQueue(q, e.ReceiptHandle); aerr != nil {
+			failedAt[i] = aerr
+			continue
+		}
+		valid, at = append(valid, e), append(at, i)
+	}
+	if len(valid) > 0 {
+		res, aerr := settle(valid)
+		if aerr != nil {
+			return nil, aerr
+		}
+		for j, e := range res {
+			failedAt[at[j]] = e
+		}
+	}
+	successful, failed := []batchSuccess{}, []batchFailure{}
+	for i, e := range in.Entries {
+		if f, ok := failedAt[i]; ok {
+			failed = append(failed, failure(e.Id, f))
+			continue
+		}
+		successful = append(successful, batchSuccess{e.Id})
+	}
+	return map[string]any{"Successful": successful, "Failed": failed}, nil
+}
+
+// deleteMessageBatch acks every valid handle in one call; stale ones
+// succeed, as in SQS.
+func (h *Handler) deleteMessageBatch(ctx context.Context, who *caller, body []byte) (any, *apiError) {
+	return h.settleBatch(ctx, who, body, func(entries []settleEntry) (map[int]*apiError, *apiError) {
+		handles := make([]string, len(entries))
+		for i, e := range entries {
+			handles[i] = *e.ReceiptHandle
+		}
+		if _, err := h.svc.Ack(ctx, handles); err != nil {
+			return nil, fromService(err)
+		}
+		return nil, nil
+	})
+}
+
+func checkVisibility(seconds *int) *apiError {
+	if seconds == nil {
+		return missingParameter("VisibilityTimeout")
+	}
+	if *seconds < 0 || *seconds > maxVisibility {
+		return invalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200.", *seconds)
+	}
+	return nil
+}
+
+// changeVisibility sets the leases of handles to seconds (SPEC §11.5)
+// and returns the indexes of the handles that changed nothing (stale:
+// InvalidParameterValue); 0 makes a message available now.
+func (h *Handler) changeVisibility(ctx context.Context, handles []string, seconds *int) (map[int]*apiError, *apiError) {
+	if aerr := checkVisibility(seconds); aerr != nil {
+		return nil, aerr
+	}
+	res, err := h.svc.SetVisibility(ctx, handles, *seconds)
+	if err != nil {
+		return nil, fromService(err)
+	}
+	stale := map[string]bool{}
+	for _, f := range res.Failed {
+		stale[f.ReceiptHandle] = true
+	}
+	failed := map[int]*apiError{}
+	for i, hd := range handles {
+		if stale[hd] {
+			failed[i] = invalidParameter("Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not "+
+				"available for visibility timeout change.", hd)
+		}
+	}
+	return failed, nil
+}
+
+func (h *Handler) changeMessageVisibility(ctx context.Context, who *caller, body []byte) (any, *apiError) {
+	var in struct {
+		QueueUrl          *string
+		ReceiptHandle     *string
+		VisibilityTimeout *int
+	}
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	q, aerr := h.sendQueue(ctx, who, in.QueueUrl)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := settleQueue(q, in.ReceiptHandle); aerr != nil {
+		return nil, aerr
+	}
+	failed, aerr := h.changeVisibility(ctx, []string{*in.ReceiptHandle}, in.VisibilityTimeout)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if f, ok := failed[0]; ok {
+		return nil, f
+	}
+	return struct{}{}, nil
+}
+
+// changeMessageVisibilityBatch sets the leases of the entries that share a
+// timeout in one call each; an entry's own bad timeout fails only it.
+func (h *Handler) changeMessageVisibilityBatch(ctx context.Context, who *caller, body []byte) (any, *apiError) {
+	return h.settleBatch(ctx, who, body, func(entries []settleEntry) (map[int]*apiError, *apiError) {
+		failed := map[int]*apiError{}
+		groups := map[int][]int{}
+		var order []int
+		for i, e := range entries {
+			if aerr := checkVisibility(e.VisibilityTimeout); aerr != nil {
+				failed[i] = aerr
+				continue
+			}
+			v := *e.VisibilityTimeout
+			if groups[v] == nil {
+				order = append(order, v)
+			}
+			groups[v] = append(groups[v], i)
+		}
+		for _, v := range order {
+			handles := make([]string, len(groups[v]))
+			for j, i := range groups[v] {
+				handles[j] = *entries[i].ReceiptHandle
+			}
+			res, aerr := h.changeVisibility(ctx, handles, &v)
+			if aerr != nil {
+				return nil, aerr
+			}
+			for j, e := range res {
+				failed[groups[v][j]] = e
+			}
+		}
+		return failed, nil
+	})
+}

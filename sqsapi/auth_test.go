@@ -1,0 +1,140 @@
+package sqsapi_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/skipq/skipq/db"
+	"github.com/skipq/skipq/node"
+	"github.com/skipq/skipq/service"
+	skipqsqs "github.com/skipq/skipq/sqs"
+)
+
+// masterKey is the tests' SKIPQ_SIGV4_MASTER_KEY.
+var masterKey = base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+
+// authNode is a node with auth required and SQS credentials configured.
+func authNode(t *testing.T) (env, *service.Service) {
+	t.Helper()
+	n := newNode(t, func(c *node.Config) { c.Auth = "required"; c.SQS.MasterKey = masterKey })
+	pool, err := db.NewPool(context.Background(), n.DB, db.PoolOptions{MaxConns: 2, ConnectTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return n, service.New(pool, service.Options{Limits: service.DefaultLimits()})
+}
+
+// credentials creates a key and returns its SQS credentials, as
+// `skipq keys sqs-credentials` would print them.
+func credentials(t *testing.T, svc *service.Service, tenant, role string) (akid, secret string, keyID int64) {
+	t.Helper()
+	key, _, err := svc.CreateKey(context.Background(), tenant, role, tenant+"-"+role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	akid, err = svc.SQSCredentials(context.Background(), key.ID, skipqsqs.NewAccessKeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(masterKey)
+	return akid, skipqsqs.DeriveSecret(raw, akid), key.ID
+}
+
+// SPEC §11.17 15: SigV4 with derived credentials, roles and tenants.
+func TestAuth(t *testing.T) {
+	n, svc := authNode(t)
+	cx := ctx(t)
+	akid, secret, _ := credentials(t, svc, "acme", "write")
+	c := client(t, n.URL, akid, secret)
+	q := createQueue(t, c, "secure", nil)
+	if want := n.URL + "/"; len(q) < len(want) || q[:len(want)] != want || q == n.URL+"/000000000000/secure" {
+		t.Fatalf("queue URL %s: want acme's account, not default's", q)
+	}
+	sent := must(c.SendMessage(cx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: str("signed")}))
+	got := must(c.ReceiveMessage(cx, &sqs.ReceiveMessageInput{QueueUrl: &q,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{"SenderId"}}))
+	if len(got.Messages) != 1 || *got.Messages[0].MessageId != *sent.MessageId || got.Messages[0].Attributes["SenderId"] != akid {
+		t.Fatalf("received %+v", got.Messages)
+	}
+
+	code := func(c *sqs.Client) string {
+		t.Helper()
+		_, err := c.GetQueueUrl(cx, &sqs.GetQueueUrlInput{QueueName: str("secure")})
+		if err == nil {
+			return ""
+		}
+		return apiCode(t, err)
+	}
+	if got := code(client(t, n.URL, akid, secret+"x")); got != "SignatureDoesNotMatch" {
+		t.Fatalf("wrong secret: %s", got)
+	}
+	if got := code(client(t, n.URL, "SKQAAAAAAAAAAAAAAAAA", secret)); got != "InvalidClientTokenId" {
+		t.Fatalf("unknown access key: %s", got)
+	}
+	revokedID, revokedSecret, keyID := credentials(t, svc, "acme", "admin")
+	if _, err := svc.RevokeKey(cx, keyID); err != nil {
+		t.Fatal(err)
+	}
+	if got := code(client(t, n.URL, revokedID, revokedSecret)); got != "InvalidClientTokenId" {
+		t.Fatalf("revoked key: %s", got)
+	}
+	raw(t, n.URL, "GetQueueUrl", map[string]any{"QueueName": "secure"}).sqsError(t, 403, "MissingAuthenticationToken", "MissingAuthenticationToken")
+
+	readID, readSecret, _ := credentials(t, svc, "acme", "read")
+	reader := client(t, n.URL, readID, readSecret)
+	if code(reader) != "" {
+		t.Fatal("a read key cannot look a queue up")
+	}
+	_, err := reader.SendMessage(cx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: str("x")})
+	if apiCode(t, err) != "AccessDenied" {
+		t.Fatalf("read key send: %v", err)
+	}
+	otherID, otherSecret, _ := credentials(t, svc, "globex", "admin")
+	_, err = client(t, n.URL, otherID, otherSecret).SendMessage(cx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: str("x")})
+	var missing *types.QueueDoesNotExist
+	if !errors.As(err, &missing) {
+		t.Fatalf("another tenant's queue: %v", err)
+	}
+
+	// Signed 20 minutes ago: RequestExpired.
+	body := []byte(`{"QueueName":"secure"}`)
+	req, _ := http.NewRequest("POST", n.URL+"/", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("X-Amz-Target", "AmazonSQS.GetQueueUrl")
+	sum := sha256.Sum256(body)
+	if err := v4.NewSigner().SignHTTP(cx, aws.Credentials{AccessKeyID: akid, SecretAccessKey: secret}, req,
+		hex.EncodeToString(sum[:]), "sqs", "us-east-1", time.Now().Add(-20*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 || resp.Header.Get("X-Amzn-Query-Error") != "RequestExpired;Sender" {
+		t.Fatalf("20 minutes old: %d %s", resp.StatusCode, resp.Header.Get("X-Amzn-Query-Error"))
+	}
+}
+
+// Without SKIPQ_SIGV4_MASTER_KEY and with auth required, every SQS request
+// is refused with InvalidClientTokenId.
+func TestAuthWithoutMasterKey(t *testing.T) {
+	n := newNode(t, func(c *node.Config) { c.Auth = "required" })
+	_, err := client(t, n.URL, "SKQAAAAAAAAAAAAAAAAA", "x").ListQueues(ctx(t), &sqs.ListQueuesInput{})
+	if apiCode(t, err) != "InvalidClientTokenId" {
+		t.Fatalf("no master key: %v", err)
+	}
+}
