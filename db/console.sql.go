@@ -52,7 +52,7 @@ func (q *Queries) ConsoleQueueCounts(ctx context.Context, queueID int64) (Consol
 }
 
 const consoleQueueList = `-- name: ConsoleQueueList :many
-SELECT q.name, c.available, c.delayed, c.in_flight, c.dead_lettered, c.oldest_available_at,
+SELECT q.name, q.fifo, c.available, c.delayed, c.in_flight, c.dead_lettered, c.oldest_available_at,
        c.counted_at
 FROM skipq.queues q
 LEFT JOIN skipq.queue_counts c ON c.queue_id = q.id
@@ -72,6 +72,7 @@ type ConsoleQueueListParams struct {
 
 type ConsoleQueueListRow struct {
 	Name              string
+	Fifo              bool
 	Available         *int64
 	Delayed           *int64
 	InFlight          *int64
@@ -100,6 +101,7 @@ func (q *Queries) ConsoleQueueList(ctx context.Context, arg ConsoleQueueListPara
 		var i ConsoleQueueListRow
 		if err := rows.Scan(
 			&i.Name,
+			&i.Fifo,
 			&i.Available,
 			&i.Delayed,
 			&i.InFlight,

@@ -3,7 +3,7 @@
 -- their gauge snapshot. Reads only the queues index and the small snapshot
 -- table, never the messages: the page polls it every 5 s. A queue created
 -- after the last snapshot has no counts yet.
-SELECT q.name, c.available, c.delayed, c.in_flight, c.dead_lettered, c.oldest_available_at,
+SELECT q.name, q.fifo, c.available, c.delayed, c.in_flight, c.dead_lettered, c.oldest_available_at,
        c.counted_at
 FROM skipq.queues q
 LEFT JOIN skipq.queue_counts c ON c.queue_id = q.id

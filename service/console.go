@@ -11,6 +11,7 @@ import (
 // QueueGauge is a queue's row on the console's queues page: its counts from
 // the gauge snapshot (nil when the queue is newer than the snapshot).
 type QueueGauge struct {
+	FIFO                                       bool // a FIFO queue (SPEC §12)
 	Name                                       string
 	Available, Delayed, InFlight, DeadLettered *int64
 	OldestAvailableAt                          *time.Time
@@ -45,7 +46,7 @@ func (s *Service) QueueGauges(ctx context.Context, tenant, prefix string, limit 
 	}
 	out := make([]QueueGauge, len(rows))
 	for i, r := range rows {
-		out[i] = QueueGauge{Name: r.Name, Available: r.Available, Delayed: r.Delayed, InFlight: r.InFlight,
+		out[i] = QueueGauge{Name: r.Name, FIFO: r.Fifo, Available: r.Available, Delayed: r.Delayed, InFlight: r.InFlight,
 			DeadLettered: r.DeadLettered, OldestAvailableAt: r.OldestAvailableAt, CountedAt: r.CountedAt}
 	}
 	return out, next, nil
