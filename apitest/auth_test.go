@@ -99,6 +99,7 @@ func TestAuthMatrix(t *testing.T) {
 		{"POST", "/v1/queues/jobs/messages/dl1/redrive", nil, "write", 200, 404},
 		{"POST", "/v1/queues/jobs/redrive", nil, "write", 200, 404},
 		{"GET", "/v1/dlq", nil, "read", 200, 200},
+		{"GET", "/v1/messages", nil, "read", 200, 200},
 		{"GET", "/v1/openapi.json", nil, "read", 200, 200},
 		{"POST", "/v1/receipts/ack", map[string]any{"receiptHandle": "stale"}, "", 404, 404},
 		{"POST", "/v1/receipts/nack", map[string]any{"receiptHandle": "stale"}, "", 404, 404},

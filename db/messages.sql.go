@@ -122,10 +122,8 @@ WHERE m.queue_id = $1
           SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
           FROM (
               SELECT c.sequence,
-                     CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
-                          ELSE octet_length(c.body)::bigint END
-                     + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
-                     + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                     skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
+                         c.client_id, c.re_routed_from)
                      + $2::bigint AS size
               FROM skipq.messages c, t
               CROSS JOIN LATERAL (SELECT skipq.message_state(
@@ -463,10 +461,8 @@ WITH page AS MATERIALIZED (
         SELECT c.queue_id, c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
         FROM (
             SELECT m.queue_id, m.sequence, m.dead_lettered_at,
-                   CASE WHEN m.body_binary THEN (octet_length(m.body)::bigint + 2) / 3 * 4
-                        ELSE octet_length(m.body)::bigint END
-                   + octet_length(m.metadata) + octet_length(m.tags::text) + octet_length(m.message_id)
-                   + octet_length(m.client_id) + coalesce(octet_length(m.re_routed_from), 0)
+                   skipq.message_wire_size(m.body, m.body_binary, m.metadata, m.tags, m.message_id,
+                       m.client_id, m.re_routed_from)
                    + $1::bigint AS size
             FROM skipq.messages m
             JOIN skipq.queues q ON q.id = m.queue_id
@@ -849,6 +845,60 @@ func (q *Queries) MessageGetByID(ctx context.Context, arg MessageGetByIDParams) 
 	return i, err
 }
 
+const messageGetByKeys = `-- name: MessageGetByKeys :many
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.messages
+WHERE queue_id = ANY($1::bigint[]) AND sequence = ANY($2::bigint[])
+`
+
+type MessageGetByKeysParams struct {
+	QueueIds  []int64
+	Sequences []int64
+}
+
+// The rows of a search page, by primary key (sequence is unique across
+// queues, so the pair of arrays names exactly the given rows).
+func (q *Queries) MessageGetByKeys(ctx context.Context, arg MessageGetByKeysParams) ([]SkipqMessage, error) {
+	rows, err := q.db.Query(ctx, messageGetByKeys, arg.QueueIds, arg.Sequences)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SkipqMessage
+	for rows.Next() {
+		var i SkipqMessage
+		if err := rows.Scan(
+			&i.QueueID,
+			&i.Sequence,
+			&i.MessageID,
+			&i.ClientID,
+			&i.Metadata,
+			&i.Body,
+			&i.BodyBinary,
+			&i.Tags,
+			&i.SentAt,
+			&i.VisibleAt,
+			&i.DelayedTo,
+			&i.ExpiresAt,
+			&i.ReceiveCount,
+			&i.FirstReceivedAt,
+			&i.MaxReceiveCount,
+			&i.DeadLetterQueue,
+			&i.ReRoutedFrom,
+			&i.DeadLetteredAt,
+			&i.LeaseToken,
+			&i.Ready,
+			&i.GroupID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageLockByID = `-- name: MessageLockByID :one
 SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
 FROM skipq.messages m
@@ -944,10 +994,8 @@ WITH walked AS (
           ORDER BY r.sequence) r
     CROSS JOIN LATERAL (
         SELECT c.queue_id, c.sequence,
-               CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
-                         ELSE octet_length(c.body)::bigint END
-                    + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
-                    + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+               skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
+                        c.client_id, c.re_routed_from)
                     + $3::bigint AS size
         FROM skipq.messages c
         WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
@@ -1169,6 +1217,95 @@ func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) 
 			&i.Sequence,
 			&i.QueueName,
 			&i.DelayedTo,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageSearchByID = `-- name: MessageSearchByID :many
+WITH t AS (SELECT coalesce($10::timestamptz, clock_timestamp()) AS now)
+SELECT q.id AS queue_id, q.name AS queue_name, m.sequence, m.sent_at, true AS matched, s.state::text AS state,
+       (skipq.message_wire_size(m.body, m.body_binary, m.metadata, m.tags, m.message_id,
+           m.client_id, m.re_routed_from) + octet_length(q.name))::bigint AS size,
+       false AS exhausted
+FROM t, skipq.queues q
+JOIN skipq.messages m ON m.message_id = $1 AND m.queue_id = q.id
+CROSS JOIN LATERAL (SELECT skipq.message_search_state(m.dead_lettered_at, m.visible_at,
+    m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s
+WHERE q.id = ANY($2::bigint[])
+  AND (cardinality($3::text[]) = 0 OR s.state = ANY($3::text[]))
+  AND m.tags @> $4::jsonb
+  AND (m.expires_at IS NULL OR m.expires_at > t.now)
+  AND m.sent_at >= coalesce($5::timestamptz, '-infinity')
+  AND m.sent_at < coalesce($6::timestamptz, 'infinity')
+  AND ($7::timestamptz IS NULL
+       OR m.sent_at < $7::timestamptz
+       OR (m.sent_at = $7::timestamptz
+           AND (q.name, m.sequence) > ($8::text, $9::bigint)))
+`
+
+type MessageSearchByIDParams struct {
+	MessageID     string
+	QueueIds      []int64
+	States        []string
+	Tags          []byte
+	SentAfter     *time.Time
+	SentBefore    *time.Time
+	AfterSentAt   *time.Time
+	AfterQueue    string
+	AfterSequence int64
+	Now           *time.Time
+}
+
+type MessageSearchByIDRow struct {
+	QueueID   int64
+	QueueName string
+	Sequence  int64
+	SentAt    time.Time
+	Matched   bool
+	State     string
+	Size      int64
+	Exhausted bool
+}
+
+// Search with a messageId: the message id index gives the (at most one per
+// queue) candidates directly; the other filters and the cursor hold as in
+// MessageSearchWalk.
+func (q *Queries) MessageSearchByID(ctx context.Context, arg MessageSearchByIDParams) ([]MessageSearchByIDRow, error) {
+	rows, err := q.db.Query(ctx, messageSearchByID,
+		arg.MessageID,
+		arg.QueueIds,
+		arg.States,
+		arg.Tags,
+		arg.SentAfter,
+		arg.SentBefore,
+		arg.AfterSentAt,
+		arg.AfterQueue,
+		arg.AfterSequence,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageSearchByIDRow
+	for rows.Next() {
+		var i MessageSearchByIDRow
+		if err := rows.Scan(
+			&i.QueueID,
+			&i.QueueName,
+			&i.Sequence,
+			&i.SentAt,
+			&i.Matched,
+			&i.State,
+			&i.Size,
+			&i.Exhausted,
 		); err != nil {
 			return nil, err
 		}

@@ -293,6 +293,50 @@ func (q *Queries) QueueList(ctx context.Context, arg QueueListParams) ([]SkipqQu
 	return items, nil
 }
 
+const queueListByNames = `-- name: QueueListByNames :many
+SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup FROM skipq.queues WHERE tenant = $1 AND name = ANY($2::text[]) ORDER BY name
+`
+
+type QueueListByNamesParams struct {
+	Tenant string
+	Names  []string
+}
+
+// The caller's queues among the given names (search's queue filter).
+func (q *Queries) QueueListByNames(ctx context.Context, arg QueueListByNamesParams) ([]SkipqQueue, error) {
+	rows, err := q.db.Query(ctx, queueListByNames, arg.Tenant, arg.Names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SkipqQueue
+	for rows.Next() {
+		var i SkipqQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.Name,
+			&i.VisibilitySeconds,
+			&i.ReceiveWaitSeconds,
+			&i.DelaySeconds,
+			&i.ExpirationSeconds,
+			&i.MaxReceiveCount,
+			&i.DeadLetterQueue,
+			&i.DedupWindowSeconds,
+			&i.CreatedAt,
+			&i.Fifo,
+			&i.ContentBasedDedup,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queueSettingsUpdate = `-- name: QueueSettingsUpdate :one
 UPDATE skipq.queues AS q SET
     visibility_seconds   = coalesce($1::integer, q.visibility_seconds),

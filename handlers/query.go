@@ -12,11 +12,14 @@ import (
 )
 
 // routeQuery lists the query parameters each /v1 route takes, by method and
-// route path; a route not listed takes none.
+// route path; a route not listed takes none. A name ending in "..." may be
+// repeated.
 var routeQuery = map[string][]string{
 	http.MethodGet + " /v1/queues":                 {"prefix", "limit", "cursor"},
 	http.MethodGet + " /v1/queues/:queue/messages": {"state", "limit", "cursor"},
 	http.MethodGet + " /v1/dlq":                    {"sourceQueue", "limit", "cursor"},
+	http.MethodGet + " /v1/messages": {"queue...", "queuePrefix", "state...", "sentAfter", "sentBefore",
+		"tag...", "messageId", "limit", "cursor"},
 }
 
 // strictQuery refuses query parameters as decode refuses body fields (SPEC
@@ -42,6 +45,7 @@ func strictQuery(c *gin.Context) {
 	var issues []service.Issue
 	for _, name := range names {
 		switch {
+		case slices.Contains(allowed, name+"..."):
 		case !slices.Contains(allowed, name):
 			issues = append(issues, service.Issue{Path: name, Message: "is not a parameter of this route"})
 		case len(values[name]) > 1:

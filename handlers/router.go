@@ -155,5 +155,6 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	authed.POST("/queues/:queue/messages/:messageId/redrive", write, h.redrive)
 	authed.POST("/queues/:queue/redrive", write, h.redriveQueue)
 	authed.GET("/dlq", read, h.listDeadLettered)
+	authed.GET("/messages", read, h.search)
 	return r
 }

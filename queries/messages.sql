@@ -51,10 +51,8 @@ WITH walked AS (
           ORDER BY r.sequence) r
     CROSS JOIN LATERAL (
         SELECT c.queue_id, c.sequence,
-               CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
-                         ELSE octet_length(c.body)::bigint END
-                    + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
-                    + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+               skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
+                        c.client_id, c.re_routed_from)
                     + @message_overhead::bigint AS size
         FROM skipq.messages c
         WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
@@ -266,10 +264,8 @@ WHERE m.queue_id = @queue_id
           SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
           FROM (
               SELECT c.sequence,
-                     CASE WHEN c.body_binary THEN (octet_length(c.body)::bigint + 2) / 3 * 4
-                          ELSE octet_length(c.body)::bigint END
-                     + octet_length(c.metadata) + octet_length(c.tags::text) + octet_length(c.message_id)
-                     + octet_length(c.client_id) + coalesce(octet_length(c.re_routed_from), 0)
+                     skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
+                         c.client_id, c.re_routed_from)
                      + @message_overhead::bigint AS size
               FROM skipq.messages c, t
               CROSS JOIN LATERAL (SELECT skipq.message_state(
@@ -330,10 +326,8 @@ WITH page AS MATERIALIZED (
         SELECT c.queue_id, c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
         FROM (
             SELECT m.queue_id, m.sequence, m.dead_lettered_at,
-                   CASE WHEN m.body_binary THEN (octet_length(m.body)::bigint + 2) / 3 * 4
-                        ELSE octet_length(m.body)::bigint END
-                   + octet_length(m.metadata) + octet_length(m.tags::text) + octet_length(m.message_id)
-                   + octet_length(m.client_id) + coalesce(octet_length(m.re_routed_from), 0)
+                   skipq.message_wire_size(m.body, m.body_binary, m.metadata, m.tags, m.message_id,
+                       m.client_id, m.re_routed_from)
                    + @message_overhead::bigint AS size
             FROM skipq.messages m
             JOIN skipq.queues q ON q.id = m.queue_id
@@ -467,3 +461,33 @@ SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead;
 -- messageId index, 600 ms under load). ANALYZE also invalidates the plans
 -- cached from the old statistics.
 VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers, skipq.message_groups;
+
+-- name: MessageSearchByID :many
+-- Search with a messageId: the message id index gives the (at most one per
+-- queue) candidates directly; the other filters and the cursor hold as in
+-- MessageSearchWalk.
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
+SELECT q.id AS queue_id, q.name AS queue_name, m.sequence, m.sent_at, true AS matched, s.state::text AS state,
+       (skipq.message_wire_size(m.body, m.body_binary, m.metadata, m.tags, m.message_id,
+           m.client_id, m.re_routed_from) + octet_length(q.name))::bigint AS size,
+       false AS exhausted
+FROM t, skipq.queues q
+JOIN skipq.messages m ON m.message_id = @message_id AND m.queue_id = q.id
+CROSS JOIN LATERAL (SELECT skipq.message_search_state(m.dead_lettered_at, m.visible_at,
+    m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s
+WHERE q.id = ANY(@queue_ids::bigint[])
+  AND (cardinality(@states::text[]) = 0 OR s.state = ANY(@states::text[]))
+  AND m.tags @> @tags::jsonb
+  AND (m.expires_at IS NULL OR m.expires_at > t.now)
+  AND m.sent_at >= coalesce(sqlc.narg('sent_after')::timestamptz, '-infinity')
+  AND m.sent_at < coalesce(sqlc.narg('sent_before')::timestamptz, 'infinity')
+  AND (sqlc.narg('after_sent_at')::timestamptz IS NULL
+       OR m.sent_at < sqlc.narg('after_sent_at')::timestamptz
+       OR (m.sent_at = sqlc.narg('after_sent_at')::timestamptz
+           AND (q.name, m.sequence) > (@after_queue::text, @after_sequence::bigint)));
+
+-- name: MessageGetByKeys :many
+-- The rows of a search page, by primary key (sequence is unique across
+-- queues, so the pair of arrays names exactly the given rows).
+SELECT * FROM skipq.messages
+WHERE queue_id = ANY(@queue_ids::bigint[]) AND sequence = ANY(@sequences::bigint[]);

@@ -146,3 +146,7 @@ LIMIT @max_queues;
 SELECT set_config('enable_seqscan', 'on', true), set_config('enable_bitmapscan', 'on', true),
        set_config('enable_sort', 'on', true), set_config('enable_hashjoin', 'on', true),
        set_config('enable_mergejoin', 'on', true);
+
+-- name: QueueListByNames :many
+-- The caller's queues among the given names (search's queue filter).
+SELECT * FROM skipq.queues WHERE tenant = @tenant AND name = ANY(@names::text[]) ORDER BY name;

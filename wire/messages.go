@@ -93,11 +93,15 @@ type MessageAttribute struct {
 // State is a message's state as browsing reports it.
 type State string
 
-// Message states; "" in a filter means every state.
+// Message states; "" in a filter means every state. Search also reports
+// StateDeadLettered (in a queue because it was dead-lettered there, not yet
+// received from it); StateAcked is a retained message's.
 const (
-	StateAvailable State = "available"
-	StateDelayed   State = "delayed"
-	StateInFlight  State = "in_flight"
+	StateAvailable    State = "available"
+	StateDelayed      State = "delayed"
+	StateInFlight     State = "in_flight"
+	StateDeadLettered State = "dead_lettered"
+	StateAcked        State = "acked"
 )
 
 // Body encodings.

@@ -1,0 +1,122 @@
+package apitest
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// searchIDs runs a search and returns the messageIds of every page,
+// following nextCursor, and how many pages it took.
+func searchIDs(t *testing.T, n *testNode, query string) (ids []string, pages int) {
+	t.Helper()
+	cursor := ""
+	for {
+		q := query
+		if cursor != "" {
+			q += "&cursor=" + url.QueryEscape(cursor)
+		}
+		page := n.must(t, http.StatusOK, http.MethodGet, "/v1/messages?"+strings.TrimPrefix(q, "&"), nil)
+		pages++
+		for _, m := range objects(t, page["messages"]) {
+			ids = append(ids, m["messageId"].(string))
+		}
+		next, _ := page["nextCursor"].(string)
+		if next == "" {
+			return ids, pages
+		}
+		if pages > 100 {
+			t.Fatalf("%s: more than 100 pages", query)
+		}
+		cursor = next
+	}
+}
+
+// Search across queues (SPEC §16.7 check 3): each filter alone and combined
+// returns exactly the expected messages, newest first; paging with a small
+// limit visits every message once.
+func TestSearchAcrossQueues(t *testing.T) {
+	n := newNode(t)
+	n.must(t, http.StatusCreated, http.MethodPut, "/v1/queues/orders.eu", map[string]any{"maxReceiveCount": 1, "deadLetterQueue": "orders.dlq"})
+	// Sent one at a time, oldest first: a-1 … c-3 (c-3 newest).
+	sent := map[string]time.Time{}
+	for _, m := range []struct{ queue, id, tag string }{
+		{"orders.eu", "a-1", "red"}, {"orders.us", "b-1", "blue"}, {"billing", "c-1", "red"},
+		{"orders.eu", "a-2", "blue"}, {"orders.us", "b-2", "red"}, {"billing", "c-2", "blue"},
+		{"orders.eu", "a-3", "red"}, {"billing", "c-3", "red"},
+	} {
+		res := n.must(t, http.StatusCreated, http.MethodPost, "/v1/queues/"+m.queue+"/messages",
+			map[string]any{"body": m.id, "messageId": m.id, "tags": map[string]string{"color": m.tag}})
+		at, err := time.Parse(time.RFC3339Nano, res["sentAt"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent[m.id] = at
+		time.Sleep(2 * time.Millisecond) // distinct sentAt milliseconds, for the time filters
+	}
+	// a-1 stays received (in flight); a-2 goes to orders.dlq by a nack on
+	// its last allowed delivery (orders.eu allows 1); c-4 is delayed.
+	inFlight := n.receive(t, "orders.eu", map[string]any{"maxMessages": 2, "waitSeconds": 0})
+	if len(inFlight) != 2 {
+		t.Fatalf("received %d, want a-1 and a-2", len(inFlight))
+	}
+	for _, m := range inFlight {
+		if m["messageId"] == "a-2" {
+			n.must(t, http.StatusOK, http.MethodPost, "/v1/receipts/nack", map[string]any{"receiptHandle": m["receiptHandle"]})
+		}
+	}
+	n.must(t, http.StatusCreated, http.MethodPost, "/v1/queues/billing/messages",
+		map[string]any{"body": "later", "messageId": "c-4", "delaySeconds": 600, "tags": map[string]string{"color": "red"}})
+
+	all := []string{"c-4", "c-3", "a-3", "c-2", "b-2", "a-2", "c-1", "b-1", "a-1"} // newest first
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{"", all},
+		{"&queue=orders.eu", []string{"a-3", "a-1"}},
+		{"&queue=orders.dlq", []string{"a-2"}},
+		{"&queue=orders.eu&queue=billing", []string{"c-4", "c-3", "a-3", "c-2", "c-1", "a-1"}},
+		{"&queuePrefix=orders.", []string{"a-3", "b-2", "a-2", "b-1", "a-1"}},
+		{"&state=in_flight", []string{"a-1"}},
+		{"&state=delayed", []string{"c-4"}},
+		{"&state=dead_lettered", []string{"a-2"}},
+		{"&state=available&queuePrefix=orders.", []string{"a-3", "b-2", "b-1"}},
+		{"&state=delayed&state=in_flight", []string{"c-4", "a-1"}},
+		{"&state=acked", nil},
+		{"&tag=color:red", []string{"c-4", "c-3", "a-3", "b-2", "c-1", "a-1"}},
+		{"&tag=color:red&queue=billing&state=available", []string{"c-3", "c-1"}},
+		{"&messageId=b-2", []string{"b-2"}},
+		{"&messageId=b-2&queue=billing", nil},
+		{"&sentAfter=" + url.QueryEscape(sent["c-2"].Format(time.RFC3339Nano)) + "&sentBefore=" + url.QueryEscape(sent["c-3"].Format(time.RFC3339Nano)),
+			[]string{"a-3", "c-2"}},
+	} {
+		for _, limit := range []int{100, 2, 1} {
+			got, pages := searchIDs(t, n, fmt.Sprintf("limit=%d%s", limit, c.query))
+			if !slices.Equal(got, c.want) {
+				t.Errorf("search %q limit %d: got %v, want %v", c.query, limit, got, c.want)
+			}
+			if limit == 1 && pages < len(c.want) {
+				t.Errorf("search %q limit 1: %d pages for %d messages", c.query, pages, len(c.want))
+			}
+		}
+	}
+	// Every item carries its queue and state.
+	page := n.must(t, http.StatusOK, http.MethodGet, "/v1/messages?messageId=a-2", nil)
+	m := objects(t, page["messages"])[0]
+	if m["queue"] != "orders.dlq" || m["state"] != "dead_lettered" || m["reRoutedFrom"] != "orders.eu" {
+		t.Fatalf("a-2 reported as %v in %v from %v", m["state"], m["queue"], m["reRoutedFrom"])
+	}
+	// Bad filters are 400s at their names.
+	for q, path := range map[string]string{
+		"state=done": "state", "sentAfter=yesterday": "sentAfter", "tag=color": "tag",
+		"queue=a&queuePrefix=b": "queuePrefix", "limit=0": "limit", "cursor=zz": "cursor",
+		"queue=" + strings.Repeat("&queue=x", 20): "queue", "tag=a:1&tag=a:2": "tag",
+	} {
+		wantError(t, n.do(t, http.MethodGet, "/v1/messages?"+q, nil), http.StatusBadRequest, "invalid_request", path)
+	}
+}
