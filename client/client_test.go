@@ -794,6 +794,20 @@ func TestOperate(t *testing.T) {
 	if err != nil || len(page) != 10 || next == "" || page[0].MessageID != "m-000" || string(page[1].Body) != "1" {
 		t.Fatalf("browse page: %d, %q, %v", len(page), next, err)
 	}
+	// Search across queues finds the same messages, newest first.
+	var found []string
+	for m, err := range c.Search(ctx, client.SearchOptions{Queues: []string{"b"}, States: []client.State{client.StateDelayed, client.StateInFlight}, Limit: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Queue != "b" || (m.State != client.StateDelayed && m.State != client.StateInFlight) {
+			t.Fatalf("search found %s in %q as %q", m.MessageID, m.Queue, m.State)
+		}
+		found = append(found, m.MessageID)
+	}
+	if len(found) != 6 || found[0] != "delayed" {
+		t.Fatalf("search for delayed and in-flight messages found %v, want 6 with the newest (delayed) first", found)
+	}
 	if _, _, err := c.BrowseMessages(ctx, "b", client.BrowseOptions{State: "bogus"}); err == nil {
 		t.Fatal("browse with a bad state: no error")
 	} else if e := wantCode(t, err, http.StatusBadRequest, client.CodeInvalidRequest); !hasIssue(e, "state") {

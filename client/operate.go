@@ -17,6 +17,9 @@ const (
 	StateAvailable = wire.StateAvailable
 	StateDelayed   = wire.StateDelayed
 	StateInFlight  = wire.StateInFlight
+	// Search's states (SearchMessages).
+	StateDeadLettered = wire.StateDeadLettered
+	StateAcked        = wire.StateAcked
 )
 
 // BrowsedMessage is a message with its state and when it became or becomes
