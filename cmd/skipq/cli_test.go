@@ -692,3 +692,30 @@ func TestCLITail(t *testing.T) {
 	golden(t, "tail.jsonl", lines)
 	tp.stop(t, syscall.SIGTERM)
 }
+
+// skipq messages search finds messages across queues, newest first, with
+// the API's filters.
+func TestCLIMessagesSearch(t *testing.T) {
+	c := newCLI(t, serve(t, testdb.New(t)))
+	for _, m := range [][]string{{"orders.eu", "a-1"}, {"billing", "b-1"}, {"orders.us", "a-2"}} {
+		c.ok("send", m[0], "body of "+m[1], "--id", m[1], "--tag", "kind="+m[0])
+	}
+	c.ok("receive", "orders.us", "--wait", "0")
+	var out struct {
+		Messages []struct{ MessageID, Queue, State string }
+	}
+	c.okJSON(&out, "messages", "search", "--prefix", "orders.", "--json")
+	if len(out.Messages) != 2 || out.Messages[0].MessageID != "a-2" || out.Messages[0].State != "in_flight" ||
+		out.Messages[1].MessageID != "a-1" || out.Messages[1].Queue != "orders.eu" {
+		t.Fatalf("search --prefix orders.: %+v", out.Messages)
+	}
+	c.okJSON(&out, "messages", "search", "--queue", "billing", "--queue", "orders.us", "--state", "available", "--json")
+	if len(out.Messages) != 1 || out.Messages[0].MessageID != "b-1" {
+		t.Fatalf("search --queue billing --queue orders.us --state available: %+v", out.Messages)
+	}
+	if table := c.ok("messages", "search", "--tag", "kind=billing"); !strings.Contains(table, "b-1") || strings.Contains(table, "a-1") {
+		t.Fatalf("search --tag kind=billing printed:\n%s", table)
+	}
+	c.fails(2, "messages", "search", "--after", "yesterday")
+	c.fails(2, "messages", "find")
+}

@@ -31,6 +31,8 @@ $SKIPQ_API_KEY; --url and --api-key override them, --json prints JSON):
   skipq ack|nack HANDLE...       settle received messages
   skipq dlq list [--source Q] | redrive QUEUE [--to Q]
   skipq tail QUEUE               print messages as they arrive, until Ctrl-C
+  skipq messages search          find messages across queues (--queue, --prefix, --state,
+                                 --after, --before, --tag, --id; newest first)
 
 Run 'skipq COMMAND -h' for a command's flags.
 `
@@ -72,6 +74,8 @@ func main() {
 		err = cmdDLQ(ctx, args)
 	case "tail":
 		err = cmdTail(ctx, args)
+	case "messages":
+		err = cmdMessages(ctx, args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/skipq/skipq/client"
+)
+
+const messagesUsage = `skipq messages search [--queue Q]... [--prefix P] [--state S]... [--after T] [--before T]
+                      [--tag key=value]... [--id ID] [--limit N]`
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (f *listFlag) String() string     { return strings.Join(*f, ",") }
+func (f *listFlag) Set(s string) error { *f = append(*f, s); return nil }
+
+// cmdMessages: skipq messages search (SPEC §16.2, GET /v1/messages).
+func cmdMessages(ctx context.Context, args []string) error {
+	fs, o := cliFlags("messages")
+	var queues, states listFlag
+	tags := tagsFlag{}
+	fs.Var(&queues, "queue", "only messages of `queue` (repeatable, up to 20)")
+	prefix := fs.String("prefix", "", "only messages of queues whose name starts with `prefix`")
+	fs.Var(&states, "state", "only messages in `state`: available, delayed, in_flight, dead_lettered, acked (repeatable)")
+	after := fs.String("after", "", "only messages sent at or after `time` (RFC 3339)")
+	before := fs.String("before", "", "only messages sent before `time` (RFC 3339)")
+	fs.Var(tags, "tag", "only messages with the tag `key=value` (repeatable: all must match)")
+	id := fs.String("id", "", "only the message with this `messageId`")
+	limit := fs.Int("limit", 100, "most messages to print, newest first (0 = all)")
+	pos, err := cliParse(fs, args, messagesUsage)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) != 1 || pos[0] != "search":
+		return usageErr("messages", "messages needs the verb search and no arguments")
+	case *limit < 0:
+		return usageErr("messages", "--limit must not be negative")
+	}
+	opts := client.SearchOptions{Queues: queues, QueuePrefix: *prefix, MessageID: *id}
+	for _, st := range states {
+		opts.States = append(opts.States, client.State(st))
+	}
+	if len(tags) > 0 {
+		opts.Tags = tags
+	}
+	for _, t := range []struct {
+		flag, raw string
+		to        *time.Time
+	}{{"--after", *after, &opts.SentAfter}, {"--before", *before, &opts.SentBefore}} {
+		if t.raw == "" {
+			continue
+		}
+		if *t.to, err = time.Parse(time.RFC3339Nano, t.raw); err != nil {
+			return usageErr("messages", "%s: %q is not an RFC 3339 time", t.flag, t.raw)
+		}
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	var msgs []client.BrowsedMessage
+	more := false
+	for m, err := range c.Search(ctx, opts) {
+		if err != nil {
+			return apiError(err)
+		}
+		if *limit > 0 && len(msgs) == *limit {
+			more = true
+			break
+		}
+		msgs = append(msgs, m)
+	}
+	if more {
+		fmt.Fprintf(os.Stderr, "showing the newest %d messages found; --limit 0 shows all\n", *limit)
+	}
+	if o.json {
+		list := make([]messageJSON, len(msgs))
+		for i, m := range msgs {
+			list[i] = m.Wire()
+			list[i].State = m.State
+		}
+		return writeJSON(os.Stdout, map[string]any{"messages": list})
+	}
+	if len(msgs) == 0 {
+		fmt.Fprintln(os.Stderr, "no messages found")
+		return nil
+	}
+	tw := newTable(os.Stdout)
+	fmt.Fprintln(tw, "SENT\tQUEUE\tSTATE\tSEQUENCE\tMESSAGE-ID\tGROUP\tTAGS\tBODY")
+	for _, m := range msgs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", humanTime(&m.SentAt), m.Queue, m.State, m.Sequence,
+			m.MessageID, orDash(m.GroupID), tagsPreview(m.Tags), bodyPreview(m.Body, m.Binary))
+	}
+	return tw.Flush()
+}
