@@ -35,6 +35,18 @@ func browsed(w wire.Message) (BrowsedMessage, error) {
 	return BrowsedMessage{StoredMessage: m, State: w.State, VisibleAt: deref(w.VisibleAt)}, err
 }
 
+// browsedPage decodes a page of browsed (or found) messages.
+func browsedPage(out wire.MessagePage) ([]BrowsedMessage, string, error) {
+	msgs := make([]BrowsedMessage, len(out.Messages))
+	for i, w := range out.Messages {
+		var err error
+		if msgs[i], err = browsed(w); err != nil {
+			return nil, "", err
+		}
+	}
+	return msgs, deref(out.NextCursor), nil
+}
+
 // BrowseOptions select a page of BrowseMessages.
 type BrowseOptions struct {
 	State  State  // "" = every state
@@ -55,13 +67,7 @@ func (c *Client) BrowseMessages(ctx context.Context, queue string, opts BrowseOp
 	if _, err := c.do(ctx, call{method: http.MethodGet, path: queuePath(queue) + "/messages", query: q, out: &out, retry: retryIdempotent}); err != nil {
 		return nil, "", err
 	}
-	msgs = make([]BrowsedMessage, len(out.Messages))
-	for i, w := range out.Messages {
-		if msgs[i], err = browsed(w); err != nil {
-			return nil, "", err
-		}
-	}
-	return msgs, deref(out.NextCursor), nil
+	return browsedPage(out)
 }
 
 // Messages iterates over a queue's messages in state ("" = all) by

@@ -57,13 +57,7 @@ func (c *Client) SearchMessages(ctx context.Context, opts SearchOptions) (msgs [
 	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/messages", query: q, out: &out, retry: retryIdempotent}); err != nil {
 		return nil, "", err
 	}
-	msgs = make([]BrowsedMessage, len(out.Messages))
-	for i, w := range out.Messages {
-		if msgs[i], err = browsed(w); err != nil {
-			return nil, "", err
-		}
-	}
-	return msgs, deref(out.NextCursor), nil
+	return browsedPage(out)
 }
 
 // Search iterates over every message SearchMessages finds with opts

@@ -21,18 +21,9 @@ type QueueGauge struct {
 // QueueGauges lists a tenant's queues by name with their gauge snapshot, in
 // pages like ListQueues. It reads no message: the console polls it.
 func (s *Service) QueueGauges(ctx context.Context, tenant, prefix string, limit int, cursor string) ([]QueueGauge, string, error) {
-	var is issues
-	is.between("limit", &limit, 1, maxListLimit)
-	is.text("prefix", prefix)
-	if err := is.err(); err != nil {
-		return nil, "", err
-	}
-	after, err := decodeCursor(cursor)
+	after, err := queueNamePage(limit, prefix, cursor)
 	if err != nil {
 		return nil, "", err
-	}
-	if textProblem(after) != "" {
-		return nil, "", Invalid(Issue{Path: "cursor", Message: "is not a cursor this server issued"})
 	}
 	rows, err := s.direct.ConsoleQueueList(ctx, db.ConsoleQueueListParams{
 		Tenant: tenant, Prefix: prefix, After: after, MaxQueues: int32(limit + 1)})

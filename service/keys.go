@@ -196,8 +196,14 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (APIKey, erro
 
 // lookUpKey asks the database about hash and caches the answer.
 func (s *Service) lookUpKey(ctx context.Context, hash [32]byte) (APIKey, error) {
-	c := &s.keys
 	row, err := s.q.APIKeyGetBySecretHash(ctx, hash[:])
+	return s.keys.remember(hash, row, err)
+}
+
+// remember caches the database's answer about hash (a key's row, or
+// not found: unknown or revoked) for the cache's ttl and returns it as
+// Authenticate does; another error is returned uncached.
+func (c *keyCache) remember(hash [32]byte, row db.SkipqApiKey, err error) (APIKey, error) {
 	expires := time.Now().Add(c.ttl)
 	switch {
 	case err == nil:

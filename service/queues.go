@@ -176,23 +176,32 @@ func (s *Service) GetQueue(ctx context.Context, tenant, name string) (Queue, err
 	return q, nil
 }
 
-// ListQueues lists a tenant's queues by name, after the cursor (the last
-// name of the previous page). nextCursor is "" on the last page.
-func (s *Service) ListQueues(ctx context.Context, tenant, prefix string, limit int, cursor string) (qs []Queue, nextCursor string, err error) {
+// queueNamePage checks the parameters of a page of queues by name (limit,
+// name prefix, cursor) and returns the name to continue after.
+func queueNamePage(limit int, prefix, cursor string) (after string, err error) {
 	var is issues
 	is.between("limit", &limit, 1, maxListLimit)
 	is.text("prefix", prefix)
 	if err := is.err(); err != nil {
-		return nil, "", err
+		return "", err
 	}
-	after, err := decodeCursor(cursor)
-	if err != nil {
-		return nil, "", err
+	if after, err = decodeCursor(cursor); err != nil {
+		return "", err
 	}
 	// The key is compared as text in SQL: bytes that text cannot hold are
 	// not a name this server wrote, and must not reach Postgres (22021).
 	if textProblem(after) != "" {
-		return nil, "", Invalid(Issue{Path: "cursor", Message: "is not a cursor this server issued"})
+		return "", Invalid(Issue{Path: "cursor", Message: "is not a cursor this server issued"})
+	}
+	return after, nil
+}
+
+// ListQueues lists a tenant's queues by name, after the cursor (the last
+// name of the previous page). nextCursor is "" on the last page.
+func (s *Service) ListQueues(ctx context.Context, tenant, prefix string, limit int, cursor string) (qs []Queue, nextCursor string, err error) {
+	after, err := queueNamePage(limit, prefix, cursor)
+	if err != nil {
+		return nil, "", err
 	}
 	rows, err := s.q.QueueList(ctx, db.QueueListParams{
 		Tenant: tenant, Prefix: prefix, After: after, MaxQueues: int32(limit + 1),

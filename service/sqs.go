@@ -175,19 +175,7 @@ func (s *Service) AuthenticateSQS(ctx context.Context, accessKeyID string) (APIK
 		return key, err
 	}
 	row, err := s.q.SQSCredentialsAuthenticate(ctx, accessKeyID)
-	expires := time.Now().Add(c.ttl)
-	switch {
-	case err == nil:
-		key := keyFromRow(row)
-		c.valid.Add(hash, cachedKey{key: key, expires: expires})
-		return key, nil
-	case errors.Is(db.NotFound(err), db.ErrNotFound):
-		c.valid.Remove(hash)
-		c.rejected.Add(hash, expires)
-		return APIKey{}, ErrUnauthenticated
-	default:
-		return APIKey{}, fromDB("authenticate", err)
-	}
+	return c.remember(hash, row, err)
 }
 
 // ReceiptQueueID is the queue id a well-formed receipt handle names.
