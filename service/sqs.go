@@ -30,7 +30,13 @@ type SQSAttribute struct {
 type SQSData struct {
 	Attributes  map[string]SQSAttribute `json:"a,omitempty"`
 	TraceHeader string                  `json:"t,omitempty"`
-	GroupID     string                  `json:"g,omitempty"`
+	// GroupID is a MessageGroupId as given: on a standard queue it has no
+	// effect; on a FIFO queue it is kept only when the native group had to
+	// be another name (SQS allows characters native groups do not).
+	GroupID string `json:"g,omitempty"`
+	// DedupID is a FIFO message's MessageDeduplicationId (given, or the
+	// body's SHA-256 under content-based deduplication).
+	DedupID string `json:"d,omitempty"`
 }
 
 // parseSQSData reads the reserved tag; anything but a document this
@@ -76,7 +82,8 @@ func (s *Service) SQSQueue(ctx context.Context, tenant, name string) (SQSQueue, 
 			VisibilitySeconds: row.VisibilitySeconds, ReceiveWaitSeconds: row.ReceiveWaitSeconds,
 			DelaySeconds: row.DelaySeconds, ExpirationSeconds: row.ExpirationSeconds,
 			MaxReceiveCount: row.MaxReceiveCount, DeadLetterQueue: row.DeadLetterQueue,
-			DedupWindowSeconds: row.DedupWindowSeconds, CreatedAt: row.CreatedAt}),
+			DedupWindowSeconds: row.DedupWindowSeconds, CreatedAt: row.CreatedAt,
+			Fifo: row.Fifo, ContentBasedDedup: row.ContentBasedDedup}),
 		ID: row.ID, Attributes: map[string]string{}, Tags: map[string]string{}, UpdatedAt: row.CreatedAt,
 	}
 	// Written by SQSPutQueue from maps of strings.
