@@ -6,6 +6,8 @@ package db
 
 import (
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type SkipqApiKey struct {
@@ -122,6 +124,20 @@ type SkipqSqlLimit struct {
 type SkipqSqsCredential struct {
 	AccessKeyID string
 	KeyID       int64
+}
+
+type SkipqSqsMoveTask struct {
+	ID            int64
+	SourceQueueID int64
+	Destination   string
+	MaxPerSecond  *int32
+	Status        string
+	Moved         int64
+	ToMove        int64
+	FailureReason *string
+	StartedAt     time.Time
+	Runner        pgtype.UUID
+	HeartbeatAt   time.Time
 }
 
 type SkipqSqsQueue struct {

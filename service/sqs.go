@@ -7,6 +7,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/skipq/skipq/db"
 )
 
@@ -189,4 +192,176 @@ func (s *Service) AuthenticateSQS(ctx context.Context, accessKeyID string) (APIK
 func ReceiptQueueID(handle string) (int64, bool) {
 	r, ok := parseReceipt(handle)
 	return r.queueID, ok
+}
+
+// SQSMoveTask is an SQS message move task (StartMessageMoveTask): the
+// native bulk redrive of a dead-letter queue, run in the background.
+type SQSMoveTask struct {
+	ID int64
+	// Destination is the destination queue ("": each message back to the
+	// queue it was dead-lettered from).
+	Destination   string
+	MaxPerSecond  *int
+	Status        string // RUNNING, CANCELLING, COMPLETED, CANCELLED, FAILED
+	Moved, ToMove int64
+	FailureReason string
+	StartedAt     time.Time
+}
+
+func moveTaskFromRow(r db.SkipqSqsMoveTask) SQSMoveTask {
+	t := SQSMoveTask{ID: r.ID, Destination: r.Destination, Status: r.Status, Moved: r.Moved, ToMove: r.ToMove,
+		StartedAt: r.StartedAt}
+	if r.MaxPerSecond != nil {
+		n := int(*r.MaxPerSecond)
+		t.MaxPerSecond = &n
+	}
+	if r.FailureReason != nil {
+		t.FailureReason = *r.FailureReason
+	}
+	return t
+}
+
+const (
+	// moveStep is how many messages one step of a move task moves (one
+	// transaction) when the task sets no rate.
+	moveStep = 500
+	// moveStaleSeconds: a task whose runner has not beaten for this long
+	// is taken over by the next node that lists it.
+	moveStaleSeconds = 60
+)
+
+// SQSStartMoveTask starts moving the dead-lettered messages of source (a
+// queue that is some queue's dead-letter queue) to destination ("": back
+// where each came from), at most maxPerSecond a second when given. The
+// task runs on this node until it is done, cancelled, fails, or the node
+// stops (then another node takes it over when it lists it).
+func (s *Service) SQSStartMoveTask(ctx context.Context, tenant, source, destination string, maxPerSecond *int) (SQSMoveTask, error) {
+	q, err := s.queueByName(ctx, s.q, tenant, source)
+	if err != nil {
+		return SQSMoveTask{}, err
+	}
+	sources, _, err := s.SQSDeadLetterSources(ctx, tenant, source, "", 1)
+	if err != nil {
+		return SQSMoveTask{}, err
+	}
+	if len(sources) == 0 {
+		return SQSMoveTask{}, Invalid(Issue{Path: "SourceArn", Message: "is not a dead-letter queue of any queue"})
+	}
+	toMove, err := s.q.MessageDeadLetteredCount(ctx, q.ID)
+	if err != nil {
+		return SQSMoveTask{}, fromDB("start move task", err)
+	}
+	runner := uuid.New()
+	row, err := s.q.SQSMoveTaskStart(ctx, db.SQSMoveTaskStartParams{SourceQueueID: q.ID, Destination: destination,
+		MaxPerSecond: int32Ptr(maxPerSecond), ToMove: toMove, Runner: pgtype.UUID{Bytes: runner, Valid: true}})
+	if db.IsUniqueViolation(err, "sqs_move_tasks_active_idx") {
+		return SQSMoveTask{}, Invalid(Issue{Path: "SourceArn", Message: "has a message move task running already"})
+	}
+	if err != nil {
+		return SQSMoveTask{}, fromDB("start move task", err)
+	}
+	t := moveTaskFromRow(row)
+	go s.runMoveTask(q, t, runner)
+	return t, nil
+}
+
+// SQSListMoveTasks lists the most recent move tasks of a queue, and takes
+// over those whose node stopped running them.
+func (s *Service) SQSListMoveTasks(ctx context.Context, tenant, source string, limit int) ([]SQSMoveTask, error) {
+	q, err := s.queueByName(ctx, s.q, tenant, source)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.q.SQSMoveTaskList(ctx, db.SQSMoveTaskListParams{SourceQueueID: q.ID, MaxTasks: int32(limit)})
+	if err != nil {
+		return nil, fromDB("list move tasks", err)
+	}
+	out := make([]SQSMoveTask, len(rows))
+	for i, r := range rows {
+		out[i] = moveTaskFromRow(r)
+		if (r.Status != "RUNNING" && r.Status != "CANCELLING") || time.Since(r.HeartbeatAt) < moveStaleSeconds*time.Second {
+			continue
+		}
+		runner := uuid.New()
+		status, err := s.q.SQSMoveTaskTakeOver(ctx, db.SQSMoveTaskTakeOverParams{ID: r.ID,
+			Runner: pgtype.UUID{Bytes: runner, Valid: true}, StaleSeconds: moveStaleSeconds})
+		if err != nil {
+			continue // another node took it, or it ended meanwhile
+		}
+		out[i].Status = status
+		if status == "RUNNING" {
+			go s.runMoveTask(q, out[i], runner)
+		}
+	}
+	return out, nil
+}
+
+// SQSCancelMoveTask asks a running task of the tenant to stop; it stops
+// after the step it is in. KindNotFound: no such task; KindInvalid: it is
+// not running.
+func (s *Service) SQSCancelMoveTask(ctx context.Context, tenant string, id int64) (SQSMoveTask, error) {
+	row, err := s.q.SQSMoveTaskCancel(ctx, db.SQSMoveTaskCancelParams{ID: id, Tenant: tenant})
+	if err == nil {
+		return moveTaskFromRow(row), nil
+	}
+	if !errors.Is(db.NotFound(err), db.ErrNotFound) {
+		return SQSMoveTask{}, fromDB("cancel move task", err)
+	}
+	if _, err := s.q.SQSMoveTaskGet(ctx, db.SQSMoveTaskGetParams{ID: id, Tenant: tenant}); err != nil {
+		if errors.Is(db.NotFound(err), db.ErrNotFound) {
+			return SQSMoveTask{}, notFound("no message move task %d", id)
+		}
+		return SQSMoveTask{}, fromDB("cancel move task", err)
+	}
+	return SQSMoveTask{}, Invalid(Issue{Path: "TaskHandle", Message: "the task is not running"})
+}
+
+// runMoveTask runs a move task, one redrive transaction per step, until it
+// is done, cancelled, failed, taken over by another node, or this node
+// stops. Each step first records the last one's progress, which is where a
+// cancel is seen.
+func (s *Service) runMoveTask(q db.SkipqQueue, t SQSMoveTask, runner uuid.UUID) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.hub.Closing():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	step := moveStep
+	if t.MaxPerSecond != nil {
+		step = min(step, *t.MaxPerSecond)
+	}
+	var moved int64
+	done := false
+	var failure *string
+	for {
+		status, err := s.q.SQSMoveTaskProgress(ctx, db.SQSMoveTaskProgressParams{ID: t.ID,
+			Runner: pgtype.UUID{Bytes: runner, Valid: true}, Moved: moved, Done: done, Failure: failure})
+		if err != nil || status != "RUNNING" {
+			if err != nil && ctx.Err() == nil && !errors.Is(db.NotFound(err), db.ErrNotFound) {
+				s.log.Warn("SQS move task: recording progress failed; another node takes it over", "task", t.ID, "err", err)
+			}
+			return
+		}
+		began := time.Now()
+		rows, err := s.redriveSome(ctx, q, t.Destination, step)
+		moved, done = int64(len(rows)), err == nil && len(rows) < step
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			reason := fromDB("move messages", err).Error()
+			failure = &reason
+		}
+		if t.MaxPerSecond != nil && !done {
+			select {
+			case <-time.After(time.Until(began.Add(time.Second))):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 }

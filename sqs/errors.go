@@ -47,6 +47,7 @@ const (
 	errInvalidBatchEntryID    = "InvalidBatchEntryId"
 	errBatchTooLong           = "BatchRequestTooLong"
 	errUnsupportedOperation   = "UnsupportedOperation"
+	errResourceNotFound       = "ResourceNotFoundException"
 	errThrottled              = "RequestThrottled"
 	errInvalidParameter       = "InvalidParameterValueException"
 	errMissingParameter       = "MissingRequiredParameterException"
@@ -76,6 +77,7 @@ var errorKinds = map[string]errorKind{
 	errInvalidBatchEntryID:    {"AWS.SimpleQueueService.InvalidBatchEntryId", 400, false, false},
 	errBatchTooLong:           {"AWS.SimpleQueueService.BatchRequestTooLong", 400, false, false},
 	errUnsupportedOperation:   {"AWS.SimpleQueueService.UnsupportedOperation", 400, false, false},
+	errResourceNotFound:       {"ResourceNotFoundException", 404, false, false},
 	errThrottled:              {"RequestThrottled", 403, false, false},
 	errInvalidParameter:       {"InvalidParameterValue", 400, true, false},
 	errMissingParameter:       {"MissingParameter", 400, true, false},

@@ -419,8 +419,8 @@ func init() {
 		"ChangeMessageVisibilityBatch": {write, (*Handler).changeMessageVisibilityBatch},
 		"AddPermission":                {read, nil},
 		"RemovePermission":             {read, nil},
-		"StartMessageMoveTask":         {write, nil},
-		"CancelMessageMoveTask":        {write, nil},
-		"ListMessageMoveTasks":         {read, nil},
+		"StartMessageMoveTask":         {write, (*Handler).startMessageMoveTask},
+		"CancelMessageMoveTask":        {write, (*Handler).cancelMessageMoveTask},
+		"ListMessageMoveTasks":         {read, (*Handler).listMessageMoveTasks},
 	}
 }
