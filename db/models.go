@@ -148,6 +148,14 @@ type SkipqSqsQueue struct {
 	UpdatedAt       time.Time
 }
 
+type SkipqSqsReceiveAttempt struct {
+	QueueID   int64
+	AttemptID string
+	CreatedAt time.Time
+	Sequences []int64
+	Tokens    [][]byte
+}
+
 type SkipqTimer struct {
 	DueAt    time.Time
 	QueueID  int64

@@ -141,6 +141,61 @@ func (q *Queries) SQSDeadLetterSources(ctx context.Context, arg SQSDeadLetterSou
 	return items, nil
 }
 
+const sQSMessagesInFlight = `-- name: SQSMessagesInFlight :many
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id FROM skipq.messages m
+WHERE m.queue_id = $1 AND m.sequence = ANY($2::bigint[]) AND m.visible_at > now()
+  AND m.lease_token IS NOT NULL
+`
+
+type SQSMessagesInFlightParams struct {
+	QueueID   int64
+	Sequences []int64
+}
+
+// The messages of a queue among @sequences that are in flight (the caller
+// compares their lease tokens).
+func (q *Queries) SQSMessagesInFlight(ctx context.Context, arg SQSMessagesInFlightParams) ([]SkipqMessage, error) {
+	rows, err := q.db.Query(ctx, sQSMessagesInFlight, arg.QueueID, arg.Sequences)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SkipqMessage
+	for rows.Next() {
+		var i SkipqMessage
+		if err := rows.Scan(
+			&i.QueueID,
+			&i.Sequence,
+			&i.MessageID,
+			&i.ClientID,
+			&i.Metadata,
+			&i.Body,
+			&i.BodyBinary,
+			&i.Tags,
+			&i.SentAt,
+			&i.VisibleAt,
+			&i.DelayedTo,
+			&i.ExpiresAt,
+			&i.ReceiveCount,
+			&i.FirstReceivedAt,
+			&i.MaxReceiveCount,
+			&i.DeadLetterQueue,
+			&i.ReRoutedFrom,
+			&i.DeadLetteredAt,
+			&i.LeaseToken,
+			&i.Ready,
+			&i.GroupID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const sQSMoveTaskCancel = `-- name: SQSMoveTaskCancel :one
 UPDATE skipq.sqs_move_tasks t SET status = 'CANCELLING'
 FROM skipq.queues q
@@ -491,4 +546,60 @@ func (q *Queries) SQSReadyAgain(ctx context.Context, arg SQSReadyAgainParams) ([
 		return nil, err
 	}
 	return items, nil
+}
+
+const sQSReceiveAttemptGet = `-- name: SQSReceiveAttemptGet :one
+SELECT sequences, tokens FROM skipq.sqs_receive_attempts
+WHERE queue_id = $1 AND attempt_id = $2 AND created_at > now() - interval '5 minutes'
+`
+
+type SQSReceiveAttemptGetParams struct {
+	QueueID   int64
+	AttemptID string
+}
+
+type SQSReceiveAttemptGetRow struct {
+	Sequences []int64
+	Tokens    [][]byte
+}
+
+// A FIFO receive's attempt, if made in the last five minutes.
+func (q *Queries) SQSReceiveAttemptGet(ctx context.Context, arg SQSReceiveAttemptGetParams) (SQSReceiveAttemptGetRow, error) {
+	row := q.db.QueryRow(ctx, sQSReceiveAttemptGet, arg.QueueID, arg.AttemptID)
+	var i SQSReceiveAttemptGetRow
+	err := row.Scan(&i.Sequences, &i.Tokens)
+	return i, err
+}
+
+const sQSReceiveAttemptPut = `-- name: SQSReceiveAttemptPut :exec
+WITH pruned AS (
+    DELETE FROM skipq.sqs_receive_attempts a
+    WHERE (a.queue_id, a.attempt_id) IN (
+        SELECT o.queue_id, o.attempt_id FROM skipq.sqs_receive_attempts o
+        WHERE o.queue_id = $1 AND o.created_at <= now() - interval '5 minutes'
+        LIMIT 100)
+)
+INSERT INTO skipq.sqs_receive_attempts (queue_id, attempt_id, sequences, tokens)
+VALUES ($1, $2, $3::bigint[], $4::bytea[])
+ON CONFLICT (queue_id, attempt_id) DO UPDATE SET
+    created_at = now(), sequences = excluded.sequences, tokens = excluded.tokens
+`
+
+type SQSReceiveAttemptPutParams struct {
+	QueueID   int64
+	AttemptID string
+	Sequences []int64
+	Tokens    [][]byte
+}
+
+// Records what a FIFO receive handed out, and prunes up to 100 of the
+// queue's attempts older than five minutes.
+func (q *Queries) SQSReceiveAttemptPut(ctx context.Context, arg SQSReceiveAttemptPutParams) error {
+	_, err := q.db.Exec(ctx, sQSReceiveAttemptPut,
+		arg.QueueID,
+		arg.AttemptID,
+		arg.Sequences,
+		arg.Tokens,
+	)
+	return err
 }

@@ -128,3 +128,30 @@ RETURNING t.*;
 SELECT t.* FROM skipq.sqs_move_tasks t
 JOIN skipq.queues q ON q.id = t.source_queue_id
 WHERE t.id = @id AND q.tenant = @tenant;
+
+-- name: SQSReceiveAttemptGet :one
+-- A FIFO receive's attempt, if made in the last five minutes.
+SELECT sequences, tokens FROM skipq.sqs_receive_attempts
+WHERE queue_id = @queue_id AND attempt_id = @attempt_id AND created_at > now() - interval '5 minutes';
+
+-- name: SQSReceiveAttemptPut :exec
+-- Records what a FIFO receive handed out, and prunes up to 100 of the
+-- queue's attempts older than five minutes.
+WITH pruned AS (
+    DELETE FROM skipq.sqs_receive_attempts a
+    WHERE (a.queue_id, a.attempt_id) IN (
+        SELECT o.queue_id, o.attempt_id FROM skipq.sqs_receive_attempts o
+        WHERE o.queue_id = @queue_id AND o.created_at <= now() - interval '5 minutes'
+        LIMIT 100)
+)
+INSERT INTO skipq.sqs_receive_attempts (queue_id, attempt_id, sequences, tokens)
+VALUES (@queue_id, @attempt_id, @sequences::bigint[], @tokens::bytea[])
+ON CONFLICT (queue_id, attempt_id) DO UPDATE SET
+    created_at = now(), sequences = excluded.sequences, tokens = excluded.tokens;
+
+-- name: SQSMessagesInFlight :many
+-- The messages of a queue among @sequences that are in flight (the caller
+-- compares their lease tokens).
+SELECT m.* FROM skipq.messages m
+WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND m.visible_at > now()
+  AND m.lease_token IS NOT NULL;

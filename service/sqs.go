@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -363,5 +364,54 @@ func (s *Service) runMoveTask(q db.SkipqQueue, t SQSMoveTask, runner uuid.UUID) 
 				return
 			}
 		}
+	}
+}
+
+// SQSReceiveAgain answers a retried FIFO receive (ReceiveRequestAttemptId,
+// SPEC §11.16 D6): the messages the attempt handed out, with the same
+// handles, when it was made in the last five minutes and all of them are
+// still in flight under those leases; else ok is false and the caller
+// receives afresh.
+func (s *Service) SQSReceiveAgain(ctx context.Context, queueID int64, queue, attemptID string) (msgs []Message, ok bool, err error) {
+	a, err := s.q.SQSReceiveAttemptGet(ctx, db.SQSReceiveAttemptGetParams{QueueID: queueID, AttemptID: attemptID})
+	if errors.Is(db.NotFound(err), db.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fromDB("receive", err)
+	}
+	rows, err := s.q.SQSMessagesInFlight(ctx, db.SQSMessagesInFlightParams{QueueID: queueID, Sequences: a.Sequences})
+	if err != nil {
+		return nil, false, fromDB("receive", err)
+	}
+	bySeq := make(map[int64]db.SkipqMessage, len(rows))
+	for _, r := range rows {
+		bySeq[r.Sequence] = r
+	}
+	for i, seq := range a.Sequences {
+		r, found := bySeq[seq]
+		if !found || !bytes.Equal(r.LeaseToken, a.Tokens[i]) {
+			return nil, false, nil
+		}
+		m := messageFromRow(queue, r)
+		m.ReceiptHandle = encodeReceipt(r.QueueID, r.Sequence, r.LeaseToken)
+		m.VisibleUntil = new(r.VisibleAt)
+		msgs = append(msgs, m)
+	}
+	return msgs, true, nil
+}
+
+// SQSRecordReceive records what a FIFO receive that named an attempt id
+// handed out, for SQSReceiveAgain. A failure is logged, not returned: the
+// messages are claimed and must be answered; a retry of the attempt then
+// receives afresh.
+func (s *Service) SQSRecordReceive(ctx context.Context, queueID int64, attemptID string, msgs []Message) {
+	p := db.SQSReceiveAttemptPutParams{QueueID: queueID, AttemptID: attemptID}
+	for _, m := range msgs {
+		r, _ := parseReceipt(m.ReceiptHandle)
+		p.Sequences, p.Tokens = append(p.Sequences, r.sequence), append(p.Tokens, r.token)
+	}
+	if err := s.q.SQSReceiveAttemptPut(ctx, p); err != nil {
+		s.log.Warn("SQS receive: recording the attempt failed", "err", err)
 	}
 }

@@ -139,6 +139,13 @@ func fromService(err error) *apiError {
 	return &apiError{shape: errInternal, message: "internal error; see the server log for this request id", err: err}
 }
 
+func fromServiceOrNil(err error) *apiError {
+	if err == nil {
+		return nil
+	}
+	return fromService(err)
+}
+
 // status, query code and __type of an error.
 func (e *apiError) wire() (status int, queryCode, typ, fault string) {
 	k, ok := errorKinds[e.shape]

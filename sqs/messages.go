@@ -433,15 +433,19 @@ func (h *Handler) receiveMessage(ctx context.Context, who *caller, body []byte) 
 	if v := in.VisibilityTimeout; v != nil && (*v < 0 || *v > maxVisibility) {
 		return nil, invalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", *v)
 	}
-	o := service.ReceiveOptions{MaxMessages: &max, VisibilitySeconds: in.VisibilityTimeout, WaitSeconds: &wait}
-	if q.FIFO {
-		// SQS fills a FIFO receive from one group as far as it can, then
-		// from the next.
-		o.MaxMessagesPerGroup = &max
+	attempt := ""
+	if v := in.ReceiveRequestAttemptId; v != nil && q.FIFO {
+		// Ignored on standard queues: clients (Spring Cloud AWS) send it.
+		if !sqsIDPattern.MatchString(*v) {
+			return nil, invalidParameter("Value %s for parameter ReceiveRequestAttemptId is invalid. Reason: It can only include "+
+				"alphanumeric and punctuation characters. 1 to 128 in length.", *v)
+		}
+		attempt = *v
 	}
-	msgs, err := h.svc.ReceiveSQS(ctx, who.tenant, q.Name, o)
-	if err != nil {
-		return nil, fromService(err)
+	msgs, aerr := h.receive(ctx, who, q, attempt, service.ReceiveOptions{MaxMessages: &max,
+		VisibilitySeconds: in.VisibilityTimeout, WaitSeconds: &wait})
+	if aerr != nil {
+		return nil, aerr
 	}
 	if len(msgs) == 0 {
 		return struct{}{}, nil
@@ -452,6 +456,31 @@ func (h *Handler) receiveMessage(ctx context.Context, who *caller, body []byte) 
 		out[i] = renderMessage(who, m, sysNames, in.MessageAttributeNames)
 	}
 	return map[string]any{"Messages": out}, nil
+}
+
+// receive claims messages; on a FIFO queue it takes as many of a group as
+// it may, as SQS does, and a retried attempt gets its first answer again.
+func (h *Handler) receive(ctx context.Context, who *caller, q service.SQSQueue, attempt string, o service.ReceiveOptions) ([]service.Message, *apiError) {
+	if !q.FIFO {
+		msgs, err := h.svc.ReceiveSQS(ctx, who.tenant, q.Name, o)
+		return msgs, fromServiceOrNil(err)
+	}
+	o.MaxMessagesPerGroup = o.MaxMessages
+	if attempt != "" {
+		msgs, ok, err := h.svc.SQSReceiveAgain(ctx, q.ID, q.Name, attempt)
+		if err != nil {
+			return nil, fromService(err)
+		}
+		if ok {
+			return msgs, nil
+		}
+	}
+	msgs, err := h.svc.ReceiveSQS(ctx, who.tenant, q.Name, o)
+	if err != nil || attempt == "" || len(msgs) == 0 {
+		return msgs, fromServiceOrNil(err)
+	}
+	h.svc.SQSRecordReceive(ctx, q.ID, attempt, msgs)
+	return msgs, nil
 }
 
 // renderMessage is a received message with the requested attributes.

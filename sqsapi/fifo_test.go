@@ -268,3 +268,41 @@ func TestFIFOErrors(t *testing.T) {
 		t.Fatalf("standard queue with a group: %v", m)
 	}
 }
+
+// SPEC §11.16 D6: a retried ReceiveRequestAttemptId gets the same messages
+// and handles while they are in flight; standard queues ignore it.
+func TestFIFOReceiveRequestAttemptId(t *testing.T) {
+	n := newNode(t)
+	c := client(t, n.URL, "x", "x")
+	cx := ctx(t)
+	q := createQueue(t, c, "attempts.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
+	for _, b := range []string{"a", "b", "c"} {
+		must(c.SendMessage(cx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: str(b), MessageGroupId: str("g")}))
+	}
+	recv := func(attempt string) []types.Message {
+		return must(c.ReceiveMessage(cx, &sqs.ReceiveMessageInput{QueueUrl: &q, MaxNumberOfMessages: 2,
+			ReceiveRequestAttemptId: str(attempt)})).Messages
+	}
+	first := recv("try-1")
+	again := recv("try-1")
+	if bodies(first) != "[a b]" || bodies(again) != "[a b]" || *again[0].ReceiptHandle != *first[0].ReceiptHandle ||
+		*again[1].ReceiptHandle != *first[1].ReceiptHandle {
+		t.Fatalf("retried attempt: %s then %s", bodies(first), bodies(again))
+	}
+	if other := recv("try-2"); len(other) != 0 {
+		t.Fatalf("another attempt while the group is in flight: %s", bodies(other))
+	}
+	// Once a message of the attempt is settled, a retry receives afresh.
+	for _, m := range first {
+		must(c.DeleteMessage(cx, &sqs.DeleteMessageInput{QueueUrl: &q, ReceiptHandle: m.ReceiptHandle}))
+	}
+	if next := recv("try-1"); bodies(next) != "[c]" {
+		t.Fatalf("retry after the delete: %s", bodies(next))
+	}
+	_, err := c.ReceiveMessage(cx, &sqs.ReceiveMessageInput{QueueUrl: &q, ReceiveRequestAttemptId: str("bad id")})
+	if apiCode(t, err) != "InvalidParameterValue" {
+		t.Fatalf("bad attempt id: %v", err)
+	}
+	std := createQueue(t, c, "attempts-std", nil)
+	must(c.ReceiveMessage(cx, &sqs.ReceiveMessageInput{QueueUrl: &std, ReceiveRequestAttemptId: str("any thing")}))
+}
