@@ -90,6 +90,18 @@ func TestFIFOOrderAndGroups(t *testing.T) {
 	if got := bodies(receiveAll(t, c, q, 2)); got != "[A0 A1]" {
 		t.Fatalf("A again: %s", got)
 	}
+	// D4 on a FIFO queue: a receive with visibility 0 leaves its group
+	// receivable, the same message first.
+	must(c.SendMessage(cx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: str("C6"), MessageGroupId: str("C"),
+		MessageDeduplicationId: str("d6")}))
+	for want := range 2 {
+		r := raw(t, n.URL, "ReceiveMessage", map[string]any{"QueueUrl": q, "VisibilityTimeout": 0, "AttributeNames": []string{"All"}})
+		msgs, _ := r.Body["Messages"].([]any)
+		if len(msgs) != 1 || msgs[0].(map[string]any)["Body"] != "C6" ||
+			msgs[0].(map[string]any)["Attributes"].(map[string]any)["ApproximateReceiveCount"] != fmt.Sprint(want+1) {
+			t.Fatalf("visibility 0, delivery %d: %s", want+1, r.Raw)
+		}
+	}
 }
 
 // SPEC §11.16 D6: deduplication by MessageDeduplicationId (other content is
