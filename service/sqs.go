@@ -189,6 +189,13 @@ func (s *Service) AuthenticateSQS(ctx context.Context, accessKeyID string) (APIK
 	return c.remember(hash, row, err)
 }
 
+// CachedSQSKey reports whether an access key id belongs to a live key the
+// node verified within KeyCacheTTL.
+func (s *Service) CachedSQSKey(accessKeyID string) bool {
+	_, err := s.sqsKeys.cached(sha256.Sum256([]byte(accessKeyID)), time.Now())
+	return err == nil
+}
+
 // ReceiptQueueID is the queue id a well-formed receipt handle names.
 func ReceiptQueueID(handle string) (int64, bool) {
 	r, ok := parseReceipt(handle)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/skipq/skipq/service"
 )
@@ -14,6 +15,9 @@ type apiError struct {
 	shape   string
 	message string
 	err     error // the cause, for the log
+	// retryAfter is how long a throttled client should wait (Retry-After,
+	// at least 1 s).
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string {
@@ -96,6 +100,10 @@ var errorKinds = map[string]errorKind{
 
 func newError(shape, format string, args ...any) *apiError {
 	return &apiError{shape: shape, message: fmt.Sprintf(format, args...)}
+}
+
+func throttled(wait time.Duration, message string) *apiError {
+	return &apiError{shape: errThrottled, message: message, retryAfter: wait}
 }
 
 func invalidParameter(format string, args ...any) *apiError {
