@@ -16,6 +16,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -37,8 +38,11 @@ type Config struct {
 	Region string
 	// URL, when set, is the fixed base of queue URLs.
 	URL string
-	// TrustProxy honours X-Forwarded-Proto and X-Forwarded-Host.
-	TrustProxy      bool
+	// ForwardedBy are the proxies whose X-Forwarded-Proto and
+	// X-Forwarded-Host make queue URLs (SKIPQ_TRUST_PROXY: those of
+	// SKIPQ_TRUSTED_PROXIES, the proxies whose X-Forwarded-For names the
+	// client); empty: no one's.
+	ForwardedBy     []netip.Prefix
 	MaxRequestBytes int64
 	// Now is the clock SigV4 dates are checked against (nil: time.Now).
 	Now func() time.Time
@@ -287,7 +291,7 @@ func (h *Handler) baseURL(r *http.Request) string {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	if h.cfg.TrustProxy {
+	if h.forwarded(r) {
 		if p := r.Header.Get("X-Forwarded-Proto"); p == "http" || p == "https" {
 			scheme = p
 		}
@@ -296,6 +300,24 @@ func (h *Handler) baseURL(r *http.Request) string {
 		}
 	}
 	return scheme + "://" + host + strings.TrimSuffix(r.URL.EscapedPath(), "/")
+}
+
+// forwarded reports whether r comes from a proxy whose forwarded headers
+// are believed.
+func (h *Handler) forwarded(r *http.Request) bool {
+	if len(h.cfg.ForwardedBy) == 0 {
+		return false
+	}
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	for _, p := range h.cfg.ForwardedBy {
+		if p.Contains(peer.Addr().Unmap()) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeError writes an SQS JSON error (SPEC §11.2.3).
