@@ -28,7 +28,7 @@ func TestSQSMoveTaskTakeOver(t *testing.T) {
 	if err != nil || len(got) != 3 {
 		t.Fatalf("receive: %v %d", err, len(got))
 	}
-	if _, err := svc.Nack(ctx, handlesOf(got)); err != nil {
+	if _, err := svc.Nack(ctx, handlesOf(got), nil); err != nil {
 		t.Fatal(err)
 	}
 	// A task another node runs: it beat just now.
