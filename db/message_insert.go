@@ -38,7 +38,7 @@ FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
 // Bodies are BodyData cut at BodyOffsets (1-based) and BodyLengths.
 // GroupIds is nil for a standard queue's messages, one group each for a
 // FIFO queue's. DedupIds is nil, or one SQS MessageDeduplicationId (or nil)
-// per message (migrations/00040_sqs_fifo_dedup.sql).
+// per message (migrations/00024_sqs_fifo_dedup.sql).
 type MessageInsertParams struct {
 	Tenant                string
 	Queue                 string
