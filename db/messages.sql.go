@@ -82,7 +82,8 @@ type MessageAckByReceiptRow struct {
 	Grouped  bool
 }
 
-// Deletes the messages whose lease the handles hold (skipq.message_ack),
+// Deletes the messages whose lease the handles hold (skipq.message_ack; on
+// a queue with retainAckedSeconds, retains them: skipq.message_retain),
 // returning the token each matched, so the caller credits exactly the
 // handle that settled the row, and whether the message was in a group
 // (its group may have become receivable: waiting receivers are woken).
@@ -113,7 +114,7 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 
 const messageBrowse = `-- name: MessageBrowse :many
 WITH t AS (SELECT coalesce($7::timestamptz, clock_timestamp()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id,
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, m.acked_at, m.acked_group_id,
        skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
 WHERE m.queue_id = $1
@@ -205,6 +206,8 @@ func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([
 			&i.SkipqMessage.LeaseToken,
 			&i.SkipqMessage.Ready,
 			&i.SkipqMessage.GroupID,
+			&i.SkipqMessage.AckedAt,
+			&i.SkipqMessage.AckedGroupID,
 			&i.State,
 		); err != nil {
 			return nil, err
@@ -220,7 +223,7 @@ func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([
 const messageClaim = `-- name: MessageClaim :many
 
 
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim($1::text, $2::text, $3::timestamptz,
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id, acked_at, acked_group_id FROM skipq.message_claim($1::text, $2::text, $3::timestamptz,
     $4::integer, $5::integer, $6::bigint,
     $7::bigint)
 `
@@ -292,6 +295,8 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 			&i.LeaseToken,
 			&i.Ready,
 			&i.GroupID,
+			&i.AckedAt,
+			&i.AckedGroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -304,7 +309,7 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 }
 
 const messageClaimAndDelete = `-- name: MessageClaimAndDelete :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim_and_delete($1::text, $2::text, $3::timestamptz,
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id, acked_at, acked_group_id FROM skipq.message_claim_and_delete($1::text, $2::text, $3::timestamptz,
     $4::integer, $5::bigint, $6::bigint)
 `
 
@@ -317,7 +322,8 @@ type MessageClaimAndDeleteParams struct {
 	MessageOverhead  int64
 }
 
-// autoAck receive: claims like MessageClaim and removes what it returns
+// autoAck receive: claims like MessageClaim and removes what it returns, or
+// retains it on a queue with retainAckedSeconds
 // (skipq.message_claim_and_delete). receive_count is reported as it was
 // before this delivery.
 func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAndDeleteParams) ([]SkipqMessage, error) {
@@ -358,6 +364,8 @@ func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAnd
 			&i.LeaseToken,
 			&i.Ready,
 			&i.GroupID,
+			&i.AckedAt,
+			&i.AckedGroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -370,7 +378,7 @@ func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAnd
 }
 
 const messageClaimGrouped = `-- name: MessageClaimGrouped :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim_grouped($1::text, $2::text, $3::timestamptz,
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id, acked_at, acked_group_id FROM skipq.message_claim_grouped($1::text, $2::text, $3::timestamptz,
     $4::integer, $5::integer, $6::integer,
     $7::bigint, $8::bigint, $9::text)
 `
@@ -432,6 +440,8 @@ func (q *Queries) MessageClaimGrouped(ctx context.Context, arg MessageClaimGroup
 			&i.LeaseToken,
 			&i.Ready,
 			&i.GroupID,
+			&i.AckedAt,
+			&i.AckedGroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -476,7 +486,7 @@ WITH page AS MATERIALIZED (
         WINDOW w AS (ORDER BY c.dead_lettered_at DESC, c.sequence DESC ROWS UNBOUNDED PRECEDING)) b
     WHERE b.n = 1 OR b.before < $7::bigint
 )
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, m.acked_at, m.acked_group_id, (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
 FROM page
 JOIN skipq.messages m ON m.queue_id = page.queue_id AND m.sequence = page.sequence
 `
@@ -545,6 +555,8 @@ func (q *Queries) MessageDeadLetteredList(ctx context.Context, arg MessageDeadLe
 			&i.SkipqMessage.LeaseToken,
 			&i.SkipqMessage.Ready,
 			&i.SkipqMessage.GroupID,
+			&i.SkipqMessage.AckedAt,
+			&i.SkipqMessage.AckedGroupID,
 			&i.QueueName,
 		); err != nil {
 			return nil, err
@@ -699,7 +711,7 @@ WITH gone AS (
         ORDER BY c.expires_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED)
-    RETURNING m.queue_id, m.sequence, m.ready
+    RETURNING m.queue_id, m.sequence, m.ready, m.acked_at
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -707,7 +719,7 @@ WITH gone AS (
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
                             WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
 )
-SELECT gone.queue_id FROM gone
+SELECT gone.queue_id, (gone.acked_at IS NOT NULL)::boolean AS retained FROM gone
 `
 
 type MessageDeleteExpiredParams struct {
@@ -715,22 +727,29 @@ type MessageDeleteExpiredParams struct {
 	MaxMessages int32
 }
 
+type MessageDeleteExpiredRow struct {
+	QueueID  int64
+	Retained bool
+}
+
 // Worker: removes up to @max_messages expired messages that are not in a live
-// lease (an in-flight message can still be settled). Returns the queues for
-// the expired-messages metric.
-func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExpiredParams) ([]int64, error) {
+// lease (an in-flight message can still be settled), and the retained
+// messages whose retention ended (their expires_at, skipq.message_retain).
+// Returns the queues, and which were retained, for the expired-messages
+// metric: a retained message's end is no expiry.
+func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExpiredParams) ([]MessageDeleteExpiredRow, error) {
 	rows, err := q.db.Query(ctx, messageDeleteExpired, arg.Now, arg.MaxMessages)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []MessageDeleteExpiredRow
 	for rows.Next() {
-		var queue_id int64
-		if err := rows.Scan(&queue_id); err != nil {
+		var i MessageDeleteExpiredRow
+		if err := rows.Scan(&i.QueueID, &i.Retained); err != nil {
 			return nil, err
 		}
-		items = append(items, queue_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -797,7 +816,7 @@ func (q *Queries) MessageDeleteOrphaned(ctx context.Context, maxMessages int32) 
 
 const messageGetByID = `-- name: MessageGetByID :one
 WITH t AS (SELECT coalesce($3::timestamptz, clock_timestamp()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id,
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, m.acked_at, m.acked_group_id,
        skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
 WHERE m.queue_id = $1 AND m.message_id = $2
@@ -840,13 +859,15 @@ func (q *Queries) MessageGetByID(ctx context.Context, arg MessageGetByIDParams) 
 		&i.SkipqMessage.LeaseToken,
 		&i.SkipqMessage.Ready,
 		&i.SkipqMessage.GroupID,
+		&i.SkipqMessage.AckedAt,
+		&i.SkipqMessage.AckedGroupID,
 		&i.State,
 	)
 	return i, err
 }
 
 const messageGetByKeys = `-- name: MessageGetByKeys :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.messages
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id, acked_at, acked_group_id FROM skipq.messages
 WHERE queue_id = ANY($1::bigint[]) AND sequence = ANY($2::bigint[])
 `
 
@@ -888,6 +909,8 @@ func (q *Queries) MessageGetByKeys(ctx context.Context, arg MessageGetByKeysPara
 			&i.LeaseToken,
 			&i.Ready,
 			&i.GroupID,
+			&i.AckedAt,
+			&i.AckedGroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -1009,7 +1032,7 @@ WITH walked AS (
         WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
     WHERE w.n = 1 OR w.before < $6::bigint
 )
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, m.acked_at, m.acked_group_id
 FROM skipq.messages m
 WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
   AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p))
@@ -1069,6 +1092,8 @@ func (q *Queries) MessagePeek(ctx context.Context, arg MessagePeekParams) ([]Mes
 			&i.SkipqMessage.LeaseToken,
 			&i.SkipqMessage.Ready,
 			&i.SkipqMessage.GroupID,
+			&i.SkipqMessage.AckedAt,
+			&i.SkipqMessage.AckedGroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -1133,7 +1158,7 @@ WITH src AS (
       AND EXISTS (SELECT 1 FROM skipq.queues d, src
                   WHERE d.tenant = src.tenant
                     AND d.name = CASE WHEN $3::text = '' THEN m.re_routed_from ELSE $3::text END)
-    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id
+    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, m.acked_at, m.acked_group_id
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.queue_id = $1
@@ -1396,7 +1421,8 @@ SELECT coalesce($1::timestamptz, now()) + make_interval(secs => $2::integer),
        k.queue_id, k.sequence
 FROM (SELECT unnest($3::bigint[]) AS queue_id, unnest($4::bigint[]) AS sequence) k
 WHERE EXISTS (SELECT 1 FROM skipq.messages m
-              WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready)
+              WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
+                AND m.acked_at IS NULL)
 `
 
 type TimerRefileParams struct {
@@ -1410,7 +1436,9 @@ type TimerRefileParams struct {
 // @retry_seconds later, for the messages that are still there and not
 // ready: one locked by a transaction that rolls back must still come back
 // when its lease has ended. Timers are hints, so one too many (the message
-// was settled meanwhile, or its lease extended) costs a probe, no more.
+// was settled meanwhile, or its lease extended) costs a probe, no more. A
+// retained message (acked, skipq.message_retain) never comes back: its
+// timer would be filed again every second until it is removed.
 func (q *Queries) TimerRefile(ctx context.Context, arg TimerRefileParams) error {
 	_, err := q.db.Exec(ctx, timerRefile,
 		arg.Now,

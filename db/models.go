@@ -71,6 +71,8 @@ type SkipqMessage struct {
 	LeaseToken      []byte
 	Ready           bool
 	GroupID         *string
+	AckedAt         *time.Time
+	AckedGroupID    *string
 }
 
 type SkipqMessageGroup struct {
@@ -94,6 +96,7 @@ type SkipqQueue struct {
 	CreatedAt          time.Time
 	Fifo               bool
 	ContentBasedDedup  bool
+	RetainAckedSeconds int32
 }
 
 type SkipqQueueCount struct {

@@ -180,7 +180,7 @@ func (q *Queries) QueueDelete(ctx context.Context, arg QueueDeleteParams) (int64
 }
 
 const queueGetByName = `-- name: QueueGetByName :one
-SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup FROM skipq.queues
+SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup, retain_acked_seconds FROM skipq.queues
 WHERE tenant = $1 AND name = $2
 `
 
@@ -206,6 +206,7 @@ func (q *Queries) QueueGetByName(ctx context.Context, arg QueueGetByNameParams) 
 		&i.CreatedAt,
 		&i.Fifo,
 		&i.ContentBasedDedup,
+		&i.RetainAckedSeconds,
 	)
 	return i, err
 }
@@ -237,7 +238,7 @@ func (q *Queries) QueueInsert(ctx context.Context, arg QueueInsertParams) (int64
 }
 
 const queueList = `-- name: QueueList :many
-SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup FROM skipq.queues
+SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup, retain_acked_seconds FROM skipq.queues
 WHERE tenant = $1
   AND name >= $2::text AND starts_with(name, $2::text)
   AND name > $3::text
@@ -282,6 +283,7 @@ func (q *Queries) QueueList(ctx context.Context, arg QueueListParams) ([]SkipqQu
 			&i.CreatedAt,
 			&i.Fifo,
 			&i.ContentBasedDedup,
+			&i.RetainAckedSeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -294,7 +296,7 @@ func (q *Queries) QueueList(ctx context.Context, arg QueueListParams) ([]SkipqQu
 }
 
 const queueListByNames = `-- name: QueueListByNames :many
-SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup FROM skipq.queues WHERE tenant = $1 AND name = ANY($2::text[]) ORDER BY name
+SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup, retain_acked_seconds FROM skipq.queues WHERE tenant = $1 AND name = ANY($2::text[]) ORDER BY name
 `
 
 type QueueListByNamesParams struct {
@@ -326,6 +328,7 @@ func (q *Queries) QueueListByNames(ctx context.Context, arg QueueListByNamesPara
 			&i.CreatedAt,
 			&i.Fifo,
 			&i.ContentBasedDedup,
+			&i.RetainAckedSeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -346,12 +349,13 @@ UPDATE skipq.queues AS q SET
     max_receive_count    = coalesce($5::integer, q.max_receive_count),
     dead_letter_queue    = coalesce($6::text, q.dead_letter_queue),
     dedup_window_seconds = coalesce($7::integer, q.dedup_window_seconds),
-    content_based_dedup  = coalesce($8::boolean, q.content_based_dedup)
-WHERE q.tenant = $9 AND q.name = $10
+    content_based_dedup  = coalesce($8::boolean, q.content_based_dedup),
+    retain_acked_seconds = coalesce($9::integer, q.retain_acked_seconds)
+WHERE q.tenant = $10 AND q.name = $11
   -- fifo is fixed at creation: an update giving the other type changes
   -- nothing and returns no row.
-  AND q.fifo = coalesce($11::boolean, q.fifo)
-RETURNING q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at, q.fifo, q.content_based_dedup
+  AND q.fifo = coalesce($12::boolean, q.fifo)
+RETURNING q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at, q.fifo, q.content_based_dedup, q.retain_acked_seconds
 `
 
 type QueueSettingsUpdateParams struct {
@@ -363,6 +367,7 @@ type QueueSettingsUpdateParams struct {
 	DeadLetterQueue    *string
 	DedupWindowSeconds *int32
 	ContentBasedDedup  *bool
+	RetainAckedSeconds *int32
 	Tenant             string
 	Name               string
 	Fifo               *bool
@@ -379,6 +384,7 @@ func (q *Queries) QueueSettingsUpdate(ctx context.Context, arg QueueSettingsUpda
 		arg.DeadLetterQueue,
 		arg.DedupWindowSeconds,
 		arg.ContentBasedDedup,
+		arg.RetainAckedSeconds,
 		arg.Tenant,
 		arg.Name,
 		arg.Fifo,
@@ -398,6 +404,7 @@ func (q *Queries) QueueSettingsUpdate(ctx context.Context, arg QueueSettingsUpda
 		&i.CreatedAt,
 		&i.Fifo,
 		&i.ContentBasedDedup,
+		&i.RetainAckedSeconds,
 	)
 	return i, err
 }
@@ -408,6 +415,7 @@ SELECT
     count(*) FILTER (WHERE s.state = 'available')::bigint AS available,
     count(*) FILTER (WHERE s.state = 'delayed')::bigint AS delayed,
     count(*) FILTER (WHERE s.state = 'in_flight')::bigint AS in_flight,
+    count(*) FILTER (WHERE s.state = 'acked')::bigint AS acked,
     min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available') AS oldest_available_at,
     count(DISTINCT m.group_id)::bigint AS groups
 FROM skipq.messages m, t,
@@ -425,6 +433,7 @@ type QueueStatsRow struct {
 	Available         int64
 	Delayed           int64
 	InFlight          int64
+	Acked             int64
 	OldestAvailableAt interface{}
 	Groups            int64
 }
@@ -433,6 +442,8 @@ type QueueStatsRow struct {
 // scan). States are exclusive: an expired message is in none of them, and a
 // message whose last allowed lease ran out counts as in flight until the
 // worker dead-letters it.
+// A retained message (acked, SPEC §16.4) is counted apart, as acked, until
+// its retention ends.
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
 	row := q.db.QueryRow(ctx, queueStats, arg.QueueID, arg.Now)
 	var i QueueStatsRow
@@ -440,6 +451,7 @@ func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueSt
 		&i.Available,
 		&i.Delayed,
 		&i.InFlight,
+		&i.Acked,
 		&i.OldestAvailableAt,
 		&i.Groups,
 	)

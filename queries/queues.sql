@@ -23,7 +23,8 @@ UPDATE skipq.queues AS q SET
     max_receive_count    = coalesce(sqlc.narg('max_receive_count')::integer, q.max_receive_count),
     dead_letter_queue    = coalesce(sqlc.narg('dead_letter_queue')::text, q.dead_letter_queue),
     dedup_window_seconds = coalesce(sqlc.narg('dedup_window_seconds')::integer, q.dedup_window_seconds),
-    content_based_dedup  = coalesce(sqlc.narg('content_based_dedup')::boolean, q.content_based_dedup)
+    content_based_dedup  = coalesce(sqlc.narg('content_based_dedup')::boolean, q.content_based_dedup),
+    retain_acked_seconds = coalesce(sqlc.narg('retain_acked_seconds')::integer, q.retain_acked_seconds)
 WHERE q.tenant = @tenant AND q.name = @name
   -- fifo is fixed at creation: an update giving the other type changes
   -- nothing and returns no row.
@@ -61,11 +62,14 @@ RETURNING id;
 -- scan). States are exclusive: an expired message is in none of them, and a
 -- message whose last allowed lease ran out counts as in flight until the
 -- worker dead-letters it.
+-- A retained message (acked, SPEC §16.4) is counted apart, as acked, until
+-- its retention ends.
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT
     count(*) FILTER (WHERE s.state = 'available')::bigint AS available,
     count(*) FILTER (WHERE s.state = 'delayed')::bigint AS delayed,
     count(*) FILTER (WHERE s.state = 'in_flight')::bigint AS in_flight,
+    count(*) FILTER (WHERE s.state = 'acked')::bigint AS acked,
     min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available') AS oldest_available_at,
     count(DISTINCT m.group_id)::bigint AS groups
 FROM skipq.messages m, t,

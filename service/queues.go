@@ -23,7 +23,10 @@ type Queue struct {
 	// ContentBasedDeduplication: a send without a messageId is
 	// deduplicated on its body's SHA-256 for DedupWindowSeconds.
 	ContentBasedDeduplication bool
-	Stats                     *QueueStats
+	// RetainAckedSeconds: an acked message is kept this long in state
+	// acked (SPEC §16.4); 0 removes it at once.
+	RetainAckedSeconds int
+	Stats              *QueueStats
 }
 
 // QueueStats are counted at request time. States are exclusive.
@@ -31,6 +34,9 @@ type QueueStats struct {
 	Available int64
 	Delayed   int64
 	InFlight  int64
+	// Acked counts the retained messages (RetainAckedSeconds), in none of
+	// the other states.
+	Acked int64
 	// Groups counts the FIFO groups that have messages (0 on a standard
 	// queue).
 	Groups int64
@@ -52,6 +58,8 @@ type QueueSettings struct {
 	FIFO               *bool // fixed at creation
 	// ContentBasedDeduplication: see Queue.
 	ContentBasedDeduplication *bool
+	// RetainAckedSeconds: see Queue.
+	RetainAckedSeconds *int
 }
 
 func (s *Service) validateSettings(name string, in QueueSettings, minVisibility int) error {
@@ -64,6 +72,7 @@ func (s *Service) validateSettings(name string, in QueueSettings, minVisibility 
 	is.between("expirationSeconds", in.ExpirationSeconds, 0, l.MaxExpirationSeconds)
 	is.between("maxReceiveCount", in.MaxReceiveCount, 0, l.MaxReceiveCount)
 	is.between("dedupWindowSeconds", in.DedupWindowSeconds, 0, maxDedupWindow)
+	is.between("retainAckedSeconds", in.RetainAckedSeconds, 0, l.MaxExpirationSeconds)
 	checkDeadLetterQueue(&is, "deadLetterQueue", name, in.DeadLetterQueue)
 	return is.err()
 }
@@ -109,6 +118,7 @@ func (s *Service) putQueue(ctx context.Context, tenant, name string, in QueueSet
 			DedupWindowSeconds: int32Ptr(in.DedupWindowSeconds),
 			Fifo:               in.FIFO,
 			ContentBasedDedup:  in.ContentBasedDeduplication,
+			RetainAckedSeconds: int32Ptr(in.RetainAckedSeconds),
 		})
 		if errors.Is(db.NotFound(err), db.ErrNotFound) {
 			// The queue exists with the other type (created meanwhile): the
@@ -168,7 +178,8 @@ func (s *Service) GetQueue(ctx context.Context, tenant, name string) (Queue, err
 		return Queue{}, fromDB("queue stats", err)
 	}
 	q := queueFromRow(row)
-	q.Stats = &QueueStats{Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight, Groups: st.Groups}
+	q.Stats = &QueueStats{Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight, Acked: st.Acked,
+		Groups: st.Groups}
 	// min() over no rows is NULL, which sqlc can only type as any.
 	if t, ok := st.OldestAvailableAt.(time.Time); ok {
 		q.Stats.OldestAvailableAt = &t
@@ -276,6 +287,7 @@ func queueFromRow(r db.SkipqQueue) Queue {
 		FIFO:               r.Fifo,
 
 		ContentBasedDeduplication: r.ContentBasedDedup,
+		RetainAckedSeconds:        int(r.RetainAckedSeconds),
 	}
 }
 

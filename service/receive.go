@@ -35,6 +35,9 @@ type Message struct {
 	ReRoutedFrom    *string
 	DeadLetteredAt  *time.Time
 	GroupID         *string // nil on a standard queue
+	// AckedAt is when a retained message was acked (SPEC §16.4); nil for
+	// every other.
+	AckedAt *time.Time
 }
 
 // ReceiveOptions are a receive request's fields; nil means the default.
@@ -343,7 +346,9 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 		ExpiresAt:       r.ExpiresAt,
 		ReRoutedFrom:    r.ReRoutedFrom,
 		DeadLetteredAt:  r.DeadLetteredAt,
-		GroupID:         r.GroupID,
+		// A retained message keeps its group apart (skipq.message_retain).
+		GroupID: cmp.Or(r.GroupID, r.AckedGroupID),
+		AckedAt: r.AckedAt,
 	}
 }
 

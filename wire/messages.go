@@ -79,7 +79,9 @@ type Message struct {
 	DeadLetteredAt    *Time                       `json:"deadLetteredAt"`
 	GroupID           *string                     `json:"groupId"` // null on a standard queue
 	State             State                       `json:"state,omitempty"`
-	VisibleAt         *Time                       `json:"visibleAt,omitempty"`
+	VisibleAt         *Time                       `json:"visibleAt,omitempty"` // absent when acked
+	// AckedAt: when a retained message (state acked) was acked.
+	AckedAt *Time `json:"ackedAt,omitempty"`
 }
 
 // MessageAttribute is one SQS message attribute: a String or Number
