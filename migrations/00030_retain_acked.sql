@@ -25,6 +25,10 @@
 -- Its row and message id remain: a send with the same messageId is a
 -- duplicate while it is retained (skipq.message_insert finds the message).
 -- No new index: a claim still changes only unindexed columns (HOT).
+-- Constant default, nullable: no rewrite; the moment of ACCESS EXCLUSIVE
+-- does not queue behind a long transaction (docs/DESIGN.md, "Online
+-- migrations").
+SET LOCAL lock_timeout = '2s';
 ALTER TABLE skipq.queues ADD COLUMN retain_acked_seconds integer NOT NULL DEFAULT 0;
 ALTER TABLE skipq.messages ADD COLUMN acked_at timestamptz, ADD COLUMN acked_group_id text;
 
@@ -612,6 +616,7 @@ AS $$
 $$;
 -- +goose StatementEnd
 -- Retained messages go with the columns that mark them.
+SET LOCAL lock_timeout = '2s';
 DELETE FROM skipq.ready r USING skipq.messages m
 WHERE m.acked_at IS NOT NULL AND r.queue_id = m.queue_id AND r.sequence = m.sequence;
 DELETE FROM skipq.messages WHERE acked_at IS NOT NULL;
