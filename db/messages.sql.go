@@ -114,7 +114,7 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 
 const messageBrowse = `-- name: MessageBrowse :many
 WITH t AS (SELECT coalesce($7::timestamptz, clock_timestamp()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, m.acked_at, m.acked_group_id,
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id,
        skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
 WHERE m.queue_id = $1
@@ -206,8 +206,6 @@ func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([
 			&i.SkipqMessage.LeaseToken,
 			&i.SkipqMessage.Ready,
 			&i.SkipqMessage.GroupID,
-			&i.SkipqMessage.AckedAt,
-			&i.SkipqMessage.AckedGroupID,
 			&i.State,
 		); err != nil {
 			return nil, err
@@ -223,7 +221,7 @@ func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([
 const messageClaim = `-- name: MessageClaim :many
 
 
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id, acked_at, acked_group_id FROM skipq.message_claim($1::text, $2::text, $3::timestamptz,
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim($1::text, $2::text, $3::timestamptz,
     $4::integer, $5::integer, $6::bigint,
     $7::bigint)
 `
@@ -295,8 +293,6 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 			&i.LeaseToken,
 			&i.Ready,
 			&i.GroupID,
-			&i.AckedAt,
-			&i.AckedGroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -309,7 +305,7 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 }
 
 const messageClaimAndDelete = `-- name: MessageClaimAndDelete :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id, acked_at, acked_group_id FROM skipq.message_claim_and_delete($1::text, $2::text, $3::timestamptz,
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim_and_delete($1::text, $2::text, $3::timestamptz,
     $4::integer, $5::bigint, $6::bigint)
 `
 
@@ -364,8 +360,6 @@ func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAnd
 			&i.LeaseToken,
 			&i.Ready,
 			&i.GroupID,
-			&i.AckedAt,
-			&i.AckedGroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -378,7 +372,7 @@ func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAnd
 }
 
 const messageClaimGrouped = `-- name: MessageClaimGrouped :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id, acked_at, acked_group_id FROM skipq.message_claim_grouped($1::text, $2::text, $3::timestamptz,
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim_grouped($1::text, $2::text, $3::timestamptz,
     $4::integer, $5::integer, $6::integer,
     $7::bigint, $8::bigint, $9::text)
 `
@@ -440,8 +434,6 @@ func (q *Queries) MessageClaimGrouped(ctx context.Context, arg MessageClaimGroup
 			&i.LeaseToken,
 			&i.Ready,
 			&i.GroupID,
-			&i.AckedAt,
-			&i.AckedGroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -486,7 +478,7 @@ WITH page AS MATERIALIZED (
         WINDOW w AS (ORDER BY c.dead_lettered_at DESC, c.sequence DESC ROWS UNBOUNDED PRECEDING)) b
     WHERE b.n = 1 OR b.before < $7::bigint
 )
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, m.acked_at, m.acked_group_id, (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
 FROM page
 JOIN skipq.messages m ON m.queue_id = page.queue_id AND m.sequence = page.sequence
 `
@@ -555,8 +547,6 @@ func (q *Queries) MessageDeadLetteredList(ctx context.Context, arg MessageDeadLe
 			&i.SkipqMessage.LeaseToken,
 			&i.SkipqMessage.Ready,
 			&i.SkipqMessage.GroupID,
-			&i.SkipqMessage.AckedAt,
-			&i.SkipqMessage.AckedGroupID,
 			&i.QueueName,
 		); err != nil {
 			return nil, err
@@ -711,7 +701,7 @@ WITH gone AS (
         ORDER BY c.expires_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED)
-    RETURNING m.queue_id, m.sequence, m.ready, m.acked_at
+    RETURNING m.queue_id, m.sequence, m.ready, m.lease_token
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -719,7 +709,7 @@ WITH gone AS (
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
                             WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
 )
-SELECT gone.queue_id, (gone.acked_at IS NOT NULL)::boolean AS retained FROM gone
+SELECT gone.queue_id, coalesce(gone.lease_token = '\x'::bytea, false)::boolean AS retained FROM gone
 `
 
 type MessageDeleteExpiredParams struct {
@@ -734,7 +724,8 @@ type MessageDeleteExpiredRow struct {
 
 // Worker: removes up to @max_messages expired messages that are not in a live
 // lease (an in-flight message can still be settled), and the retained
-// messages whose retention ended (their expires_at, skipq.message_retain).
+// messages whose retention ended (their expires_at; the empty lease token
+// marks them, skipq.message_retain).
 // Returns the queues, and which were retained, for the expired-messages
 // metric: a retained message's end is no expiry.
 func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExpiredParams) ([]MessageDeleteExpiredRow, error) {
@@ -816,7 +807,7 @@ func (q *Queries) MessageDeleteOrphaned(ctx context.Context, maxMessages int32) 
 
 const messageGetByID = `-- name: MessageGetByID :one
 WITH t AS (SELECT coalesce($3::timestamptz, clock_timestamp()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, m.acked_at, m.acked_group_id,
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id,
        skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
 WHERE m.queue_id = $1 AND m.message_id = $2
@@ -859,15 +850,13 @@ func (q *Queries) MessageGetByID(ctx context.Context, arg MessageGetByIDParams) 
 		&i.SkipqMessage.LeaseToken,
 		&i.SkipqMessage.Ready,
 		&i.SkipqMessage.GroupID,
-		&i.SkipqMessage.AckedAt,
-		&i.SkipqMessage.AckedGroupID,
 		&i.State,
 	)
 	return i, err
 }
 
 const messageGetByKeys = `-- name: MessageGetByKeys :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id, acked_at, acked_group_id FROM skipq.messages
+SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.messages
 WHERE queue_id = ANY($1::bigint[]) AND sequence = ANY($2::bigint[])
 `
 
@@ -909,8 +898,6 @@ func (q *Queries) MessageGetByKeys(ctx context.Context, arg MessageGetByKeysPara
 			&i.LeaseToken,
 			&i.Ready,
 			&i.GroupID,
-			&i.AckedAt,
-			&i.AckedGroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -1032,7 +1019,7 @@ WITH walked AS (
         WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
     WHERE w.n = 1 OR w.before < $6::bigint
 )
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, m.acked_at, m.acked_group_id
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id
 FROM skipq.messages m
 WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
   AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p))
@@ -1092,8 +1079,6 @@ func (q *Queries) MessagePeek(ctx context.Context, arg MessagePeekParams) ([]Mes
 			&i.SkipqMessage.LeaseToken,
 			&i.SkipqMessage.Ready,
 			&i.SkipqMessage.GroupID,
-			&i.SkipqMessage.AckedAt,
-			&i.SkipqMessage.AckedGroupID,
 		); err != nil {
 			return nil, err
 		}
@@ -1158,7 +1143,7 @@ WITH src AS (
       AND EXISTS (SELECT 1 FROM skipq.queues d, src
                   WHERE d.tenant = src.tenant
                     AND d.name = CASE WHEN $3::text = '' THEN m.re_routed_from ELSE $3::text END)
-    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, m.acked_at, m.acked_group_id
+    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.queue_id = $1
@@ -1422,7 +1407,7 @@ SELECT coalesce($1::timestamptz, now()) + make_interval(secs => $2::integer),
 FROM (SELECT unnest($3::bigint[]) AS queue_id, unnest($4::bigint[]) AS sequence) k
 WHERE EXISTS (SELECT 1 FROM skipq.messages m
               WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
-                AND m.acked_at IS NULL)
+                AND m.lease_token IS DISTINCT FROM '\x'::bytea)
 `
 
 type TimerRefileParams struct {

@@ -71,8 +71,6 @@ type SkipqMessage struct {
 	LeaseToken      []byte
 	Ready           bool
 	GroupID         *string
-	AckedAt         *time.Time
-	AckedGroupID    *string
 }
 
 type SkipqMessageGroup struct {

@@ -204,7 +204,7 @@ SELECT coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => @r
 FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
 WHERE EXISTS (SELECT 1 FROM skipq.messages m
               WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
-                AND m.acked_at IS NULL);
+                AND m.lease_token IS DISTINCT FROM '\x'::bytea);
 
 -- name: MessageReady :many
 -- Worker: readies messages that TimerFire locked (a delay ended, or a lease
@@ -225,7 +225,8 @@ RETURNING queue_id;
 -- name: MessageDeleteExpired :many
 -- Worker: removes up to @max_messages expired messages that are not in a live
 -- lease (an in-flight message can still be settled), and the retained
--- messages whose retention ended (their expires_at, skipq.message_retain).
+-- messages whose retention ended (their expires_at; the empty lease token
+-- marks them, skipq.message_retain).
 -- Returns the queues, and which were retained, for the expired-messages
 -- metric: a retained message's end is no expiry.
 WITH gone AS (
@@ -237,7 +238,7 @@ WITH gone AS (
         ORDER BY c.expires_at
         LIMIT @max_messages
         FOR UPDATE SKIP LOCKED)
-    RETURNING m.queue_id, m.sequence, m.ready, m.acked_at
+    RETURNING m.queue_id, m.sequence, m.ready, m.lease_token
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -245,7 +246,7 @@ WITH gone AS (
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
                             WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
 )
-SELECT gone.queue_id, (gone.acked_at IS NOT NULL)::boolean AS retained FROM gone;
+SELECT gone.queue_id, coalesce(gone.lease_token = '\x'::bytea, false)::boolean AS retained FROM gone;
 
 -- name: MessageBrowse :many
 -- States are judged at clock_timestamp(), read after this statement's

@@ -328,8 +328,10 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 	tags := map[string]string{}
 	_ = json.Unmarshal(r.Tags, &tags) // written by us from a map[string]string
 	sqs := parseSQSData(tags[SQSTagKey])
+	acked := parseAcked(tags[ackedTagKey])
 	delete(tags, SQSTagKey)
-	return Message{
+	delete(tags, ackedTagKey)
+	m := Message{
 		MessageID:       r.MessageID,
 		Queue:           queue,
 		Sequence:        r.Sequence,
@@ -346,10 +348,12 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 		ExpiresAt:       r.ExpiresAt,
 		ReRoutedFrom:    r.ReRoutedFrom,
 		DeadLetteredAt:  r.DeadLetteredAt,
-		// A retained message keeps its group apart (skipq.message_retain).
-		GroupID: cmp.Or(r.GroupID, r.AckedGroupID),
-		AckedAt: r.AckedAt,
+		GroupID:         r.GroupID,
 	}
+	if acked != nil {
+		m.AckedAt, m.GroupID = &acked.At, acked.Group
+	}
+	return m
 }
 
 // claimCall is one single-message receive's part of a shared claim.

@@ -1,36 +1,36 @@
 -- +goose Up
 -- Retention of settled messages (SPEC §16.4). A queue whose
--- retain_acked_seconds is above 0 keeps an acked message for that long,
--- then the worker's expiry sweep removes it.
+-- retain_acked_seconds (migration 00030) is above 0 keeps an acked message
+-- for that long, then the worker's expiry sweep removes it.
 --
 -- A retained message stays in skipq.messages, out of every path a live
 -- message takes (skipq.message_retain is its one writer):
---   - acked_at is when it was acked, and visible_at = expires_at = the end
---     of its retention: the expiry sweep (messages_expires_at_idx) removes
---     it then, and a lease timer still filed for it finds it never visible
---     before it expired (MessageLockDue), so it is never readied or
---     dead-lettered again;
 --   - lease_token is the empty bytea: no receipt (32 bytes of token)
 --     matches it, so a second ack, a nack or an extend of its receipt
 --     answers as for a settled message, and message_state reads it as
 --     'acked' (a marker among message_state's arguments, so that every
 --     query using it, search's walk included, reports the state as it is);
+--   - visible_at = expires_at = the end of its retention: the expiry sweep
+--     (messages_expires_at_idx) removes it then, and a lease timer still
+--     filed for it finds it never visible before it expired
+--     (MessageLockDue), so it is never readied or dead-lettered again;
 --   - it is not ready and has no ready row;
---   - its group moves from group_id to acked_group_id: FIFO groups are
---     found, held and pruned by their messages in messages_group_idx
---     (skipq.group_has_messages, group_release, message_claim_grouped's
---     head), where a retained message must not count;
+--   - group_id is cleared: FIFO groups are found, held and pruned by their
+--     messages in messages_group_idx (skipq.group_has_messages,
+--     group_release, message_claim_grouped's head), where a retained
+--     message must not count;
 --   - dead_lettered_at is cleared: acked, it is no dead letter any more
---     (GET /v1/dlq and redrive walk messages_dead_lettered_idx).
--- Its row and message id remain: a send with the same messageId is a
--- duplicate while it is retained (skipq.message_insert finds the message).
--- No new index: a claim still changes only unindexed columns (HOT).
--- Constant default, nullable: no rewrite; the moment of ACCESS EXCLUSIVE
--- does not queue behind a long transaction (docs/DESIGN.md, "Online
--- migrations").
-SET LOCAL lock_timeout = '2s';
-ALTER TABLE skipq.queues ADD COLUMN retain_acked_seconds integer NOT NULL DEFAULT 0;
-ALTER TABLE skipq.messages ADD COLUMN acked_at timestamptz, ADD COLUMN acked_group_id text;
+--     (GET /v1/dlq and redrive walk messages_dead_lettered_idx);
+--   - the ack's time and the group it left ride in its tags under the
+--     reserved key "skipq.acked" (native tag keys may not start with
+--     "skipq.", as for "skipq.sqs"), a JSON document {"at", "g"}.
+-- No column is added to skipq.messages: a new column changes the row type
+-- that the claim and settle functions return, and every call of a node of
+-- the previous release in flight while it is added fails ("structure of
+-- query does not match function result type"). Its row and message id
+-- remain: a send with the same messageId is a duplicate while it is
+-- retained (skipq.message_insert finds the message). No new index: a claim
+-- still changes only unindexed columns (HOT).
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.message_state(
@@ -68,14 +68,14 @@ BEGIN
     RETURN QUERY
     WITH kept AS (
         UPDATE skipq.messages m
-        SET acked_at          = p_now,
-            visible_at        = p_now + make_interval(secs => k.seconds),
+        SET visible_at        = p_now + make_interval(secs => k.seconds),
             expires_at        = p_now + make_interval(secs => k.seconds),
             lease_token       = '\x'::bytea,
             ready             = false,
             group_id          = NULL,
-            acked_group_id    = m.group_id,
             dead_lettered_at  = NULL,
+            tags              = m.tags || jsonb_build_object('skipq.acked',
+                                    jsonb_build_object('at', p_now, 'g', m.group_id)::text),
             receive_count     = m.receive_count + CASE WHEN p_delivered THEN 1 ELSE 0 END,
             first_received_at = CASE WHEN p_delivered THEN coalesce(m.first_received_at, p_now)
                                      ELSE m.first_received_at END
@@ -615,10 +615,5 @@ AS $$
         ELSE 'in_flight' END
 $$;
 -- +goose StatementEnd
--- Retained messages go with the columns that mark them.
-SET LOCAL lock_timeout = '2s';
-DELETE FROM skipq.ready r USING skipq.messages m
-WHERE m.acked_at IS NOT NULL AND r.queue_id = m.queue_id AND r.sequence = m.sequence;
-DELETE FROM skipq.messages WHERE acked_at IS NOT NULL;
-ALTER TABLE skipq.messages DROP COLUMN acked_group_id, DROP COLUMN acked_at;
-ALTER TABLE skipq.queues DROP COLUMN retain_acked_seconds;
+-- Retained messages are acked ones: without this migration they go.
+DELETE FROM skipq.messages WHERE lease_token = '\x'::bytea;
