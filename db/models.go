@@ -94,7 +94,6 @@ type SkipqQueue struct {
 	CreatedAt          time.Time
 	Fifo               bool
 	ContentBasedDedup  bool
-	RetainAckedSeconds int32
 }
 
 type SkipqQueueCount struct {
@@ -107,6 +106,11 @@ type SkipqQueueCount struct {
 	OldestAvailableAt *time.Time
 	CountedAt         time.Time
 	DeadLettered      int64
+}
+
+type SkipqQueueRetention struct {
+	QueueID int64
+	Seconds int32
 }
 
 type SkipqReady struct {

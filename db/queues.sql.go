@@ -162,9 +162,14 @@ func (q *Queries) QueueCreateMissing(ctx context.Context, arg QueueCreateMissing
 }
 
 const queueDelete = `-- name: QueueDelete :one
-DELETE FROM skipq.queues
-WHERE tenant = $1 AND name = $2
-RETURNING id
+WITH gone AS (
+    DELETE FROM skipq.queues
+    WHERE tenant = $1 AND name = $2
+    RETURNING id
+), retention AS (
+    DELETE FROM skipq.queue_retention r WHERE r.queue_id = (SELECT gone.id FROM gone)
+)
+SELECT gone.id FROM gone
 `
 
 type QueueDeleteParams struct {
@@ -172,6 +177,7 @@ type QueueDeleteParams struct {
 	Name   string
 }
 
+// The queue's row beside it (skipq.queue_retention) goes with it.
 func (q *Queries) QueueDelete(ctx context.Context, arg QueueDeleteParams) (int64, error) {
 	row := q.db.QueryRow(ctx, queueDelete, arg.Tenant, arg.Name)
 	var id int64
@@ -180,7 +186,7 @@ func (q *Queries) QueueDelete(ctx context.Context, arg QueueDeleteParams) (int64
 }
 
 const queueGetByName = `-- name: QueueGetByName :one
-SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup, retain_acked_seconds FROM skipq.queues
+SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup FROM skipq.queues
 WHERE tenant = $1 AND name = $2
 `
 
@@ -206,7 +212,6 @@ func (q *Queries) QueueGetByName(ctx context.Context, arg QueueGetByNameParams) 
 		&i.CreatedAt,
 		&i.Fifo,
 		&i.ContentBasedDedup,
-		&i.RetainAckedSeconds,
 	)
 	return i, err
 }
@@ -238,7 +243,7 @@ func (q *Queries) QueueInsert(ctx context.Context, arg QueueInsertParams) (int64
 }
 
 const queueList = `-- name: QueueList :many
-SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup, retain_acked_seconds FROM skipq.queues
+SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup FROM skipq.queues
 WHERE tenant = $1
   AND name >= $2::text AND starts_with(name, $2::text)
   AND name > $3::text
@@ -283,7 +288,6 @@ func (q *Queries) QueueList(ctx context.Context, arg QueueListParams) ([]SkipqQu
 			&i.CreatedAt,
 			&i.Fifo,
 			&i.ContentBasedDedup,
-			&i.RetainAckedSeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -296,7 +300,7 @@ func (q *Queries) QueueList(ctx context.Context, arg QueueListParams) ([]SkipqQu
 }
 
 const queueListByNames = `-- name: QueueListByNames :many
-SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup, retain_acked_seconds FROM skipq.queues WHERE tenant = $1 AND name = ANY($2::text[]) ORDER BY name
+SELECT id, tenant, name, visibility_seconds, receive_wait_seconds, delay_seconds, expiration_seconds, max_receive_count, dead_letter_queue, dedup_window_seconds, created_at, fifo, content_based_dedup FROM skipq.queues WHERE tenant = $1 AND name = ANY($2::text[]) ORDER BY name
 `
 
 type QueueListByNamesParams struct {
@@ -328,7 +332,6 @@ func (q *Queries) QueueListByNames(ctx context.Context, arg QueueListByNamesPara
 			&i.CreatedAt,
 			&i.Fifo,
 			&i.ContentBasedDedup,
-			&i.RetainAckedSeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -340,6 +343,52 @@ func (q *Queries) QueueListByNames(ctx context.Context, arg QueueListByNamesPara
 	return items, nil
 }
 
+const queueRetentionList = `-- name: QueueRetentionList :many
+SELECT r.queue_id, r.seconds FROM skipq.queue_retention r WHERE r.queue_id = ANY($1::bigint[])
+`
+
+// The retainAckedSeconds of those of the queues that retain.
+func (q *Queries) QueueRetentionList(ctx context.Context, queueIds []int64) ([]SkipqQueueRetention, error) {
+	rows, err := q.db.Query(ctx, queueRetentionList, queueIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SkipqQueueRetention
+	for rows.Next() {
+		var i SkipqQueueRetention
+		if err := rows.Scan(&i.QueueID, &i.Seconds); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueRetentionSet = `-- name: QueueRetentionSet :exec
+WITH off AS (
+    DELETE FROM skipq.queue_retention r WHERE r.queue_id = $1 AND $2::integer = 0
+)
+INSERT INTO skipq.queue_retention (queue_id, seconds)
+SELECT $1, $2::integer WHERE $2::integer > 0
+ON CONFLICT (queue_id) DO UPDATE SET seconds = excluded.seconds
+`
+
+type QueueRetentionSetParams struct {
+	QueueID int64
+	Seconds int32
+}
+
+// PUT with retainAckedSeconds: the queue's row in skipq.queue_retention
+// (migration 00030), none for 0.
+func (q *Queries) QueueRetentionSet(ctx context.Context, arg QueueRetentionSetParams) error {
+	_, err := q.db.Exec(ctx, queueRetentionSet, arg.QueueID, arg.Seconds)
+	return err
+}
+
 const queueSettingsUpdate = `-- name: QueueSettingsUpdate :one
 UPDATE skipq.queues AS q SET
     visibility_seconds   = coalesce($1::integer, q.visibility_seconds),
@@ -349,13 +398,12 @@ UPDATE skipq.queues AS q SET
     max_receive_count    = coalesce($5::integer, q.max_receive_count),
     dead_letter_queue    = coalesce($6::text, q.dead_letter_queue),
     dedup_window_seconds = coalesce($7::integer, q.dedup_window_seconds),
-    content_based_dedup  = coalesce($8::boolean, q.content_based_dedup),
-    retain_acked_seconds = coalesce($9::integer, q.retain_acked_seconds)
-WHERE q.tenant = $10 AND q.name = $11
+    content_based_dedup  = coalesce($8::boolean, q.content_based_dedup)
+WHERE q.tenant = $9 AND q.name = $10
   -- fifo is fixed at creation: an update giving the other type changes
   -- nothing and returns no row.
-  AND q.fifo = coalesce($12::boolean, q.fifo)
-RETURNING q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at, q.fifo, q.content_based_dedup, q.retain_acked_seconds
+  AND q.fifo = coalesce($11::boolean, q.fifo)
+RETURNING q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at, q.fifo, q.content_based_dedup
 `
 
 type QueueSettingsUpdateParams struct {
@@ -367,7 +415,6 @@ type QueueSettingsUpdateParams struct {
 	DeadLetterQueue    *string
 	DedupWindowSeconds *int32
 	ContentBasedDedup  *bool
-	RetainAckedSeconds *int32
 	Tenant             string
 	Name               string
 	Fifo               *bool
@@ -384,7 +431,6 @@ func (q *Queries) QueueSettingsUpdate(ctx context.Context, arg QueueSettingsUpda
 		arg.DeadLetterQueue,
 		arg.DedupWindowSeconds,
 		arg.ContentBasedDedup,
-		arg.RetainAckedSeconds,
 		arg.Tenant,
 		arg.Name,
 		arg.Fifo,
@@ -404,7 +450,6 @@ func (q *Queries) QueueSettingsUpdate(ctx context.Context, arg QueueSettingsUpda
 		&i.CreatedAt,
 		&i.Fifo,
 		&i.ContentBasedDedup,
-		&i.RetainAckedSeconds,
 	)
 	return i, err
 }

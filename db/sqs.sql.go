@@ -140,7 +140,7 @@ func (q *Queries) SQSDeadLetterSources(ctx context.Context, arg SQSDeadLetterSou
 }
 
 const sQSQueueGet = `-- name: SQSQueueGet :one
-SELECT q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at, q.fifo, q.content_based_dedup, q.retain_acked_seconds, x.attributes AS sqs_attributes, x.tags AS sqs_tags,
+SELECT q.id, q.tenant, q.name, q.visibility_seconds, q.receive_wait_seconds, q.delay_seconds, q.expiration_seconds, q.max_receive_count, q.dead_letter_queue, q.dedup_window_seconds, q.created_at, q.fifo, q.content_based_dedup, x.attributes AS sqs_attributes, x.tags AS sqs_tags,
        x.max_message_bytes AS sqs_max_message_bytes, x.updated_at AS sqs_updated_at
 FROM skipq.queues q
 LEFT JOIN skipq.sqs_queues x ON x.queue_id = q.id
@@ -166,7 +166,6 @@ type SQSQueueGetRow struct {
 	CreatedAt          time.Time
 	Fifo               bool
 	ContentBasedDedup  bool
-	RetainAckedSeconds int32
 	SqsAttributes      []byte
 	SqsTags            []byte
 	SqsMaxMessageBytes *int32
@@ -192,7 +191,6 @@ func (q *Queries) SQSQueueGet(ctx context.Context, arg SQSQueueGetParams) (SQSQu
 		&i.CreatedAt,
 		&i.Fifo,
 		&i.ContentBasedDedup,
-		&i.RetainAckedSeconds,
 		&i.SqsAttributes,
 		&i.SqsTags,
 		&i.SqsMaxMessageBytes,

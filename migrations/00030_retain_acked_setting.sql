@@ -1,13 +1,18 @@
 -- +goose Up
 -- The queue setting of SPEC §16.4 (retention of acked messages, migration
--- 00031), in a migration of its own: its transaction holds the ACCESS
--- EXCLUSIVE lock of ADD COLUMN on skipq.queues (which nearly every request
--- reads) only for the moment the column takes, not while 00031 replaces
--- functions. A constant default: no rewrite. The lock does not queue behind
--- a long transaction (docs/DESIGN.md, "Online migrations").
-SET LOCAL lock_timeout = '2s';
-ALTER TABLE skipq.queues ADD COLUMN retain_acked_seconds integer NOT NULL DEFAULT 0;
+-- 00031): retainAckedSeconds, one row per queue that retains (absent = 0).
+-- Beside skipq.queues rather than a column of it: ADD COLUMN takes ACCESS
+-- EXCLUSIVE on skipq.queues, which nearly every request reads, and
+-- TestOnlineMigration caught it held while nodes served (a new table locks
+-- nothing that exists). No foreign key, for the same reason (it would take
+-- SHARE ROW EXCLUSIVE on skipq.queues): QueueDelete deletes the row with
+-- its queue. Read by primary key by the acks (skipq.message_ack,
+-- message_claim_and_delete, message_claim_grouped) and with the queue's
+-- settings.
+CREATE TABLE skipq.queue_retention (
+    queue_id bigint  PRIMARY KEY,
+    seconds  integer NOT NULL CHECK (seconds > 0)
+);
 
 -- +goose Down
-SET LOCAL lock_timeout = '2s';
-ALTER TABLE skipq.queues DROP COLUMN retain_acked_seconds;
+DROP TABLE skipq.queue_retention;

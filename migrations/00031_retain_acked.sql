@@ -1,7 +1,7 @@
 -- +goose Up
--- Retention of settled messages (SPEC §16.4). A queue whose
--- retain_acked_seconds (migration 00030) is above 0 keeps an acked message
--- for that long, then the worker's expiry sweep removes it.
+-- Retention of settled messages (SPEC §16.4). A queue with a row in
+-- skipq.queue_retention (migration 00030) keeps an acked message for its
+-- seconds, then the worker's expiry sweep removes it.
 --
 -- A retained message stays in skipq.messages, out of every path a live
 -- message takes (skipq.message_retain is its one writer):
@@ -109,7 +109,6 @@ SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_fifo   boolean;
     v_retain boolean;
     v_gq     bigint[];
     v_gg     text[];
@@ -117,11 +116,9 @@ DECLARE
     v_rs     bigint[];
     v_rt     integer[];
 BEGIN
-    SELECT coalesce(bool_or(q.fifo), false), coalesce(bool_or(q.retain_acked_seconds > 0), false)
-    INTO v_fifo, v_retain
-    FROM skipq.queues q WHERE q.id = ANY(p_queue_ids);
+    v_retain := EXISTS (SELECT 1 FROM skipq.queue_retention r WHERE r.queue_id = ANY(p_queue_ids));
     -- The groups of FIFO messages, read before they change.
-    IF v_fifo THEN
+    IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = ANY(p_queue_ids) AND q.fifo) THEN
         SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
         FROM unnest(p_queue_ids, p_sequences, p_tokens) AS k(queue_id, sequence, token)
         CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m
@@ -134,7 +131,8 @@ BEGIN
         USING (SELECT unnest(p_queue_ids::bigint[]) AS queue_id, unnest(p_sequences) AS sequence,
                 unnest(p_tokens) AS token) k
         WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-          AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id AND q.retain_acked_seconds = 0 OFFSET 0)
+          AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
+          AND (NOT v_retain OR NOT EXISTS (SELECT 1 FROM skipq.queue_retention r WHERE r.queue_id = m.queue_id))
         RETURNING m.*
     ), unready AS (
         DELETE FROM skipq.ready r
@@ -149,10 +147,11 @@ BEGIN
         -- acks of one receipt, the second finds the empty token and
         -- matches nothing.
         SELECT array_agg(m.queue_id), array_agg(m.sequence), array_agg(k.seconds) INTO v_rq, v_rs, v_rt
-        FROM (SELECT u.queue_id, u.sequence, u.token, q.retain_acked_seconds AS seconds
+        FROM (SELECT u.queue_id, u.sequence, u.token, r.seconds
               FROM unnest(p_queue_ids, p_sequences, p_tokens) AS u(queue_id, sequence, token)
-              CROSS JOIN LATERAL (SELECT q.retain_acked_seconds FROM skipq.queues q
-                                  WHERE q.id = u.queue_id AND q.retain_acked_seconds > 0) q) k
+              CROSS JOIN LATERAL (SELECT r.seconds FROM skipq.queue_retention r
+                                  WHERE r.queue_id = u.queue_id
+                                    AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = r.queue_id)) r) k
         CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence FROM skipq.messages m
                             WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
                             FOR UPDATE) m;
@@ -179,13 +178,15 @@ SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    q      skipq.queues;
-    v_seqs bigint[];
+    q        skipq.queues;
+    v_retain integer;
+    v_seqs   bigint[];
 BEGIN
     SELECT * INTO q FROM skipq.queues x WHERE x.tenant = p_tenant AND x.name = p_queue AND NOT x.fifo;
     IF NOT FOUND THEN
         RETURN;
     END IF;
+    SELECT r.seconds INTO v_retain FROM skipq.queue_retention r WHERE r.queue_id = q.id;
     WITH walked AS (
         SELECT c.sequence, c.size
         FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence) r
@@ -208,9 +209,9 @@ BEGIN
     IF v_seqs IS NULL THEN
         RETURN;
     END IF;
-    IF q.retain_acked_seconds > 0 THEN
+    IF v_retain IS NOT NULL THEN
         RETURN QUERY SELECT * FROM skipq.message_retain(array_fill(q.id, ARRAY[cardinality(v_seqs)]), v_seqs,
-            array_fill(q.retain_acked_seconds, ARRAY[cardinality(v_seqs)]), coalesce(p_now, clock_timestamp()), true);
+            array_fill(v_retain, ARRAY[cardinality(v_seqs)]), coalesce(p_now, clock_timestamp()), true);
         RETURN;
     END IF;
     RETURN QUERY
@@ -245,6 +246,7 @@ DECLARE
     v_until  timestamptz;
     v_seqs   bigint[];
     v_taken  text[];
+    v_retain integer;
 BEGIN
     SELECT * INTO q FROM skipq.queues x WHERE x.tenant = p_tenant AND x.name = p_queue AND x.fifo;
     IF NOT FOUND THEN
@@ -333,6 +335,9 @@ BEGIN
         leased_until = CASE WHEN p_mode = 'claim' THEN v_until ELSE g.leased_until END
     WHERE g.queue_id = q.id AND g.group_id = ANY(v_taken);
 
+    IF p_mode = 'delete' THEN
+        SELECT x.seconds INTO v_retain FROM skipq.queue_retention x WHERE x.queue_id = q.id;
+    END IF;
     IF p_mode = 'claim' THEN
         RETURN QUERY
         WITH unready AS (
@@ -351,11 +356,11 @@ BEGIN
             RETURNING m.*
         )
         SELECT c.* FROM claimed c ORDER BY array_position(v_seqs, c.sequence);
-    ELSIF q.retain_acked_seconds > 0 THEN
+    ELSIF v_retain IS NOT NULL THEN
         -- autoAck on a queue that keeps acked messages (message_claim_and_delete).
         RETURN QUERY
         SELECT r.* FROM skipq.message_retain(array_fill(q.id, ARRAY[cardinality(v_seqs)]), v_seqs,
-            array_fill(q.retain_acked_seconds, ARRAY[cardinality(v_seqs)]), v_now, true) r
+            array_fill(v_retain, ARRAY[cardinality(v_seqs)]), v_now, true) r
         ORDER BY array_position(v_seqs, r.sequence);
         PERFORM skipq.group_release(array_fill(q.id, ARRAY[cardinality(v_taken)]), v_taken);
     ELSE

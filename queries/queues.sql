@@ -23,8 +23,7 @@ UPDATE skipq.queues AS q SET
     max_receive_count    = coalesce(sqlc.narg('max_receive_count')::integer, q.max_receive_count),
     dead_letter_queue    = coalesce(sqlc.narg('dead_letter_queue')::text, q.dead_letter_queue),
     dedup_window_seconds = coalesce(sqlc.narg('dedup_window_seconds')::integer, q.dedup_window_seconds),
-    content_based_dedup  = coalesce(sqlc.narg('content_based_dedup')::boolean, q.content_based_dedup),
-    retain_acked_seconds = coalesce(sqlc.narg('retain_acked_seconds')::integer, q.retain_acked_seconds)
+    content_based_dedup  = coalesce(sqlc.narg('content_based_dedup')::boolean, q.content_based_dedup)
 WHERE q.tenant = @tenant AND q.name = @name
   -- fifo is fixed at creation: an update giving the other type changes
   -- nothing and returns no row.
@@ -53,9 +52,29 @@ ORDER BY name
 LIMIT @max_queues;
 
 -- name: QueueDelete :one
-DELETE FROM skipq.queues
-WHERE tenant = @tenant AND name = @name
-RETURNING id;
+-- The queue's row beside it (skipq.queue_retention) goes with it.
+WITH gone AS (
+    DELETE FROM skipq.queues
+    WHERE tenant = @tenant AND name = @name
+    RETURNING id
+), retention AS (
+    DELETE FROM skipq.queue_retention r WHERE r.queue_id = (SELECT gone.id FROM gone)
+)
+SELECT gone.id FROM gone;
+
+-- name: QueueRetentionSet :exec
+-- PUT with retainAckedSeconds: the queue's row in skipq.queue_retention
+-- (migration 00030), none for 0.
+WITH off AS (
+    DELETE FROM skipq.queue_retention r WHERE r.queue_id = @queue_id AND @seconds::integer = 0
+)
+INSERT INTO skipq.queue_retention (queue_id, seconds)
+SELECT @queue_id, @seconds::integer WHERE @seconds::integer > 0
+ON CONFLICT (queue_id) DO UPDATE SET seconds = excluded.seconds;
+
+-- name: QueueRetentionList :many
+-- The retainAckedSeconds of those of the queues that retain.
+SELECT r.queue_id, r.seconds FROM skipq.queue_retention r WHERE r.queue_id = ANY(@queue_ids::bigint[]);
 
 -- name: QueueStats :one
 -- Counted at request time from the queue's own rows (one primary-key range

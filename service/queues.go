@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/skipq/skipq/db"
@@ -118,20 +119,43 @@ func (s *Service) putQueue(ctx context.Context, tenant, name string, in QueueSet
 			DedupWindowSeconds: int32Ptr(in.DedupWindowSeconds),
 			Fifo:               in.FIFO,
 			ContentBasedDedup:  in.ContentBasedDeduplication,
-			RetainAckedSeconds: int32Ptr(in.RetainAckedSeconds),
 		})
 		if errors.Is(db.NotFound(err), db.ErrNotFound) {
 			// The queue exists with the other type (created meanwhile): the
 			// update changed nothing, and the transaction stores nothing.
 			return Invalid(Issue{Path: "fifo", Message: "cannot change: fifo is fixed when the queue is created"})
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if in.RetainAckedSeconds != nil {
+			err = tx.QueueRetentionSet(ctx, db.QueueRetentionSetParams{QueueID: row.ID,
+				Seconds: int32(*in.RetainAckedSeconds)})
+			if err != nil {
+				return err
+			}
+		}
+		q = queueFromRow(row)
+		return s.addRetention(ctx, tx, []*Queue{&q}, []int64{row.ID})
 	})
 	if err != nil {
 		return Queue{}, false, fromDB("put queue", err)
 	}
 	s.kinds.set(tenant, name, row.Fifo)
-	return queueFromRow(row), created, nil
+	return q, created, nil
+}
+
+// addRetention sets the RetainAckedSeconds of queues (ids[i] is qs[i]'s),
+// which skipq.queue_retention holds beside them.
+func (s *Service) addRetention(ctx context.Context, q *db.Queries, qs []*Queue, ids []int64) error {
+	rows, err := q.QueueRetentionList(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		qs[slices.Index(ids, r.QueueID)].RetainAckedSeconds = int(r.Seconds)
+	}
+	return nil
 }
 
 // checkQueueType refuses what the queue's type cannot have: a change of
@@ -178,6 +202,9 @@ func (s *Service) GetQueue(ctx context.Context, tenant, name string) (Queue, err
 		return Queue{}, fromDB("queue stats", err)
 	}
 	q := queueFromRow(row)
+	if err := s.addRetention(ctx, s.q, []*Queue{&q}, []int64{row.ID}); err != nil {
+		return Queue{}, fromDB("queue retention", err)
+	}
 	q.Stats = &QueueStats{Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight, Acked: st.Acked,
 		Groups: st.Groups}
 	// min() over no rows is NULL, which sqlc can only type as any.
@@ -224,8 +251,16 @@ func (s *Service) ListQueues(ctx context.Context, tenant, prefix string, limit i
 		rows = rows[:limit]
 		nextCursor = encodeCursor(rows[limit-1].Name)
 	}
-	for _, r := range rows {
-		qs = append(qs, queueFromRow(r))
+	if len(rows) == 0 {
+		return nil, "", nil
+	}
+	ptrs, ids := make([]*Queue, len(rows)), make([]int64, len(rows))
+	qs = make([]Queue, len(rows))
+	for i, r := range rows {
+		qs[i], ptrs[i], ids[i] = queueFromRow(r), &qs[i], r.ID
+	}
+	if err := s.addRetention(ctx, s.q, ptrs, ids); err != nil {
+		return nil, "", fromDB("list queues", err)
 	}
 	return qs, nextCursor, nil
 }
@@ -287,7 +322,6 @@ func queueFromRow(r db.SkipqQueue) Queue {
 		FIFO:               r.Fifo,
 
 		ContentBasedDeduplication: r.ContentBasedDedup,
-		RetainAckedSeconds:        int(r.RetainAckedSeconds),
 	}
 }
 
