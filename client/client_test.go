@@ -419,6 +419,23 @@ func TestQueues(t *testing.T) {
 	if q.Stats.Available != 2 || q.Stats.Total != 2 || q.Stats.OldestAvailableAt == nil {
 		t.Fatalf("stats after two sends: %+v", q.Stats)
 	}
+	// With retention, an ack keeps the message, counted apart.
+	if q, _, err = c.PutQueue(ctx, "orders", client.QueueSettings{RetainAckedSeconds: new(600)}); err != nil ||
+		q.RetainAckedSeconds != 600 {
+		t.Fatalf("retainAckedSeconds: %+v %v", q, err)
+	}
+	recv := must[[]*client.Received](t)(c.Receive(ctx, "orders", client.ReceiveOptions{WaitSeconds: new(0)}))
+	if len(recv) != 1 || recv[0].Ack(ctx) != nil {
+		t.Fatalf("receive and ack: %v", recv)
+	}
+	q = must[client.Queue](t)(c.GetQueue(ctx, "orders"))
+	if q.Stats.Acked != 1 || q.Stats.Available != 1 || q.Stats.Total != 1 {
+		t.Fatalf("stats after an ack with retention: %+v", q.Stats)
+	}
+	kept := must[client.BrowsedMessage](t)(c.GetMessage(ctx, "orders", recv[0].MessageID))
+	if kept.State != client.StateAcked || kept.AckedAt == nil || !kept.VisibleAt.IsZero() {
+		t.Fatalf("retained message: %+v", kept)
+	}
 	if n := must[int64](t)(c.PurgeQueue(ctx, "orders")); n != 2 {
 		t.Fatalf("purged %d, want 2", n)
 	}

@@ -23,16 +23,19 @@ const (
 )
 
 // BrowsedMessage is a message with its state and when it became or becomes
-// receivable.
+// receivable (zero for an acked one: never again).
 type BrowsedMessage struct {
 	StoredMessage
 	State     State
 	VisibleAt wire.Time
+	// AckedAt is when a retained message (StateAcked, the queue's
+	// RetainAckedSeconds) was acked; nil for every other.
+	AckedAt *wire.Time
 }
 
 func browsed(w wire.Message) (BrowsedMessage, error) {
 	m, err := stored(w)
-	return BrowsedMessage{StoredMessage: m, State: w.State, VisibleAt: deref(w.VisibleAt)}, err
+	return BrowsedMessage{StoredMessage: m, State: w.State, VisibleAt: deref(w.VisibleAt), AckedAt: w.AckedAt}, err
 }
 
 // browsedPage decodes a page of browsed (or found) messages.

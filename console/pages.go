@@ -74,7 +74,7 @@ func (c *Console) queueRows(w http.ResponseWriter, r *http.Request, id identity)
 	c.renderView(w, r, http.StatusOK, "queues", "rows", view{ID: id, Data: d})
 }
 
-var browseStates = []string{service.StateAvailable, service.StateDelayed, service.StateInFlight}
+var browseStates = []string{service.StateAvailable, service.StateDelayed, service.StateInFlight, service.StateAcked}
 
 type queueData struct {
 	Queue          service.Queue
@@ -133,6 +133,7 @@ func (c *Console) saveSettings(w http.ResponseWriter, r *http.Request, id identi
 		ExpirationSeconds:  intField(r, "expirationSeconds", &is),
 		MaxReceiveCount:    intField(r, "maxReceiveCount", &is),
 		DedupWindowSeconds: intField(r, "dedupWindowSeconds", &is),
+		RetainAckedSeconds: intField(r, "retainAckedSeconds", &is),
 	}
 	dlq := strings.TrimSpace(r.PostFormValue("deadLetterQueue"))
 	in.DeadLetterQueue = &dlq

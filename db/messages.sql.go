@@ -82,7 +82,8 @@ type MessageAckByReceiptRow struct {
 	Grouped  bool
 }
 
-// Deletes the messages whose lease the handles hold (skipq.message_ack),
+// Deletes the messages whose lease the handles hold (skipq.message_ack; on
+// a queue with retainAckedSeconds, retains them: skipq.message_retain),
 // returning the token each matched, so the caller credits exactly the
 // handle that settled the row, and whether the message was in a group
 // (its group may have become receivable: waiting receivers are woken).
@@ -317,7 +318,8 @@ type MessageClaimAndDeleteParams struct {
 	MessageOverhead  int64
 }
 
-// autoAck receive: claims like MessageClaim and removes what it returns
+// autoAck receive: claims like MessageClaim and removes what it returns, or
+// retains it on a queue with retainAckedSeconds
 // (skipq.message_claim_and_delete). receive_count is reported as it was
 // before this delivery.
 func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAndDeleteParams) ([]SkipqMessage, error) {
@@ -702,7 +704,7 @@ WITH gone AS (
         ORDER BY c.expires_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED)
-    RETURNING m.queue_id, m.sequence, m.ready
+    RETURNING m.queue_id, m.sequence, m.ready, m.lease_token
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -710,7 +712,7 @@ WITH gone AS (
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
                             WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
 )
-SELECT gone.queue_id FROM gone
+SELECT gone.queue_id, coalesce(gone.lease_token = '\x'::bytea, false)::boolean AS retained FROM gone
 `
 
 type MessageDeleteExpiredParams struct {
@@ -718,22 +720,30 @@ type MessageDeleteExpiredParams struct {
 	MaxMessages int32
 }
 
+type MessageDeleteExpiredRow struct {
+	QueueID  int64
+	Retained bool
+}
+
 // Worker: removes up to @max_messages expired messages that are not in a live
-// lease (an in-flight message can still be settled). Returns the queues for
-// the expired-messages metric.
-func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExpiredParams) ([]int64, error) {
+// lease (an in-flight message can still be settled), and the retained
+// messages whose retention ended (their expires_at; the empty lease token
+// marks them, skipq.message_retain).
+// Returns the queues, and which were retained, for the expired-messages
+// metric: a retained message's end is no expiry.
+func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExpiredParams) ([]MessageDeleteExpiredRow, error) {
 	rows, err := q.db.Query(ctx, messageDeleteExpired, arg.Now, arg.MaxMessages)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []MessageDeleteExpiredRow
 	for rows.Next() {
-		var queue_id int64
-		if err := rows.Scan(&queue_id); err != nil {
+		var i MessageDeleteExpiredRow
+		if err := rows.Scan(&i.QueueID, &i.Retained); err != nil {
 			return nil, err
 		}
-		items = append(items, queue_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -1408,7 +1418,8 @@ SELECT coalesce($1::timestamptz, now()) + make_interval(secs => $2::integer),
        k.queue_id, k.sequence
 FROM (SELECT unnest($3::bigint[]) AS queue_id, unnest($4::bigint[]) AS sequence) k
 WHERE EXISTS (SELECT 1 FROM skipq.messages m
-              WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready)
+              WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
+                AND m.lease_token IS DISTINCT FROM '\x'::bytea)
 `
 
 type TimerRefileParams struct {
@@ -1422,7 +1433,9 @@ type TimerRefileParams struct {
 // @retry_seconds later, for the messages that are still there and not
 // ready: one locked by a transaction that rolls back must still come back
 // when its lease has ended. Timers are hints, so one too many (the message
-// was settled meanwhile, or its lease extended) costs a probe, no more.
+// was settled meanwhile, or its lease extended) costs a probe, no more. A
+// retained message (acked, skipq.message_retain) never comes back: its
+// timer would be filed again every second until it is removed.
 func (q *Queries) TimerRefile(ctx context.Context, arg TimerRefileParams) error {
 	_, err := q.db.Exec(ctx, timerRefile,
 		arg.Now,

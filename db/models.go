@@ -110,6 +110,11 @@ type SkipqQueueCount struct {
 	DeadLettered      int64
 }
 
+type SkipqQueueRetention struct {
+	QueueID int64
+	Seconds int32
+}
+
 type SkipqReady struct {
 	QueueID  int64
 	Sequence int64

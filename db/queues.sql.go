@@ -162,9 +162,14 @@ func (q *Queries) QueueCreateMissing(ctx context.Context, arg QueueCreateMissing
 }
 
 const queueDelete = `-- name: QueueDelete :one
-DELETE FROM skipq.queues
-WHERE tenant = $1 AND name = $2
-RETURNING id
+WITH gone AS (
+    DELETE FROM skipq.queues
+    WHERE tenant = $1 AND name = $2
+    RETURNING id
+), retention AS (
+    DELETE FROM skipq.queue_retention r WHERE r.queue_id = (SELECT gone.id FROM gone)
+)
+SELECT gone.id FROM gone
 `
 
 type QueueDeleteParams struct {
@@ -172,6 +177,7 @@ type QueueDeleteParams struct {
 	Name   string
 }
 
+// The queue's row beside it (skipq.queue_retention) goes with it.
 func (q *Queries) QueueDelete(ctx context.Context, arg QueueDeleteParams) (int64, error) {
 	row := q.db.QueryRow(ctx, queueDelete, arg.Tenant, arg.Name)
 	var id int64
@@ -337,6 +343,52 @@ func (q *Queries) QueueListByNames(ctx context.Context, arg QueueListByNamesPara
 	return items, nil
 }
 
+const queueRetentionList = `-- name: QueueRetentionList :many
+SELECT r.queue_id, r.seconds FROM skipq.queue_retention r WHERE r.queue_id = ANY($1::bigint[])
+`
+
+// The retainAckedSeconds of those of the queues that retain.
+func (q *Queries) QueueRetentionList(ctx context.Context, queueIds []int64) ([]SkipqQueueRetention, error) {
+	rows, err := q.db.Query(ctx, queueRetentionList, queueIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SkipqQueueRetention
+	for rows.Next() {
+		var i SkipqQueueRetention
+		if err := rows.Scan(&i.QueueID, &i.Seconds); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueRetentionSet = `-- name: QueueRetentionSet :exec
+WITH off AS (
+    DELETE FROM skipq.queue_retention r WHERE r.queue_id = $1 AND $2::integer = 0
+)
+INSERT INTO skipq.queue_retention (queue_id, seconds)
+SELECT $1, $2::integer WHERE $2::integer > 0
+ON CONFLICT (queue_id) DO UPDATE SET seconds = excluded.seconds
+`
+
+type QueueRetentionSetParams struct {
+	QueueID int64
+	Seconds int32
+}
+
+// PUT with retainAckedSeconds: the queue's row in skipq.queue_retention
+// (migration 00030), none for 0.
+func (q *Queries) QueueRetentionSet(ctx context.Context, arg QueueRetentionSetParams) error {
+	_, err := q.db.Exec(ctx, queueRetentionSet, arg.QueueID, arg.Seconds)
+	return err
+}
+
 const queueSettingsUpdate = `-- name: QueueSettingsUpdate :one
 UPDATE skipq.queues AS q SET
     visibility_seconds   = coalesce($1::integer, q.visibility_seconds),
@@ -408,6 +460,7 @@ SELECT
     count(*) FILTER (WHERE s.state = 'available')::bigint AS available,
     count(*) FILTER (WHERE s.state = 'delayed')::bigint AS delayed,
     count(*) FILTER (WHERE s.state = 'in_flight')::bigint AS in_flight,
+    count(*) FILTER (WHERE s.state = 'acked')::bigint AS acked,
     min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available') AS oldest_available_at,
     count(DISTINCT m.group_id)::bigint AS groups
 FROM skipq.messages m, t,
@@ -425,6 +478,7 @@ type QueueStatsRow struct {
 	Available         int64
 	Delayed           int64
 	InFlight          int64
+	Acked             int64
 	OldestAvailableAt interface{}
 	Groups            int64
 }
@@ -433,6 +487,8 @@ type QueueStatsRow struct {
 // scan). States are exclusive: an expired message is in none of them, and a
 // message whose last allowed lease ran out counts as in flight until the
 // worker dead-letters it.
+// A retained message (acked, SPEC §16.4) is counted apart, as acked, until
+// its retention ends.
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
 	row := q.db.QueryRow(ctx, queueStats, arg.QueueID, arg.Now)
 	var i QueueStatsRow
@@ -440,6 +496,7 @@ func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueSt
 		&i.Available,
 		&i.Delayed,
 		&i.InFlight,
+		&i.Acked,
 		&i.OldestAvailableAt,
 		&i.Groups,
 	)

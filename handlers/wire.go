@@ -22,12 +22,12 @@ func toQueue(q service.Queue) wire.Queue {
 		DelaySeconds: q.DelaySeconds, ExpirationSeconds: q.ExpirationSeconds,
 		MaxReceiveCount: q.MaxReceiveCount, DeadLetterQueue: q.DeadLetterQueue,
 		DedupWindowSeconds: q.DedupWindowSeconds, FIFO: q.FIFO,
-		ContentBasedDeduplication: q.ContentBasedDeduplication,
+		ContentBasedDeduplication: q.ContentBasedDeduplication, RetainAckedSeconds: q.RetainAckedSeconds,
 	}
 	if st := q.Stats; st != nil {
 		out.Stats = &wire.QueueStats{
 			Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight,
-			Total: st.Available + st.Delayed + st.InFlight, Groups: st.Groups,
+			Total: st.Available + st.Delayed + st.InFlight, Acked: st.Acked, Groups: st.Groups,
 			OldestAvailableAt: wire.AtPtr(st.OldestAvailableAt),
 		}
 	}
@@ -49,6 +49,7 @@ func toMessage(m service.Message) wire.Message {
 		ReceiveCount: m.ReceiveCount, VisibleUntil: wire.AtPtr(m.VisibleUntil),
 		DelayedTo: wire.AtPtr(m.DelayedTo), ExpiresAt: wire.AtPtr(m.ExpiresAt),
 		ReRoutedFrom: m.ReRoutedFrom, DeadLetteredAt: wire.AtPtr(m.DeadLetteredAt), GroupID: m.GroupID,
+		AckedAt: wire.AtPtr(m.AckedAt),
 	}
 	if m.ReceiptHandle != "" {
 		out.ReceiptHandle = &m.ReceiptHandle
@@ -81,7 +82,7 @@ func toMessage(m service.Message) wire.Message {
 
 func toBrowsed(m service.BrowsedMessage) wire.Message {
 	out := toMessage(m.Message)
-	out.State, out.VisibleAt = wire.State(m.State), &wire.Time{Time: m.VisibleAt}
+	out.State, out.VisibleAt = wire.State(m.State), wire.AtPtr(m.VisibleAt)
 	return out
 }
 

@@ -24,7 +24,8 @@ SELECT * FROM skipq.message_claim(@tenant::text, @queue::text, sqlc.narg('now'):
     @message_overhead::bigint);
 
 -- name: MessageClaimAndDelete :many
--- autoAck receive: claims like MessageClaim and removes what it returns
+-- autoAck receive: claims like MessageClaim and removes what it returns, or
+-- retains it on a queue with retainAckedSeconds
 -- (skipq.message_claim_and_delete). receive_count is reported as it was
 -- before this delivery.
 SELECT * FROM skipq.message_claim_and_delete(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
@@ -72,7 +73,8 @@ WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND
   AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p));
 
 -- name: MessageAckByReceipt :many
--- Deletes the messages whose lease the handles hold (skipq.message_ack),
+-- Deletes the messages whose lease the handles hold (skipq.message_ack; on
+-- a queue with retainAckedSeconds, retains them: skipq.message_retain),
 -- returning the token each matched, so the caller credits exactly the
 -- handle that settled the row, and whether the message was in a group
 -- (its group may have become receivable: waiting receivers are woken).
@@ -193,13 +195,16 @@ FOR UPDATE OF m SKIP LOCKED;
 -- @retry_seconds later, for the messages that are still there and not
 -- ready: one locked by a transaction that rolls back must still come back
 -- when its lease has ended. Timers are hints, so one too many (the message
--- was settled meanwhile, or its lease extended) costs a probe, no more.
+-- was settled meanwhile, or its lease extended) costs a probe, no more. A
+-- retained message (acked, skipq.message_retain) never comes back: its
+-- timer would be filed again every second until it is removed.
 INSERT INTO skipq.timers (due_at, queue_id, sequence)
 SELECT coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => @retry_seconds::integer),
        k.queue_id, k.sequence
 FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
 WHERE EXISTS (SELECT 1 FROM skipq.messages m
-              WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready);
+              WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
+                AND m.lease_token IS DISTINCT FROM '\x'::bytea);
 
 -- name: MessageReady :many
 -- Worker: readies messages that TimerFire locked (a delay ended, or a lease
@@ -225,8 +230,11 @@ RETURNING queue_id;
 
 -- name: MessageDeleteExpired :many
 -- Worker: removes up to @max_messages expired messages that are not in a live
--- lease (an in-flight message can still be settled). Returns the queues for
--- the expired-messages metric.
+-- lease (an in-flight message can still be settled), and the retained
+-- messages whose retention ended (their expires_at; the empty lease token
+-- marks them, skipq.message_retain).
+-- Returns the queues, and which were retained, for the expired-messages
+-- metric: a retained message's end is no expiry.
 WITH gone AS (
     DELETE FROM skipq.messages m
     WHERE (m.queue_id, m.sequence) IN (
@@ -236,7 +244,7 @@ WITH gone AS (
         ORDER BY c.expires_at
         LIMIT @max_messages
         FOR UPDATE SKIP LOCKED)
-    RETURNING m.queue_id, m.sequence, m.ready
+    RETURNING m.queue_id, m.sequence, m.ready, m.lease_token
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -244,7 +252,7 @@ WITH gone AS (
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
                             WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
 )
-SELECT gone.queue_id FROM gone;
+SELECT gone.queue_id, coalesce(gone.lease_token = '\x'::bytea, false)::boolean AS retained FROM gone;
 
 -- name: MessageBrowse :many
 -- States are judged at clock_timestamp(), read after this statement's

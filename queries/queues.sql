@@ -52,20 +52,43 @@ ORDER BY name
 LIMIT @max_queues;
 
 -- name: QueueDelete :one
-DELETE FROM skipq.queues
-WHERE tenant = @tenant AND name = @name
-RETURNING id;
+-- The queue's row beside it (skipq.queue_retention) goes with it.
+WITH gone AS (
+    DELETE FROM skipq.queues
+    WHERE tenant = @tenant AND name = @name
+    RETURNING id
+), retention AS (
+    DELETE FROM skipq.queue_retention r WHERE r.queue_id = (SELECT gone.id FROM gone)
+)
+SELECT gone.id FROM gone;
+
+-- name: QueueRetentionSet :exec
+-- PUT with retainAckedSeconds: the queue's row in skipq.queue_retention
+-- (migration 00030), none for 0.
+WITH off AS (
+    DELETE FROM skipq.queue_retention r WHERE r.queue_id = @queue_id AND @seconds::integer = 0
+)
+INSERT INTO skipq.queue_retention (queue_id, seconds)
+SELECT @queue_id, @seconds::integer WHERE @seconds::integer > 0
+ON CONFLICT (queue_id) DO UPDATE SET seconds = excluded.seconds;
+
+-- name: QueueRetentionList :many
+-- The retainAckedSeconds of those of the queues that retain.
+SELECT r.queue_id, r.seconds FROM skipq.queue_retention r WHERE r.queue_id = ANY(@queue_ids::bigint[]);
 
 -- name: QueueStats :one
 -- Counted at request time from the queue's own rows (one primary-key range
 -- scan). States are exclusive: an expired message is in none of them, and a
 -- message whose last allowed lease ran out counts as in flight until the
 -- worker dead-letters it.
+-- A retained message (acked, SPEC §16.4) is counted apart, as acked, until
+-- its retention ends.
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT
     count(*) FILTER (WHERE s.state = 'available')::bigint AS available,
     count(*) FILTER (WHERE s.state = 'delayed')::bigint AS delayed,
     count(*) FILTER (WHERE s.state = 'in_flight')::bigint AS in_flight,
+    count(*) FILTER (WHERE s.state = 'acked')::bigint AS acked,
     min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available') AS oldest_available_at,
     count(DISTINCT m.group_id)::bigint AS groups
 FROM skipq.messages m, t,

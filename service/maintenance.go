@@ -160,15 +160,18 @@ func (s *Service) refileTimers(ctx context.Context, q *db.Queries, taken []db.Ti
 }
 
 // RemoveExpired deletes up to max expired messages that are not in a live
-// lease.
+// lease, and retained messages whose retention ended (counted as no
+// expiry).
 func (s *Service) RemoveExpired(ctx context.Context, max int) (int, error) {
 	rows, err := s.q.MessageDeleteExpired(ctx, db.MessageDeleteExpiredParams{Now: s.now(), MaxMessages: int32(max)})
 	if err != nil {
 		return 0, fromDB("remove expired messages", err)
 	}
 	expired := map[int64]int{}
-	for _, id := range rows {
-		expired[id]++
+	for _, r := range rows {
+		if !r.Retained {
+			expired[r.QueueID]++
+		}
 	}
 	s.observeByID(ctx, expired, s.obs.MessagesExpired)
 	return len(rows), nil

@@ -20,15 +20,19 @@ const (
 )
 
 // BrowsedMessage is a message with its state and when it became or becomes
-// receivable.
+// receivable (nil for an acked one: never again).
 type BrowsedMessage struct {
 	Message
 	State     string
-	VisibleAt time.Time
+	VisibleAt *time.Time
 }
 
 func browsed(queue string, m db.SkipqMessage, state string) BrowsedMessage {
-	return BrowsedMessage{Message: messageFromRow(queue, m), State: state, VisibleAt: m.VisibleAt}
+	b := BrowsedMessage{Message: messageFromRow(queue, m), State: state}
+	if state != StateAcked {
+		b.VisibleAt = &m.VisibleAt
+	}
+	return b
 }
 
 // BrowseMessages lists a queue's messages by sequence, optionally in one
@@ -39,9 +43,9 @@ func (s *Service) BrowseMessages(ctx context.Context, tenant, queue, state strin
 		is.add("queue", "%s", msg)
 	}
 	switch state {
-	case "", StateAvailable, StateDelayed, StateInFlight:
+	case "", StateAvailable, StateDelayed, StateInFlight, StateAcked:
 	default:
-		is.add("state", "must be available, delayed or in_flight")
+		is.add("state", "must be available, delayed, in_flight or acked")
 	}
 	is.between("limit", &limit, 1, maxListLimit)
 	after, err := decodeSequenceCursor(cursor)

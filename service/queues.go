@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/skipq/skipq/db"
@@ -23,7 +24,10 @@ type Queue struct {
 	// ContentBasedDeduplication: a send without a messageId is
 	// deduplicated on its body's SHA-256 for DedupWindowSeconds.
 	ContentBasedDeduplication bool
-	Stats                     *QueueStats
+	// RetainAckedSeconds: an acked message is kept this long in state
+	// acked (SPEC §16.4); 0 removes it at once.
+	RetainAckedSeconds int
+	Stats              *QueueStats
 }
 
 // QueueStats are counted at request time. States are exclusive.
@@ -31,6 +35,9 @@ type QueueStats struct {
 	Available int64
 	Delayed   int64
 	InFlight  int64
+	// Acked counts the retained messages (RetainAckedSeconds), in none of
+	// the other states.
+	Acked int64
 	// Groups counts the FIFO groups that have messages (0 on a standard
 	// queue).
 	Groups int64
@@ -52,6 +59,8 @@ type QueueSettings struct {
 	FIFO               *bool // fixed at creation
 	// ContentBasedDeduplication: see Queue.
 	ContentBasedDeduplication *bool
+	// RetainAckedSeconds: see Queue.
+	RetainAckedSeconds *int
 }
 
 func (s *Service) validateSettings(name string, in QueueSettings, minVisibility int) error {
@@ -64,6 +73,7 @@ func (s *Service) validateSettings(name string, in QueueSettings, minVisibility 
 	is.between("expirationSeconds", in.ExpirationSeconds, 0, l.MaxExpirationSeconds)
 	is.between("maxReceiveCount", in.MaxReceiveCount, 0, l.MaxReceiveCount)
 	is.between("dedupWindowSeconds", in.DedupWindowSeconds, 0, maxDedupWindow)
+	is.between("retainAckedSeconds", in.RetainAckedSeconds, 0, l.MaxExpirationSeconds)
 	checkDeadLetterQueue(&is, "deadLetterQueue", name, in.DeadLetterQueue)
 	return is.err()
 }
@@ -115,13 +125,37 @@ func (s *Service) putQueue(ctx context.Context, tenant, name string, in QueueSet
 			// update changed nothing, and the transaction stores nothing.
 			return Invalid(Issue{Path: "fifo", Message: "cannot change: fifo is fixed when the queue is created"})
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if in.RetainAckedSeconds != nil {
+			err = tx.QueueRetentionSet(ctx, db.QueueRetentionSetParams{QueueID: row.ID,
+				Seconds: int32(*in.RetainAckedSeconds)})
+			if err != nil {
+				return err
+			}
+		}
+		q = queueFromRow(row)
+		return s.addRetention(ctx, tx, []*Queue{&q}, []int64{row.ID})
 	})
 	if err != nil {
 		return Queue{}, false, fromDB("put queue", err)
 	}
 	s.kinds.set(tenant, name, row.Fifo)
-	return queueFromRow(row), created, nil
+	return q, created, nil
+}
+
+// addRetention sets the RetainAckedSeconds of queues (ids[i] is qs[i]'s),
+// which skipq.queue_retention holds beside them.
+func (s *Service) addRetention(ctx context.Context, q *db.Queries, qs []*Queue, ids []int64) error {
+	rows, err := q.QueueRetentionList(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		qs[slices.Index(ids, r.QueueID)].RetainAckedSeconds = int(r.Seconds)
+	}
+	return nil
 }
 
 // checkQueueType refuses what the queue's type cannot have: a change of
@@ -168,7 +202,11 @@ func (s *Service) GetQueue(ctx context.Context, tenant, name string) (Queue, err
 		return Queue{}, fromDB("queue stats", err)
 	}
 	q := queueFromRow(row)
-	q.Stats = &QueueStats{Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight, Groups: st.Groups}
+	if err := s.addRetention(ctx, s.q, []*Queue{&q}, []int64{row.ID}); err != nil {
+		return Queue{}, fromDB("queue retention", err)
+	}
+	q.Stats = &QueueStats{Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight, Acked: st.Acked,
+		Groups: st.Groups}
 	// min() over no rows is NULL, which sqlc can only type as any.
 	if t, ok := st.OldestAvailableAt.(time.Time); ok {
 		q.Stats.OldestAvailableAt = &t
@@ -213,8 +251,16 @@ func (s *Service) ListQueues(ctx context.Context, tenant, prefix string, limit i
 		rows = rows[:limit]
 		nextCursor = encodeCursor(rows[limit-1].Name)
 	}
-	for _, r := range rows {
-		qs = append(qs, queueFromRow(r))
+	if len(rows) == 0 {
+		return nil, "", nil
+	}
+	ptrs, ids := make([]*Queue, len(rows)), make([]int64, len(rows))
+	qs = make([]Queue, len(rows))
+	for i, r := range rows {
+		qs[i], ptrs[i], ids[i] = queueFromRow(r), &qs[i], r.ID
+	}
+	if err := s.addRetention(ctx, s.q, ptrs, ids); err != nil {
+		return nil, "", fromDB("list queues", err)
 	}
 	return qs, nextCursor, nil
 }

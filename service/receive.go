@@ -37,6 +37,9 @@ type Message struct {
 	GroupID         *string // nil on a standard queue
 	LastFailure     *Failure
 	DeadLetter      *DeadLetter // nil unless dead-lettered (with its cause recorded)
+	// AckedAt is when a retained message was acked (SPEC §16.4); nil for
+	// every other.
+	AckedAt *time.Time
 }
 
 // Failure is a message's latest failed delivery (SPEC §16.1).
@@ -348,10 +351,12 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 	_ = json.Unmarshal(r.Tags, &tags) // written by us from a map[string]string
 	sqs := parseSQSData(tags[SQSTagKey])
 	failure, dead := parseFailure(tags[failureTagKey]), parseFailure(tags[deadLetterTagKey])
+	acked := parseAcked(tags[ackedTagKey])
 	delete(tags, SQSTagKey)
 	delete(tags, failureTagKey)
 	delete(tags, deadLetterTagKey)
-	return Message{
+	delete(tags, ackedTagKey)
+	m := Message{
 		MessageID:       r.MessageID,
 		Queue:           queue,
 		Sequence:        r.Sequence,
@@ -372,6 +377,10 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 		LastFailure:     failure,
 		DeadLetter:      deadLetterOf(dead, r),
 	}
+	if acked != nil {
+		m.AckedAt, m.GroupID = &acked.At, acked.Group
+	}
+	return m
 }
 
 // A message's failures ride in its tags under reserved keys, as JSON

@@ -84,7 +84,9 @@ type Message struct {
 	// on those dead-lettered before skipq recorded it).
 	DeadLetter *DeadLetter `json:"deadLetter"`
 	State      State       `json:"state,omitempty"`
-	VisibleAt  *Time       `json:"visibleAt,omitempty"`
+	VisibleAt  *Time       `json:"visibleAt,omitempty"` // absent when acked
+	// AckedAt: when a retained message (state acked) was acked.
+	AckedAt *Time `json:"ackedAt,omitempty"`
 }
 
 // Failure is a failed delivery (SPEC §16.1): Cause "nack" (Reason is the

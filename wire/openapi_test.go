@@ -57,8 +57,8 @@ func TestWireTypesMatchOpenAPI(t *testing.T) {
 // optional are fields a wire type carries for some routes only (omitted
 // when empty), which the schemas of the other routes do not list.
 var optional = map[string][]string{
-	"Message":       {"state", "visibleAt"}, // browsing and lookup only
-	"ReceiveResult": {"nextCursor"},         // a receive has no next page
+	"Message":       {"state", "visibleAt", "ackedAt"}, // browsing and lookup only
+	"ReceiveResult": {"nextCursor"},                    // a receive has no next page
 }
 
 type comparer struct {

@@ -15,6 +15,9 @@ type QueueSettings struct {
 	// ContentBasedDeduplication: a send without messageId is deduplicated
 	// on its body's SHA-256 for dedupWindowSeconds (false).
 	ContentBasedDeduplication *bool `json:"contentBasedDeduplication,omitempty"`
+	// RetainAckedSeconds: an acked message is kept this long in state
+	// acked, then removed; 0 = removed at once (0).
+	RetainAckedSeconds *int `json:"retainAckedSeconds,omitempty"`
 }
 
 // Queue is a queue with its settings; Stats only where the route says so
@@ -32,16 +35,19 @@ type Queue struct {
 	FIFO               bool   `json:"fifo"`
 	// ContentBasedDeduplication: see QueueSettings.
 	ContentBasedDeduplication bool        `json:"contentBasedDeduplication"`
+	RetainAckedSeconds        int         `json:"retainAckedSeconds"` // see QueueSettings
 	Stats                     *QueueStats `json:"stats,omitempty"`
 }
 
 // QueueStats are a queue's message counts at request time. The states are
-// exclusive and Total is their sum.
+// exclusive; Total is the sum of the live ones (available, delayed,
+// inFlight), Acked counts the retained messages apart.
 type QueueStats struct {
 	Available         int64 `json:"available"`
 	Delayed           int64 `json:"delayed"`
 	InFlight          int64 `json:"inFlight"`
 	Total             int64 `json:"total"`
+	Acked             int64 `json:"acked"`
 	Groups            int64 `json:"groups"`            // FIFO groups with messages
 	OldestAvailableAt *Time `json:"oldestAvailableAt"` // nil when nothing is available
 }

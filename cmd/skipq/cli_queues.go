@@ -14,6 +14,7 @@ const queuesUsage = `skipq queues list [--prefix P]
        skipq queues get QUEUE
        skipq queues create QUEUE [--visibility S] [--wait S] [--delay S] [--expiration S]
                                  [--max-receive N] [--dlq QUEUE] [--dedup-window S] [--fifo]
+                                 [--retain-acked S]
        skipq queues delete QUEUE
        skipq queues purge QUEUE`
 
@@ -30,7 +31,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 	prefix := fs.String("prefix", "", "list: only queues whose name starts with `prefix`")
 	var s client.QueueSettings
 	visibility, wait, delay := &secondsFlag{}, &secondsFlag{}, &secondsFlag{}
-	expiration, dedup := &secondsFlag{}, &secondsFlag{}
+	expiration, dedup, retain := &secondsFlag{}, &secondsFlag{}, &secondsFlag{}
 	maxReceive, dlq := &intFlag{}, &stringFlag{}
 	fs.Var(visibility, "visibility", "create: lease of a receive, in `seconds` (or a duration: 30s, 5m) (60)")
 	fs.Var(wait, "wait", "create: long-poll wait of a receive, in `seconds` (1)")
@@ -40,6 +41,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 	fs.Var(dlq, "dlq", "create: dead-letter `queue` (\"\" = discard)")
 	fs.Var(dedup, "dedup-window", "create: how long a messageId is remembered, in `seconds` (300)")
 	fifo := fs.Bool("fifo", false, "create: a FIFO queue (message groups, in order); fixed once created")
+	fs.Var(retain, "retain-acked", "create: how long an acked message is kept in state acked, in `seconds` (0 = removed at once)")
 	pos, err := cliParse(fs, args, queuesUsage)
 	if err != nil {
 		return err
@@ -49,7 +51,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 	}
 	verb, pos := pos[0], pos[1:]
 	settingFlags := visibility.v != nil || wait.v != nil || delay.v != nil || expiration.v != nil ||
-		dedup.v != nil || maxReceive.v != nil || dlq.v != nil || *fifo
+		dedup.v != nil || maxReceive.v != nil || dlq.v != nil || retain.v != nil || *fifo
 	if settingFlags && verb != "create" {
 		return usageErr("queues", "queue settings are flags of queues create")
 	}
@@ -91,7 +93,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 	case "create":
 		s.VisibilitySeconds, s.ReceiveWaitSeconds, s.DelaySeconds = visibility.v, wait.v, delay.v
 		s.ExpirationSeconds, s.DedupWindowSeconds = expiration.v, dedup.v
-		s.MaxReceiveCount, s.DeadLetterQueue = maxReceive.v, dlq.v
+		s.MaxReceiveCount, s.DeadLetterQueue, s.RetainAckedSeconds = maxReceive.v, dlq.v, retain.v
 		if *fifo {
 			s.FIFO = fifo
 		}
@@ -181,6 +183,7 @@ func printQueue(out io.Writer, q client.Queue) error {
 		{"dead-letter queue", dlq},
 		{"dedup window", fmt.Sprintf("%ds", q.DedupWindowSeconds)},
 		{"fifo", strconv.FormatBool(q.FIFO)},
+		{"retain acked", fmt.Sprintf("%ds", q.RetainAckedSeconds)},
 	}
 	if s := q.Stats; s != nil {
 		rows = append(rows,
@@ -188,6 +191,7 @@ func printQueue(out io.Writer, q client.Queue) error {
 			[2]string{"delayed", strconv.FormatInt(s.Delayed, 10)},
 			[2]string{"in flight", strconv.FormatInt(s.InFlight, 10)},
 			[2]string{"total", strconv.FormatInt(s.Total, 10)},
+			[2]string{"acked (retained)", strconv.FormatInt(s.Acked, 10)},
 			[2]string{"groups", strconv.FormatInt(s.Groups, 10)},
 			[2]string{"oldest available", humanTime(s.OldestAvailableAt)})
 	}

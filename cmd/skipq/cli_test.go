@@ -199,7 +199,8 @@ func TestCLIQueues(t *testing.T) {
 	golden(t, "queues_create.json", c.ok("queues", "create", "orders", "--max-receive", "3",
 		"--dlq", "orders.dlq", "--visibility", "30", "--dedup-window", "10m", "--json"))
 	// …and before them; a second create updates only what it names.
-	golden(t, "queues_update.json", c.ok("queues", "--json", "create", "--wait", "5s", "--expiration", "3600", "orders"))
+	golden(t, "queues_update.json", c.ok("queues", "--json", "create", "--wait", "5s", "--expiration", "3600",
+		"--retain-acked", "1h", "orders"))
 	out := c.ok("queues", "create", "payments.us-east")
 	if !strings.HasPrefix(out, "created queue payments.us-east\n") || !strings.Contains(out, "visibility:") {
 		t.Errorf("queues create printed %q", out)
@@ -221,7 +222,8 @@ func TestCLIQueues(t *testing.T) {
 	c.ok("send", "orders", "two", "--delay", "60")
 	golden(t, "queues_get.json", c.ok("queues", "get", "orders", "--json"))
 	out = c.ok("queues", "get", "orders")
-	for _, want := range []string{"name:", "orders", "available:", "delayed:", "in flight:", "dead-letter queue:"} {
+	for _, want := range []string{"name:", "orders", "available:", "delayed:", "in flight:", "dead-letter queue:",
+		"retain acked:       3600s", "acked (retained):"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("queues get printed no %q:\n%s", want, out)
 		}
