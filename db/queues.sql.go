@@ -383,7 +383,7 @@ type QueueRetentionSetParams struct {
 }
 
 // PUT with retainAckedSeconds: the queue's row in skipq.queue_retention
-// (migration 00030), none for 0.
+// (migration 00027), none for 0.
 func (q *Queries) QueueRetentionSet(ctx context.Context, arg QueueRetentionSetParams) error {
 	_, err := q.db.Exec(ctx, queueRetentionSet, arg.QueueID, arg.Seconds)
 	return err

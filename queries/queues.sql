@@ -64,7 +64,7 @@ SELECT gone.id FROM gone;
 
 -- name: QueueRetentionSet :exec
 -- PUT with retainAckedSeconds: the queue's row in skipq.queue_retention
--- (migration 00030), none for 0.
+-- (migration 00027), none for 0.
 WITH off AS (
     DELETE FROM skipq.queue_retention r WHERE r.queue_id = @queue_id AND @seconds::integer = 0
 )

@@ -1,6 +1,6 @@
 -- +goose Up
 -- Retention of settled messages (SPEC §16.4). A queue with a row in
--- skipq.queue_retention (migration 00030) keeps an acked message for its
+-- skipq.queue_retention (migration 00027) keeps an acked message for its
 -- seconds, then the worker's expiry sweep removes it.
 --
 -- A retained message stays in skipq.messages, out of every path a live

@@ -1,6 +1,6 @@
 -- +goose Up
 -- The queue setting of SPEC §16.4 (retention of acked messages, migration
--- 00031): retainAckedSeconds, one row per queue that retains (absent = 0).
+-- 00028): retainAckedSeconds, one row per queue that retains (absent = 0).
 -- Beside skipq.queues rather than a column of it: ADD COLUMN takes ACCESS
 -- EXCLUSIVE on skipq.queues, which nearly every request reads, and
 -- TestOnlineMigration caught it held while nodes served (a new table locks
