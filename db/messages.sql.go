@@ -899,6 +899,44 @@ func (q *Queries) MessageGetByKeys(ctx context.Context, arg MessageGetByKeysPara
 	return items, nil
 }
 
+const messageIDsHeld = `-- name: MessageIDsHeld :many
+SELECT m.message_id
+FROM skipq.queues q
+JOIN skipq.messages m ON m.message_id = ANY($1::text[]) AND m.queue_id = q.id
+WHERE q.tenant = $2 AND q.name = $3
+  AND NOT EXISTS (SELECT 1 FROM skipq.dedup_keys d WHERE d.queue_id = m.queue_id AND d.message_id = m.message_id)
+`
+
+type MessageIDsHeldParams struct {
+	MessageIds []string
+	Tenant     string
+	Queue      string
+}
+
+// Which of the given ids a message moved into the queue (requeue,
+// dead-letter) holds: one without an idempotency key to answer a send of
+// its id, so that the send fails on the unique index. A send that is not
+// all or nothing refuses those messages alone.
+func (q *Queries) MessageIDsHeld(ctx context.Context, arg MessageIDsHeldParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, messageIDsHeld, arg.MessageIds, arg.Tenant, arg.Queue)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var message_id string
+		if err := rows.Scan(&message_id); err != nil {
+			return nil, err
+		}
+		items = append(items, message_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageLockByID = `-- name: MessageLockByID :one
 SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
 FROM skipq.messages m

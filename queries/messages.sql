@@ -491,3 +491,14 @@ WHERE q.id = ANY(@queue_ids::bigint[])
 -- queues, so the pair of arrays names exactly the given rows).
 SELECT * FROM skipq.messages
 WHERE queue_id = ANY(@queue_ids::bigint[]) AND sequence = ANY(@sequences::bigint[]);
+
+-- name: MessageIDsHeld :many
+-- Which of the given ids a message moved into the queue (requeue,
+-- dead-letter) holds: one without an idempotency key to answer a send of
+-- its id, so that the send fails on the unique index. A send that is not
+-- all or nothing refuses those messages alone.
+SELECT m.message_id
+FROM skipq.queues q
+JOIN skipq.messages m ON m.message_id = ANY(@message_ids::text[]) AND m.queue_id = q.id
+WHERE q.tenant = @tenant AND q.name = @queue
+  AND NOT EXISTS (SELECT 1 FROM skipq.dedup_keys d WHERE d.queue_id = m.queue_id AND d.message_id = m.message_id);
