@@ -1267,7 +1267,7 @@ func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) 
 }
 
 const messageSearchByID = `-- name: MessageSearchByID :many
-WITH t AS (SELECT coalesce($10::timestamptz, clock_timestamp()) AS now)
+WITH t AS (SELECT coalesce($11::timestamptz, clock_timestamp()) AS now)
 SELECT q.id AS queue_id, q.name AS queue_name, m.sequence, m.sent_at, true AS matched, s.state::text AS state,
        (skipq.message_wire_size(m.body, m.body_binary, m.metadata, m.tags, m.message_id,
            m.client_id, m.re_routed_from) + octet_length(q.name))::bigint AS size,
@@ -1277,20 +1277,22 @@ JOIN skipq.messages m ON m.message_id = $1 AND m.queue_id = q.id
 CROSS JOIN LATERAL (SELECT skipq.message_search_state(m.dead_lettered_at, m.visible_at,
     m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s
 WHERE q.id = ANY($2::bigint[])
-  AND (cardinality($3::text[]) = 0 OR s.state = ANY($3::text[]))
-  AND m.tags @> $4::jsonb
+  AND ($3::text IS NULL OR m.group_id = $3::text)
+  AND (cardinality($4::text[]) = 0 OR s.state = ANY($4::text[]))
+  AND m.tags @> $5::jsonb
   AND (m.expires_at IS NULL OR m.expires_at > t.now)
-  AND m.sent_at >= coalesce($5::timestamptz, '-infinity')
-  AND m.sent_at < coalesce($6::timestamptz, 'infinity')
-  AND ($7::timestamptz IS NULL
-       OR m.sent_at < $7::timestamptz
-       OR (m.sent_at = $7::timestamptz
-           AND (q.name, m.sequence) > ($8::text, $9::bigint)))
+  AND m.sent_at >= coalesce($6::timestamptz, '-infinity')
+  AND m.sent_at < coalesce($7::timestamptz, 'infinity')
+  AND ($8::timestamptz IS NULL
+       OR m.sent_at < $8::timestamptz
+       OR (m.sent_at = $8::timestamptz
+           AND (q.name, m.sequence) > ($9::text, $10::bigint)))
 `
 
 type MessageSearchByIDParams struct {
 	MessageID     string
 	QueueIds      []int64
+	GroupID       *string
 	States        []string
 	Tags          []byte
 	SentAfter     *time.Time
@@ -1319,6 +1321,7 @@ func (q *Queries) MessageSearchByID(ctx context.Context, arg MessageSearchByIDPa
 	rows, err := q.db.Query(ctx, messageSearchByID,
 		arg.MessageID,
 		arg.QueueIds,
+		arg.GroupID,
 		arg.States,
 		arg.Tags,
 		arg.SentAfter,

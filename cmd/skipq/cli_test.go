@@ -716,6 +716,11 @@ func TestCLIMessagesSearch(t *testing.T) {
 	if table := c.ok("messages", "search", "--tag", "kind=billing"); !strings.Contains(table, "b-1") || strings.Contains(table, "a-1") {
 		t.Fatalf("search --tag kind=billing printed:\n%s", table)
 	}
+	c.ok("send", "jobs", "in a group", "--id", "g-1", "--group", "g")
+	c.okJSON(&out, "messages", "search", "--group-id", "g", "--json")
+	if len(out.Messages) != 1 || out.Messages[0].MessageID != "g-1" {
+		t.Fatalf("search --group-id g: %+v", out.Messages)
+	}
 	c.fails(2, "messages", "search", "--after", "yesterday")
 	c.fails(2, "messages", "find")
 }

@@ -1,0 +1,104 @@
+-- +goose Up
+-- Search's groupId filter (SPEC §16.2: exact, FIFO queues). A new overload
+-- of skipq.message_search_walk with p_group_id: nodes of the previous
+-- release keep calling the one without it (dropped a release later,
+-- DESIGN.md "Online migrations"). With a group, each queue's candidates
+-- come from messages_group_idx (one descent to the group's entries)
+-- instead of messages_queue_sent_idx: that index is in sequence order, not
+-- the search's, so the group's entries past the cursor are read and sorted
+-- (a top-N sort, at most p_scan_per_queue kept), and a page costs about
+-- the group's size rather than a queue's. Everything else -- the budget,
+-- the exhausted mark, the columns -- is the walk of 00022.
+-- +goose StatementBegin
+CREATE FUNCTION skipq.message_search_walk(
+    p_queue_ids bigint[], p_states text[], p_tags jsonb,
+    p_sent_after timestamptz, p_sent_before timestamptz,
+    p_after_sent_at timestamptz, p_after_queue text, p_after_sequence bigint,
+    p_scan_per_queue bigint, p_max_matches bigint, p_now timestamptz, p_group_id text)
+RETURNS TABLE (queue_id bigint, queue_name text, sequence bigint, sent_at timestamptz,
+               matched boolean, state text, size bigint, exhausted boolean)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    q record;
+    m record;
+    c refcursor;
+    v_read bigint;
+    v_found bigint;
+BEGIN
+    FOR q IN SELECT z.id, z.name FROM skipq.queues z WHERE z.id = ANY(p_queue_ids) LOOP
+        v_read := 0;
+        v_found := 0;
+        -- The two statements differ only in how they find the queue's
+        -- candidates; each keeps a plan of its own.
+        IF p_group_id IS NULL THEN
+            OPEN c FOR
+                SELECT x.sequence, x.sent_at, s.state,
+                       skipq.message_wire_size(x.body, x.body_binary, x.metadata, x.tags, x.message_id,
+                           x.client_id, x.re_routed_from) + octet_length(q.name) AS size,
+                       (cardinality(p_states) = 0 OR s.state = ANY(p_states))
+                       AND x.tags @> p_tags
+                       AND (x.expires_at IS NULL OR x.expires_at > v_now) AS ok
+                FROM skipq.messages x
+                CROSS JOIN LATERAL (SELECT skipq.message_search_state(x.dead_lettered_at, x.visible_at,
+                    x.receive_count, x.max_receive_count, x.lease_token, v_now) AS state) s
+                WHERE x.queue_id = q.id
+                  AND x.sent_at >= coalesce(p_sent_after, '-infinity')
+                  AND x.sent_at < coalesce(p_sent_before, 'infinity')
+                  AND x.sent_at <= coalesce(p_after_sent_at, 'infinity')
+                  AND (p_after_sent_at IS NULL OR x.sent_at < p_after_sent_at
+                       OR (q.name, x.sequence) > (p_after_queue, p_after_sequence))
+                ORDER BY x.sent_at DESC, x.sequence
+                LIMIT p_scan_per_queue;
+        ELSE
+            OPEN c FOR
+                SELECT x.sequence, x.sent_at, s.state,
+                       skipq.message_wire_size(x.body, x.body_binary, x.metadata, x.tags, x.message_id,
+                           x.client_id, x.re_routed_from) + octet_length(q.name) AS size,
+                       (cardinality(p_states) = 0 OR s.state = ANY(p_states))
+                       AND x.tags @> p_tags
+                       AND (x.expires_at IS NULL OR x.expires_at > v_now) AS ok
+                FROM skipq.messages x
+                CROSS JOIN LATERAL (SELECT skipq.message_search_state(x.dead_lettered_at, x.visible_at,
+                    x.receive_count, x.max_receive_count, x.lease_token, v_now) AS state) s
+                WHERE (x.queue_id::text || '/' || x.group_id) = (q.id::text || '/' || p_group_id)
+                  AND x.group_id IS NOT NULL
+                  AND x.sent_at >= coalesce(p_sent_after, '-infinity')
+                  AND x.sent_at < coalesce(p_sent_before, 'infinity')
+                  AND x.sent_at <= coalesce(p_after_sent_at, 'infinity')
+                  AND (p_after_sent_at IS NULL OR x.sent_at < p_after_sent_at
+                       OR (q.name, x.sequence) > (p_after_queue, p_after_sequence))
+                ORDER BY x.sent_at DESC, x.sequence
+                LIMIT p_scan_per_queue;
+        END IF;
+        LOOP
+            FETCH c INTO m;
+            EXIT WHEN NOT FOUND;
+            v_read := v_read + 1;
+            queue_id := q.id; queue_name := q.name; sequence := m.sequence; sent_at := m.sent_at;
+            state := m.state; size := m.size;
+            IF m.ok THEN
+                matched := true; exhausted := false;
+                RETURN NEXT;
+                v_found := v_found + 1;
+                EXIT WHEN v_found >= p_max_matches;
+            END IF;
+            IF v_read = p_scan_per_queue THEN
+                matched := false; exhausted := true;
+                RETURN NEXT;
+            END IF;
+        END LOOP;
+        CLOSE c;
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION skipq.message_search_walk(bigint[], text[], jsonb, timestamptz, timestamptz,
+    timestamptz, text, bigint, bigint, bigint, timestamptz, text) FROM PUBLIC;
+
+-- +goose Down
+DROP FUNCTION skipq.message_search_walk(bigint[], text[], jsonb, timestamptz, timestamptz,
+    timestamptz, text, bigint, bigint, bigint, timestamptz, text);
