@@ -846,8 +846,8 @@ func (q *Queries) MessageGetByID(ctx context.Context, arg MessageGetByIDParams) 
 }
 
 const messageGetByKeys = `-- name: MessageGetByKeys :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.messages
-WHERE queue_id = ANY($1::bigint[]) AND sequence = ANY($2::bigint[])
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id FROM generate_subscripts($1::bigint[], 1) AS i
+JOIN skipq.messages m ON m.queue_id = ($1::bigint[])[i] AND m.sequence = ($2::bigint[])[i]
 `
 
 type MessageGetByKeysParams struct {
@@ -855,8 +855,10 @@ type MessageGetByKeysParams struct {
 	Sequences []int64
 }
 
-// The rows of a search page, by primary key (sequence is unique across
-// queues, so the pair of arrays names exactly the given rows).
+// The rows of a search page, by primary key: one probe per (queue,
+// sequence) pair. (queue_id = ANY(…) AND sequence = ANY(…) probed every
+// queue for every sequence: 10,000 probes for a page of 100 over 100
+// queues.)
 func (q *Queries) MessageGetByKeys(ctx context.Context, arg MessageGetByKeysParams) ([]SkipqMessage, error) {
 	rows, err := q.db.Query(ctx, messageGetByKeys, arg.QueueIds, arg.Sequences)
 	if err != nil {

@@ -7,8 +7,15 @@
 -- instead of messages_queue_sent_idx: that index is in sequence order, not
 -- the search's, so the group's entries past the cursor are read and sorted
 -- (a top-N sort, at most p_scan_per_queue kept), and a page costs about
--- the group's size rather than a queue's. Everything else -- the budget,
--- the exhausted mark, the columns -- is the walk of 00022.
+-- the group's size rather than a queue's.
+--
+-- And a cut that 00022's walk lacks: once the queues walked so far hold
+-- p_max_matches matches, an entry older than the p_max_matches-th newest
+-- of them cannot be on the page (the caller keeps the first p_max_matches
+-- in search order), so the queues after stop there, in the index
+-- condition. Messages spread over many queues then cost about a page in
+-- all instead of a page per queue. Everything else -- the budget, the
+-- exhausted mark, the columns -- is the walk of 00022.
 -- +goose StatementBegin
 CREATE FUNCTION skipq.message_search_walk(
     p_queue_ids bigint[], p_states text[], p_tags jsonb,
@@ -28,6 +35,10 @@ DECLARE
     c refcursor;
     v_read bigint;
     v_found bigint;
+    -- The sentAt of the newest p_max_matches matches so far, and the
+    -- oldest of them once there are that many (NULL before: no cut).
+    v_times timestamptz[] := '{}';
+    v_cut timestamptz;
 BEGIN
     FOR q IN SELECT z.id, z.name FROM skipq.queues z WHERE z.id = ANY(p_queue_ids) LOOP
         v_read := 0;
@@ -49,6 +60,7 @@ BEGIN
                   AND x.sent_at >= coalesce(p_sent_after, '-infinity')
                   AND x.sent_at < coalesce(p_sent_before, 'infinity')
                   AND x.sent_at <= coalesce(p_after_sent_at, 'infinity')
+                  AND x.sent_at >= coalesce(v_cut, '-infinity')
                   AND (p_after_sent_at IS NULL OR x.sent_at < p_after_sent_at
                        OR (q.name, x.sequence) > (p_after_queue, p_after_sequence))
                 ORDER BY x.sent_at DESC, x.sequence
@@ -69,6 +81,7 @@ BEGIN
                   AND x.sent_at >= coalesce(p_sent_after, '-infinity')
                   AND x.sent_at < coalesce(p_sent_before, 'infinity')
                   AND x.sent_at <= coalesce(p_after_sent_at, 'infinity')
+                  AND x.sent_at >= coalesce(v_cut, '-infinity')
                   AND (p_after_sent_at IS NULL OR x.sent_at < p_after_sent_at
                        OR (q.name, x.sequence) > (p_after_queue, p_after_sequence))
                 ORDER BY x.sent_at DESC, x.sequence
@@ -83,6 +96,7 @@ BEGIN
             IF m.ok THEN
                 matched := true; exhausted := false;
                 RETURN NEXT;
+                v_times := v_times || m.sent_at;
                 v_found := v_found + 1;
                 EXIT WHEN v_found >= p_max_matches;
             END IF;
@@ -92,6 +106,10 @@ BEGIN
             END IF;
         END LOOP;
         CLOSE c;
+        IF cardinality(v_times) >= p_max_matches THEN
+            v_times := ARRAY(SELECT t FROM unnest(v_times) t ORDER BY t DESC LIMIT p_max_matches);
+            v_cut := v_times[p_max_matches];
+        END IF;
     END LOOP;
 END
 $$;
