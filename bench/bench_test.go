@@ -244,6 +244,11 @@ func TestSearchShape(t *testing.T) {
 		if c.Items != want || (c.Name == "groupId" && c.Items == 0) {
 			t.Errorf("%s: %d messages on the page, want %d", c.Name, c.Items, want)
 		}
+		// 200 messages a queue fill each queue's share of the walk's
+		// budget: an empty page that goes on.
+		if c.Name == "state=acked (none)" && !c.NextCursor {
+			t.Errorf("%s: no cursor after the budget ran out", c.Name)
+		}
 		if s.ExplainNote != "" {
 			continue
 		}
@@ -252,10 +257,10 @@ func TestSearchShape(t *testing.T) {
 			plans += st.Name + "\n" + strings.Join(st.Plan, "\n") + "\n"
 		}
 		index := "messages_queue_sent_idx"
-		switch c.Name {
-		case "groupId":
+		switch {
+		case strings.HasPrefix(c.Name, "groupId"):
 			index = "messages_group_idx"
-		case "messageId":
+		case c.Name == "messageId":
 			index = "messages_message_id_queue_key"
 		}
 		if !strings.Contains(plans, "Index Scan using "+index) || strings.Contains(plans, "Seq Scan on messages") {

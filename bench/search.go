@@ -25,7 +25,8 @@ import (
 // The search scenario's tenant: searchQueues queues, searchFIFOQueues of
 // them FIFO, under three prefixes (".a." standard, ".b." standard, ".f."
 // FIFO). Message g goes to queue g mod searchQueues; its state is g mod 20
-// (searchStateOf); on a FIFO queue its group is one of searchGroups.
+// (searchStateOf); on a FIFO queue its group is one of searchGroups, except
+// on the last queue, whose messages (1 %) are all in the group "big".
 const (
 	searchQueues     = 100
 	searchAQueues    = 50
@@ -127,6 +128,7 @@ func (e *env) search(ctx context.Context) (*SearchResult, error) {
 		{"tag (1 in 7)", "tag=color:c3", service.SearchOptions{Tags: map[string]string{"color": "c3"}}},
 		{"messageId", "messageId=" + mid, service.SearchOptions{MessageID: mid}},
 		{"groupId", "groupId=g7", service.SearchOptions{GroupID: "g7"}},
+		{"groupId (one group of 1 % of the messages)", "groupId=big", service.SearchOptions{GroupID: "big"}},
 		{"queuePrefix (30 queues) + state=in_flight", "queuePrefix=" + url.QueryEscape(base+".b.") + "&state=in_flight",
 			service.SearchOptions{QueuePrefix: base + ".b.", States: []string{"in_flight"}}},
 	}
@@ -198,7 +200,7 @@ SELECT q.ids[1 + g % $4], 'm-' || g, $5::bytea,
        CASE WHEN s.st = 'dead_lettered' THEN t.sent END,
        CASE WHEN s.st = 'in_flight' THEN '\x01'::bytea END,
        s.st = 'available',
-       CASE WHEN q.fifo[1 + g % $4] THEN 'g' || ((g / $4) % $6) END
+       CASE WHEN 1 + g % $4 = $4 THEN 'big' WHEN q.fifo[1 + g % $4] THEN 'g' || ((g / $4) % $6) END
 FROM q, generate_series(1, $3::int) AS g
 CROSS JOIN LATERAL (SELECT $7::timestamptz - $8::float8 * ($3 - g) / $3 * interval '1 second' AS sent) t
 CROSS JOIN LATERAL (SELECT `+searchStateOf+` AS st) s

@@ -26,6 +26,9 @@ RETURNS TABLE (queue_id bigint, queue_name text, sequence bigint, sent_at timest
                matched boolean, state text, size bigint, exhausted boolean)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+-- One plan per statement for every queue and call: a custom plan per
+-- queue costs more than the page it reads.
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -33,7 +36,6 @@ DECLARE
     q record;
     m record;
     c refcursor;
-    v_read bigint;
     v_found bigint;
     -- The sentAt of the newest p_max_matches matches so far, and the
     -- oldest of them once there are that many (NULL before: no cut).
@@ -41,56 +43,71 @@ DECLARE
     v_cut timestamptz;
 BEGIN
     FOR q IN SELECT z.id, z.name FROM skipq.queues z WHERE z.id = ANY(p_queue_ids) LOOP
-        v_read := 0;
         v_found := 0;
         -- The two statements differ only in how they find the queue's
-        -- candidates; each keeps a plan of its own.
+        -- candidates (x); each keeps a plan of its own. The filters run in
+        -- the statement, so only matches reach this loop, and the budget's
+        -- last entry (n = p_scan_per_queue) for the exhausted mark; the
+        -- response size is measured for those rows only.
         IF p_group_id IS NULL THEN
             OPEN c FOR
-                SELECT x.sequence, x.sent_at, s.state,
-                       skipq.message_wire_size(x.body, x.body_binary, x.metadata, x.tags, x.message_id,
-                           x.client_id, x.re_routed_from) + octet_length(q.name) AS size,
-                       (cardinality(p_states) = 0 OR s.state = ANY(p_states))
-                       AND x.tags @> p_tags
-                       AND (x.expires_at IS NULL OR x.expires_at > v_now) AS ok
-                FROM skipq.messages x
-                CROSS JOIN LATERAL (SELECT skipq.message_search_state(x.dead_lettered_at, x.visible_at,
-                    x.receive_count, x.max_receive_count, x.lease_token, v_now) AS state) s
-                WHERE x.queue_id = q.id
-                  AND x.sent_at >= coalesce(p_sent_after, '-infinity')
-                  AND x.sent_at < coalesce(p_sent_before, 'infinity')
-                  AND x.sent_at <= coalesce(p_after_sent_at, 'infinity')
-                  AND x.sent_at >= coalesce(v_cut, '-infinity')
-                  AND (p_after_sent_at IS NULL OR x.sent_at < p_after_sent_at
-                       OR (q.name, x.sequence) > (p_after_queue, p_after_sequence))
-                ORDER BY x.sent_at DESC, x.sequence
-                LIMIT p_scan_per_queue;
+                SELECT y.sequence, y.sent_at, y.state, y.ok, y.n,
+                       skipq.message_wire_size(y.body, y.body_binary, y.metadata, y.tags, y.message_id,
+                           y.client_id, y.re_routed_from) + octet_length(q.name) AS size
+                FROM (
+                    SELECT x.*, s.state,
+                           (cardinality(p_states) = 0 OR s.state = ANY(p_states))
+                           AND x.tags @> p_tags
+                           AND (x.expires_at IS NULL OR x.expires_at > v_now) AS ok,
+                           row_number() OVER (ORDER BY x.sent_at DESC, x.sequence) AS n
+                    FROM (
+                        SELECT m.* FROM skipq.messages m
+                        WHERE m.queue_id = q.id
+                          AND m.sent_at >= coalesce(p_sent_after, '-infinity')
+                          AND m.sent_at < coalesce(p_sent_before, 'infinity')
+                          AND m.sent_at <= coalesce(p_after_sent_at, 'infinity')
+                          AND m.sent_at >= coalesce(v_cut, '-infinity')
+                          AND (p_after_sent_at IS NULL OR m.sent_at < p_after_sent_at
+                               OR (q.name, m.sequence) > (p_after_queue, p_after_sequence))
+                        ORDER BY m.sent_at DESC, m.sequence
+                        LIMIT p_scan_per_queue) x
+                    CROSS JOIN LATERAL (SELECT skipq.message_search_state(x.dead_lettered_at, x.visible_at,
+                        x.receive_count, x.max_receive_count, x.lease_token, v_now) AS state) s
+                ) y
+                WHERE y.ok OR y.n = p_scan_per_queue
+                ORDER BY y.sent_at DESC, y.sequence;
         ELSE
             OPEN c FOR
-                SELECT x.sequence, x.sent_at, s.state,
-                       skipq.message_wire_size(x.body, x.body_binary, x.metadata, x.tags, x.message_id,
-                           x.client_id, x.re_routed_from) + octet_length(q.name) AS size,
-                       (cardinality(p_states) = 0 OR s.state = ANY(p_states))
-                       AND x.tags @> p_tags
-                       AND (x.expires_at IS NULL OR x.expires_at > v_now) AS ok
-                FROM skipq.messages x
-                CROSS JOIN LATERAL (SELECT skipq.message_search_state(x.dead_lettered_at, x.visible_at,
-                    x.receive_count, x.max_receive_count, x.lease_token, v_now) AS state) s
-                WHERE (x.queue_id::text || '/' || x.group_id) = (q.id::text || '/' || p_group_id)
-                  AND x.group_id IS NOT NULL
-                  AND x.sent_at >= coalesce(p_sent_after, '-infinity')
-                  AND x.sent_at < coalesce(p_sent_before, 'infinity')
-                  AND x.sent_at <= coalesce(p_after_sent_at, 'infinity')
-                  AND x.sent_at >= coalesce(v_cut, '-infinity')
-                  AND (p_after_sent_at IS NULL OR x.sent_at < p_after_sent_at
-                       OR (q.name, x.sequence) > (p_after_queue, p_after_sequence))
-                ORDER BY x.sent_at DESC, x.sequence
-                LIMIT p_scan_per_queue;
+                SELECT y.sequence, y.sent_at, y.state, y.ok, y.n,
+                       skipq.message_wire_size(y.body, y.body_binary, y.metadata, y.tags, y.message_id,
+                           y.client_id, y.re_routed_from) + octet_length(q.name) AS size
+                FROM (
+                    SELECT x.*, s.state,
+                           (cardinality(p_states) = 0 OR s.state = ANY(p_states))
+                           AND x.tags @> p_tags
+                           AND (x.expires_at IS NULL OR x.expires_at > v_now) AS ok,
+                           row_number() OVER (ORDER BY x.sent_at DESC, x.sequence) AS n
+                    FROM (
+                        SELECT m.* FROM skipq.messages m
+                        WHERE (m.queue_id::text || '/' || m.group_id) = (q.id::text || '/' || p_group_id)
+                          AND m.group_id IS NOT NULL
+                          AND m.sent_at >= coalesce(p_sent_after, '-infinity')
+                          AND m.sent_at < coalesce(p_sent_before, 'infinity')
+                          AND m.sent_at <= coalesce(p_after_sent_at, 'infinity')
+                          AND m.sent_at >= coalesce(v_cut, '-infinity')
+                          AND (p_after_sent_at IS NULL OR m.sent_at < p_after_sent_at
+                               OR (q.name, m.sequence) > (p_after_queue, p_after_sequence))
+                        ORDER BY m.sent_at DESC, m.sequence
+                        LIMIT p_scan_per_queue) x
+                    CROSS JOIN LATERAL (SELECT skipq.message_search_state(x.dead_lettered_at, x.visible_at,
+                        x.receive_count, x.max_receive_count, x.lease_token, v_now) AS state) s
+                ) y
+                WHERE y.ok OR y.n = p_scan_per_queue
+                ORDER BY y.sent_at DESC, y.sequence;
         END IF;
         LOOP
             FETCH c INTO m;
             EXIT WHEN NOT FOUND;
-            v_read := v_read + 1;
             queue_id := q.id; queue_name := q.name; sequence := m.sequence; sent_at := m.sent_at;
             state := m.state; size := m.size;
             IF m.ok THEN
@@ -100,7 +117,7 @@ BEGIN
                 v_found := v_found + 1;
                 EXIT WHEN v_found >= p_max_matches;
             END IF;
-            IF v_read = p_scan_per_queue THEN
+            IF m.n = p_scan_per_queue THEN
                 matched := false; exhausted := true;
                 RETURN NEXT;
             END IF;
