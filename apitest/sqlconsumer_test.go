@@ -594,7 +594,7 @@ func TestSQLConsumerMayExecuteOnlyTheConsumerFunctions(t *testing.T) {
 	want := []string{
 		"skipq.ack(text)",
 		"skipq.ack(text[])",
-		"skipq.nack(text)",
+		"skipq.nack(text,text)",
 		"skipq.receive(text,integer,integer,integer,text)",
 		"skipq.requeue(text,text)",
 		"skipq.set_visibility(text,integer)",

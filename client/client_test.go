@@ -1273,7 +1273,8 @@ func TestConsumeNacksOnErrorAndPanic(t *testing.T) {
 		{Body: []byte("self"), MessageID: "self"}}))
 
 	var mu sync.Mutex
-	counts := map[string][]int{} // messageId → receiveCount of each call
+	counts := map[string][]int{}   // messageId → receiveCount of each call
+	reasons := map[string]string{} // messageId → the reason its last nack gave
 	var running, peak atomic.Int32
 	handler := func(hctx context.Context, m *client.Received) error {
 		n := running.Add(1)
@@ -1283,6 +1284,9 @@ func TestConsumeNacksOnErrorAndPanic(t *testing.T) {
 		mu.Lock()
 		counts[m.MessageID] = append(counts[m.MessageID], m.ReceiveCount)
 		first := len(counts[m.MessageID]) == 1
+		if f := m.LastFailure; f != nil && f.Reason != nil {
+			reasons[m.MessageID] = *f.Reason
+		}
 		mu.Unlock()
 		switch {
 		case m.MessageID == "fail" && first:
@@ -1313,6 +1317,10 @@ func TestConsumeNacksOnErrorAndPanic(t *testing.T) {
 	}
 	if peak.Load() > 2 {
 		t.Errorf("%d handlers ran at once, concurrency 2", peak.Load())
+	}
+	// The handler's error is the nack's reason.
+	if reasons["fail"] != "not yet" || !strings.Contains(reasons["panic"], "boom") {
+		t.Errorf("reasons seen on redelivery: %q", reasons)
 	}
 	if n := p.count("POST /v1/receipts/nack"); n != 2 {
 		t.Errorf("%d nacks, want 2", n)

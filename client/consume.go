@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Handler processes one message. Returning nil acks it; returning an error
@@ -293,7 +295,7 @@ func (c *Client) process(handlerCtx, bg context.Context, m *Received, handler Ha
 		return true
 	}
 	log.Warn("skipq: handler failed; nacking", "err", err)
-	if err := m.Nack(ctx); err != nil {
+	if err := m.NackWithReason(ctx, reasonOf(err)); err != nil {
 		log.Error("skipq: nack failed; the message becomes available when its lease ends", "err", err)
 	}
 	return false
@@ -362,4 +364,18 @@ func handlesOf(msgs []*Received) []string {
 		}
 	}
 	return hs
+}
+
+// reasonOf is a handler's error as a nack's reason: its text, cut to
+// MaxReasonBytes at a rune boundary.
+func reasonOf(err error) string {
+	r := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if len(r) <= MaxReasonBytes {
+		return r
+	}
+	cut := MaxReasonBytes
+	for !utf8.RuneStart(r[cut]) {
+		cut--
+	}
+	return r[:cut]
 }

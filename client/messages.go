@@ -171,8 +171,24 @@ type StoredMessage struct {
 	ExpiresAt       *wire.Time
 	ReRoutedFrom    string // the queue it was moved from ("" = none)
 	DeadLetteredAt  *wire.Time
-	GroupID         string // its group on a FIFO queue ("" on a standard one)
+	GroupID         string      // its group on a FIFO queue ("" on a standard one)
+	LastFailure     *Failure    // its latest failed delivery; nil while none failed
+	DeadLetter      *DeadLetter // why it was dead-lettered; nil on other messages
 }
+
+// Failure is a failed delivery: Cause CauseNack (Reason is the nack's) or
+// CauseLeaseExpired, when, and the receive count reached.
+type Failure = wire.Failure
+
+// DeadLetter is why a message was dead-lettered: how its last delivery in
+// SourceQueue failed, and the receive count it had reached there.
+type DeadLetter = wire.DeadLetter
+
+// Failure causes.
+const (
+	CauseNack         = wire.CauseNack
+	CauseLeaseExpired = wire.CauseLeaseExpired
+)
 
 func stored(w wire.Message) (StoredMessage, error) {
 	m := StoredMessage{
@@ -180,7 +196,7 @@ func stored(w wire.Message) (StoredMessage, error) {
 		Metadata: w.Metadata, Tags: w.Tags, SentAt: w.SentAt, FirstReceivedAt: w.FirstReceivedAt,
 		ReceiveCount: w.ReceiveCount, VisibleUntil: w.VisibleUntil, DelayedTo: w.DelayedTo,
 		ExpiresAt: w.ExpiresAt, ReRoutedFrom: deref(w.ReRoutedFrom), DeadLetteredAt: w.DeadLetteredAt,
-		GroupID: deref(w.GroupID),
+		GroupID: deref(w.GroupID), LastFailure: w.LastFailure, DeadLetter: w.DeadLetter,
 	}
 	if m.Tags == nil {
 		m.Tags = map[string]string{}
@@ -206,6 +222,7 @@ func (m StoredMessage) Wire() wire.Message {
 		Metadata: m.Metadata, Tags: m.Tags, SentAt: m.SentAt, FirstReceivedAt: m.FirstReceivedAt,
 		ReceiveCount: m.ReceiveCount, VisibleUntil: m.VisibleUntil, DelayedTo: m.DelayedTo,
 		ExpiresAt: m.ExpiresAt, DeadLetteredAt: m.DeadLetteredAt,
+		LastFailure: m.LastFailure, DeadLetter: m.DeadLetter,
 	}
 	if w.Tags == nil {
 		w.Tags = map[string]string{}
@@ -381,6 +398,11 @@ func (r *Received) Ack(ctx context.Context) error {
 // it is dead-lettered (or discarded) instead.
 func (r *Received) Nack(ctx context.Context) error {
 	return r.settle(true, func(h string) error { return r.c.Nack(ctx, h) })
+}
+
+// NackWithReason nacks like Nack and records why (Client.NackWithReason).
+func (r *Received) NackWithReason(ctx context.Context, reason string) error {
+	return r.settle(true, func(h string) error { return r.c.NackWithReason(ctx, h, reason) })
 }
 
 // ExtendVisibility makes the lease end d from now (rounded up to whole

@@ -102,6 +102,7 @@ func (c *Client) DeleteMessage(ctx context.Context, queue, messageID string) err
 // DeadLetteredOptions select a page of ListDeadLettered.
 type DeadLetteredOptions struct {
 	SourceQueue string // only messages dead-lettered from this queue; "" = all
+	Cause       string // only those that died of CauseNack or CauseLeaseExpired; "" = all
 	Limit       int    // 1 … 1000; 0 = the server's default (100)
 	Cursor      string
 }
@@ -113,6 +114,9 @@ func (c *Client) ListDeadLettered(ctx context.Context, opts DeadLetteredOptions)
 	q := url.Values{}
 	if opts.SourceQueue != "" {
 		q.Set("sourceQueue", opts.SourceQueue)
+	}
+	if opts.Cause != "" {
+		q.Set("cause", opts.Cause)
 	}
 	setPaging(q, opts.Limit, opts.Cursor)
 	var out wire.MessagePage
@@ -128,8 +132,18 @@ func (c *Client) ListDeadLettered(ctx context.Context, opts DeadLetteredOptions)
 // DeadLettered iterates over the dead-lettered messages from sourceQueue
 // ("" = from every queue), newest first. An error is yielded once, last.
 func (c *Client) DeadLettered(ctx context.Context, sourceQueue string) iter.Seq2[StoredMessage, error] {
+	return c.DeadLetteredBy(ctx, DeadLetteredOptions{SourceQueue: sourceQueue})
+}
+
+// DeadLetteredBy iterates over the dead-lettered messages that opts select
+// (its Cursor is where to start, its Limit the page size), newest first.
+func (c *Client) DeadLetteredBy(ctx context.Context, opts DeadLetteredOptions) iter.Seq2[StoredMessage, error] {
 	return paginate(func(cursor string) ([]StoredMessage, string, error) {
-		return c.ListDeadLettered(ctx, DeadLetteredOptions{SourceQueue: sourceQueue, Cursor: cursor})
+		page := opts
+		if cursor != "" {
+			page.Cursor = cursor
+		}
+		return c.ListDeadLettered(ctx, page)
 	})
 }
 

@@ -36,6 +36,10 @@ func withVisibility(d time.Duration) settleBody {
 	}
 }
 
+func withReason(reason string) settleBody {
+	return func(r wire.SettleRequest) any { return wire.NackRequest{SettleRequest: r, Reason: &reason} }
+}
+
 func withQueue(queue string) settleBody {
 	return func(r wire.SettleRequest) any { return wire.RequeueRequest{SettleRequest: r, Queue: &queue} }
 }
@@ -86,6 +90,17 @@ func (c *Client) Nack(ctx context.Context, handle string) error {
 	return err
 }
 
+// NackWithReason nacks like Nack and records why (at most MaxReasonBytes):
+// the message's LastFailure, and its DeadLetter if this nack dead-letters
+// it.
+func (c *Client) NackWithReason(ctx context.Context, handle, reason string) error {
+	_, err := c.settleOne(ctx, "nack", withReason(reason)(wire.SettleRequest{ReceiptHandle: &handle}))
+	return err
+}
+
+// MaxReasonBytes bounds a nack's reason (UTF-8 bytes).
+const MaxReasonBytes = 1024
+
 // ExtendVisibility makes the lease of a receipt handle end d from now
 // (whole seconds, rounded up; 0 releases it) and returns the new end.
 func (c *Client) ExtendVisibility(ctx context.Context, handle string, d time.Duration) (time.Time, error) {
@@ -111,6 +126,11 @@ func (c *Client) AckAll(ctx context.Context, handles []string) (SettleResult, er
 // NackAll nacks many handles.
 func (c *Client) NackAll(ctx context.Context, handles []string) (SettleResult, error) {
 	return c.settleAll(ctx, "nack", handles, handlesOnly)
+}
+
+// NackAllWithReason nacks many handles for one reason.
+func (c *Client) NackAllWithReason(ctx context.Context, handles []string, reason string) (SettleResult, error) {
+	return c.settleAll(ctx, "nack", handles, withReason(reason))
 }
 
 // ExtendVisibilityAll sets the lease of many handles to end d from now (0

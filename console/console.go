@@ -82,6 +82,7 @@ func (c *Console) routes() {
 	m.Handle("POST /console/queues/{queue}/messages/{id}/delete", write(c.deleteMessage))
 	m.Handle("POST /console/queues/{queue}/messages/{id}/redrive", write(c.redriveMessage))
 	m.Handle("GET /console/dlq", read(c.deadLettersPage))
+	m.Handle("GET /console/search", read(c.searchPage))
 	m.Handle("GET /console/rates", read(c.ratesPage))
 	m.Handle("GET /console/rate-values", read(c.rateValues))
 	m.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {

@@ -36,7 +36,7 @@ func TestReadKeySeesNoActions(t *testing.T) {
 	n.mustAPI(t, n.write, http.MethodPost, "/v1/queues/orders/messages", map[string]any{"body": "order 2"}, http.StatusCreated)
 	got := n.mustAPI(t, n.write, http.MethodPost, "/v1/queues/orders/messages/receive", map[string]any{"waitSeconds": 0}, http.StatusOK)
 	handle := got["messages"].([]any)[0].(map[string]any)["receiptHandle"]
-	n.mustAPI(t, "", http.MethodPost, "/v1/receipts/nack", map[string]any{"receiptHandle": handle}, http.StatusOK)
+	n.mustAPI(t, "", http.MethodPost, "/v1/receipts/nack", map[string]any{"receiptHandle": handle, "reason": "<b>declined</b>"}, http.StatusOK)
 	other := n.key(t, "other", "admin")
 	n.mustAPI(t, other, http.MethodPut, "/v1/queues/secret", map[string]any{}, http.StatusCreated)
 
@@ -56,6 +56,11 @@ func TestReadKeySeesNoActions(t *testing.T) {
 		if c := count(t, tab, `[data-testid^="action-"], form[method="post"]:not([action="/console/logout"])`); c != 0 {
 			t.Errorf("%s: a read key sees %d action controls", page, c)
 		}
+	}
+	// Why it died, escaped.
+	do(t, tab, chromedp.Navigate(n.URL+"/console/dlq"), chromedp.WaitVisible(testID("dlq-why")))
+	if got := text(t, tab, testID("dlq-why")); got != "nack ×1: <b>declined</b>" {
+		t.Fatalf("dead letter's cause shown as %q", got)
 	}
 	do(t, tab, chromedp.Navigate(n.URL+"/console/queues/orders"), chromedp.WaitVisible(testID("message-row")))
 	if got := text(t, tab, testID("count-available")); got != "1" {
@@ -165,6 +170,35 @@ func TestMessageTextIsEscaped(t *testing.T) {
 		t.Fatal("a script from the message ran on the queue page")
 	}
 	pages.clean(t, n.URL)
+}
+
+// Search finds messages across queues by prefix, state and tag, with the
+// filters kept on the next page's link.
+func TestSearchPage(t *testing.T) {
+	const pageSize = 50 // the console's
+	n := startNode(t, false)
+	batch := make([]any, pageSize+2)
+	for i := range batch {
+		batch[i] = map[string]any{"body": fmt.Sprint("one ", i), "tags": map[string]string{"k": "v"}}
+	}
+	n.mustAPI(t, "", http.MethodPost, "/v1/queues/app.one/messages/batch", map[string]any{"messages": batch}, http.StatusCreated)
+	n.mustAPI(t, "", http.MethodPost, "/v1/queues/app.two/messages", map[string]any{"body": "two", "delaySeconds": 600}, http.StatusCreated)
+	n.mustAPI(t, "", http.MethodPost, "/v1/queues/other/messages", map[string]any{"body": "other", "tags": map[string]string{"k": "v"}}, http.StatusCreated)
+	tab := browser(t)
+	do(t, tab, chromedp.Navigate(n.URL+"/console/search"), chromedp.WaitVisible(testID("search-submit")),
+		chromedp.SetValue(testID("search-prefix"), "app."), chromedp.SetValue(testID("search-tag"), "k:v"),
+		chromedp.Click(testID("search-submit")), chromedp.WaitVisible(testID("search-row")))
+	if c := count(t, tab, `[data-testid="search-row"][data-queue="app.one"]`); c != pageSize {
+		t.Fatalf("prefix app. and tag k:v: %d rows of app.one on page 1, want %d", c, pageSize)
+	}
+	do(t, tab, chromedp.Click(testID("next-page")), chromedp.WaitVisible(testID("search-row")))
+	if c := count(t, tab, `[data-testid="search-row"][data-queue="app.one"]`); c != 2 || count(t, tab, testID("search-row")) != 2 {
+		t.Fatalf("page 2 holds %d rows of app.one, want the last 2 and nothing else", c)
+	}
+	do(t, tab, chromedp.Navigate(n.URL+"/console/search?queuePrefix=app.&state=delayed"), chromedp.WaitVisible(testID("search-row")))
+	if c := count(t, tab, `[data-testid="search-row"][data-queue="app.two"]`); c != 1 || count(t, tab, testID("search-row")) != 1 {
+		t.Fatalf("delayed in app.*: %d rows of app.two", c)
+	}
 }
 
 // Dead letters: redrive one, then all of a dead-letter queue, checked

@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/base64"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -300,7 +301,7 @@ func (c *Console) deadLettersPage(w http.ResponseWriter, r *http.Request, id ide
 	q := r.URL.Query()
 	d := dlqData{SourceQueue: strings.TrimSpace(q.Get("sourceQueue")), Cursor: q.Get("cursor")}
 	var err error
-	d.Messages, d.Next, err = c.svc.ListDeadLettered(r.Context(), id.Tenant, d.SourceQueue, pageSize, d.Cursor)
+	d.Messages, d.Next, err = c.svc.ListDeadLettered(r.Context(), id.Tenant, service.DeadLetteredFilter{SourceQueue: d.SourceQueue}, pageSize, d.Cursor)
 	if err != nil {
 		c.serviceError(w, r, id, err)
 		return
@@ -312,6 +313,44 @@ func (c *Console) deadLettersPage(w http.ResponseWriter, r *http.Request, id ide
 	}
 	slices.Sort(d.Queues)
 	c.renderView(w, r, http.StatusOK, "dlq", "layout", view{Title: "Dead letters", Nav: "dlq", ID: id, Data: d})
+}
+
+type searchData struct {
+	QueuePrefix, State, MessageID, Tag, Cursor, Next string
+	States                                           []string
+	Messages                                         []service.BrowsedMessage
+	// Query is the filters as a query string, for the next page's link
+	// (encoded here: the template would escape its & and =).
+	Query template.URL
+}
+
+// searchPage finds messages across the tenant's queues (SPEC §16.2): a
+// queue prefix, a state, a messageId and one tag, newest first.
+func (c *Console) searchPage(w http.ResponseWriter, r *http.Request, id identity) {
+	q := r.URL.Query()
+	d := searchData{QueuePrefix: strings.TrimSpace(q.Get("queuePrefix")), State: q.Get("state"),
+		MessageID: strings.TrimSpace(q.Get("messageId")), Tag: strings.TrimSpace(q.Get("tag")), Cursor: q.Get("cursor"),
+		States: []string{service.StateAvailable, service.StateDelayed, service.StateInFlight,
+			service.StateDeadLettered, service.StateAcked}}
+	d.Query = template.URL(url.Values{"queuePrefix": {d.QueuePrefix}, "state": {d.State}, "messageId": {d.MessageID}, "tag": {d.Tag}}.Encode()) //nolint:gosec // url.Values.Encode escapes every value
+	o := service.SearchOptions{QueuePrefix: d.QueuePrefix, MessageID: d.MessageID, Limit: pageSize, Cursor: d.Cursor}
+	if d.State != "" {
+		o.States = []string{d.State}
+	}
+	if d.Tag != "" {
+		k, v, ok := strings.Cut(d.Tag, ":")
+		if !ok {
+			c.fail(w, r, id, http.StatusBadRequest, "A tag filter is key:value.")
+			return
+		}
+		o.Tags = map[string]string{k: v}
+	}
+	var err error
+	if d.Messages, d.Next, err = c.svc.SearchMessages(r.Context(), id.Tenant, o); err != nil {
+		c.serviceError(w, r, id, err)
+		return
+	}
+	c.renderView(w, r, http.StatusOK, "search", "layout", view{Title: "Search", Nav: "search", ID: id, Data: d})
 }
 
 // preview is the start of a body for a list: text as is, binary as its size.

@@ -18,7 +18,7 @@ import (
 
 // pageNames are the templates/*.html files that are pages (each parsed with
 // layout.html); fragments are templates defined inside them.
-var pageNames = []string{"login", "error", "queues", "queue", "message", "dlq", "rates", "redrive"}
+var pageNames = []string{"login", "error", "queues", "queue", "message", "dlq", "search", "rates", "redrive"}
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{

@@ -469,12 +469,13 @@ WITH page AS MATERIALIZED (
             WHERE m.dead_lettered_at IS NOT NULL
               AND q.tenant = $2
               AND ($3::text = '' OR m.re_routed_from = $3::text)
-              AND ($4::timestamptz IS NULL
-                   OR (m.dead_lettered_at, m.sequence) < ($4::timestamptz, $5::bigint))
+              AND ($4::text = '' OR (m.tags->>'skipq.deadLetter')::jsonb->>'cause' = $4::text)
+              AND ($5::timestamptz IS NULL
+                   OR (m.dead_lettered_at, m.sequence) < ($5::timestamptz, $6::bigint))
             ORDER BY m.dead_lettered_at DESC, m.sequence DESC
-            LIMIT $6) c
+            LIMIT $7) c
         WINDOW w AS (ORDER BY c.dead_lettered_at DESC, c.sequence DESC ROWS UNBOUNDED PRECEDING)) b
-    WHERE b.n = 1 OR b.before < $7::bigint
+    WHERE b.n = 1 OR b.before < $8::bigint
 )
 SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
 FROM page
@@ -485,6 +486,7 @@ type MessageDeadLetteredListParams struct {
 	MessageOverhead     int64
 	Tenant              string
 	SourceQueue         string
+	Cause               string
 	AfterDeadLetteredAt *time.Time
 	AfterSequence       int64
 	MaxMessages         int32
@@ -498,7 +500,7 @@ type MessageDeadLetteredListRow struct {
 
 // GET /v1/dlq: a tenant's dead-lettered messages, newest deadLetteredAt
 // first, after the cursor (dead_lettered_at, sequence), optionally only
-// those that came from @source_queue. Walks messages_dead_lettered_idx,
+// those that came from @source_queue, or died of @cause (SPEC §16.1). Walks messages_dead_lettered_idx,
 // measuring sizes without fetching bodies, and stops at the response budget
 // like a receive (MessageClaim); then reads the rows kept by primary key
 // (the queue's name is a subquery: joined, it let the planner reach the
@@ -511,6 +513,7 @@ func (q *Queries) MessageDeadLetteredList(ctx context.Context, arg MessageDeadLe
 		arg.MessageOverhead,
 		arg.Tenant,
 		arg.SourceQueue,
+		arg.Cause,
 		arg.AfterDeadLetteredAt,
 		arg.AfterSequence,
 		arg.MaxMessages,
@@ -1123,8 +1126,11 @@ func (q *Queries) MessagePeek(ctx context.Context, arg MessagePeekParams) ([]Mes
 const messageReady = `-- name: MessageReady :many
 WITH readied AS (
     UPDATE skipq.messages m
-    SET ready = true
-    FROM (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence) k
+    SET ready = true,
+        tags = CASE WHEN m.lease_token IS NULL THEN m.tags
+                    ELSE m.tags || jsonb_build_object('skipq.failure', skipq.failure_doc('lease_expired', NULL,
+                             coalesce($1::timestamptz, now()), m.receive_count)::text) END
+    FROM (SELECT unnest($2::bigint[]) AS queue_id, unnest($3::bigint[]) AS sequence) k
     WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
     RETURNING m.queue_id, m.sequence
 )
@@ -1134,6 +1140,7 @@ RETURNING queue_id
 `
 
 type MessageReadyParams struct {
+	Now       *time.Time
 	QueueIds  []int64
 	Sequences []int64
 }
@@ -1141,9 +1148,12 @@ type MessageReadyParams struct {
 // Worker: readies messages that TimerFire locked (a delay ended, or a lease
 // that was not the last allowed one). The lease token stays: the receiver
 // whose lease ran out may still settle the message until it is claimed
-// again. Returns the queues, to wake their waiting receivers.
+// again. A token means a lease ran out (a nack clears it; delayed messages
+// never had one): that is the message's last failure (SPEC §16.1; in its
+// tags, migrations/00023_failure_reasons.sql). Returns
+// the queues, to wake their waiting receivers.
 func (q *Queries) MessageReady(ctx context.Context, arg MessageReadyParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, messageReady, arg.QueueIds, arg.Sequences)
+	rows, err := q.db.Query(ctx, messageReady, arg.Now, arg.QueueIds, arg.Sequences)
 	if err != nil {
 		return nil, err
 	}
@@ -1186,7 +1196,8 @@ WITH src AS (
         sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready,
         group_id)
     SELECT dq.id, skipq.uuid_v7()::text,
-           moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
+           moved.client_id, moved.metadata, moved.body, moved.body_binary,
+           moved.tags - 'skipq.failure' - 'skipq.deadLetter',
            t.now,
            t.now + make_interval(secs => dq.delay_seconds),
            CASE WHEN dq.delay_seconds > 0 THEN t.now + make_interval(secs => dq.delay_seconds) END,
@@ -1233,7 +1244,8 @@ type MessageRedriveRow struct {
 // Moves dead-lettered messages (locked by the caller) out of their queue as
 // new messages, in one statement: a new server messageId, receiveCount 0,
 // the destination's defaults, reRoutedFrom = the queue they left,
-// deadLetteredAt cleared. The destination is @to_queue, or each message's
+// deadLetteredAt cleared, no record of past failures (SPEC §16.1). The
+// destination is @to_queue, or each message's
 // reRoutedFrom when @to_queue is ”; destinations must exist (same tenant).
 // A message whose destination does not exist is left in place.
 func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) ([]MessageRedriveRow, error) {

@@ -16,10 +16,12 @@ import (
 
 // MessageNackParams name deliveries by their receipts' parts.
 type MessageNackParams struct {
-	Now                   *time.Time
-	QueueIds              []int64
-	Sequences             []int64
-	Tokens                [][]byte
+	Now       *time.Time
+	QueueIds  []int64
+	Sequences []int64
+	Tokens    [][]byte
+	// Reasons are the nacks' reasons, one per delivery (nil: none).
+	Reasons               []*string
 	ServerMaxReceiveCount int32
 }
 
@@ -35,11 +37,12 @@ type MessageNackRow struct {
 }
 
 const messageNack = `-- name: MessageNack :many
-SELECT queue_id, sequence, token, moved_to, discarded FROM skipq.message_nack($1, $2, $3, $4, $5)`
+SELECT queue_id, sequence, token, moved_to, discarded FROM skipq.message_nack($1, $2, $3, $4, $5, $6)`
 
 // MessageNack calls skipq.message_nack.
 func (q *Queries) MessageNack(ctx context.Context, arg MessageNackParams) ([]MessageNackRow, error) {
-	rows, err := q.db.Query(ctx, messageNack, arg.Now, arg.QueueIds, arg.Sequences, arg.Tokens, arg.ServerMaxReceiveCount)
+	rows, err := q.db.Query(ctx, messageNack, arg.Now, arg.QueueIds, arg.Sequences, arg.Tokens, arg.Reasons,
+		arg.ServerMaxReceiveCount)
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,8 @@ func (h *api) listDeadLettered(c *gin.Context) {
 	if !ok {
 		return
 	}
-	msgs, next, err := h.svc.ListDeadLettered(c.Request.Context(), tenant(c), c.Query("sourceQueue"), limit, c.Query("cursor"))
+	filter := service.DeadLetteredFilter{SourceQueue: c.Query("sourceQueue"), Cause: c.Query("cause")}
+	msgs, next, err := h.svc.ListDeadLettered(c.Request.Context(), tenant(c), filter, limit, c.Query("cursor"))
 	if err != nil {
 		fail(c, err)
 		return

@@ -17,7 +17,7 @@ import (
 var routeQuery = map[string][]string{
 	http.MethodGet + " /v1/queues":                 {"prefix", "limit", "cursor"},
 	http.MethodGet + " /v1/queues/:queue/messages": {"state", "limit", "cursor"},
-	http.MethodGet + " /v1/dlq":                    {"sourceQueue", "limit", "cursor"},
+	http.MethodGet + " /v1/dlq":                    {"sourceQueue", "cause", "limit", "cursor"},
 	http.MethodGet + " /v1/messages": {"queue...", "queuePrefix", "state...", "sentAfter", "sentBefore",
 		"tag...", "messageId", "groupId", "limit", "cursor"},
 }

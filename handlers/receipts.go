@@ -78,12 +78,12 @@ func (h *api) ack(c *gin.Context) {
 }
 
 func (h *api) nack(c *gin.Context) {
-	var req wire.SettleRequest
-	handles, single, ok := decodeHandles(c, &req, &req)
+	var req wire.NackRequest
+	handles, single, ok := decodeHandles(c, &req, &req.SettleRequest)
 	if !ok {
 		return
 	}
-	res, err := h.svc.Nack(c.Request.Context(), handles)
+	res, err := h.svc.Nack(c.Request.Context(), handles, req.Reason)
 	if err != nil {
 		fail(c, err)
 		return

@@ -53,6 +53,13 @@ func toMessage(m service.Message) wire.Message {
 	if m.ReceiptHandle != "" {
 		out.ReceiptHandle = &m.ReceiptHandle
 	}
+	if f := m.LastFailure; f != nil {
+		out.LastFailure = &wire.Failure{Cause: f.Cause, Reason: f.Reason, At: wire.At(f.At), ReceiveCount: f.ReceiveCount}
+	}
+	if d := m.DeadLetter; d != nil {
+		out.DeadLetter = &wire.DeadLetter{Cause: d.Cause, Reason: d.Reason, ReceiveCount: d.ReceiveCount,
+			SourceQueue: d.SourceQueue, At: wire.At(d.At)}
+	}
 	if m.SQS != nil && len(m.SQS.Attributes) > 0 {
 		out.MessageAttributes = make(map[string]wire.MessageAttribute, len(m.SQS.Attributes))
 		for k, a := range m.SQS.Attributes {

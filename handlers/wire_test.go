@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"net/http/httptest"
 	"strings"
@@ -33,6 +34,8 @@ func encodeMessages(t *testing.T, msgs []service.Message) []byte {
 func TestMessageOverheadCoversTheEncoding(t *testing.T) {
 	now := time.Date(2026, 11, 29, 15, 4, 5, 123e6, time.UTC)
 	reRouted := "source.queue"
+	reason := strings.Repeat("r", service.MaxReasonBytes)
+	longQueue := strings.Repeat("q", 256) // a source queue's name at its longest
 	full := service.Message{
 		MessageID:       "order-7",
 		ReceiptHandle:   strings.Repeat("A", 64), // 48 bytes, base64url without padding
@@ -51,6 +54,10 @@ func TestMessageOverheadCoversTheEncoding(t *testing.T) {
 		ExpiresAt:       &now,
 		ReRoutedFrom:    &reRouted,
 		DeadLetteredAt:  &now,
+		LastFailure: &service.Failure{Cause: service.CauseLeaseExpired, Reason: &reason, At: now,
+			ReceiveCount: math.MaxInt32},
+		DeadLetter: &service.DeadLetter{Cause: service.CauseLeaseExpired, Reason: &reason,
+			ReceiveCount: math.MaxInt32, SourceQueue: longQueue, At: now},
 	}
 	empty := full
 	empty.MessageID, empty.Queue, empty.ClientID, empty.Metadata = "", "", "", ""
@@ -59,10 +66,21 @@ func TestMessageOverheadCoversTheEncoding(t *testing.T) {
 	// What the claim statement measures: base64 body, metadata, tags as
 	// JSON text (jsonb's text form is at least Go's), ids, reRoutedFrom.
 	measured := func(m service.Message) int {
-		tags, _ := json.Marshal(m.Tags)
-		if m.Tags == nil {
-			tags = []byte("{}")
+		// The failures are stored in the tags (at least as long as Go's
+		// compact JSON of them, inside a JSON string).
+		stored := maps.Clone(m.Tags)
+		if stored == nil {
+			stored = map[string]string{}
 		}
+		if f := m.LastFailure; f != nil {
+			doc, _ := json.Marshal(map[string]any{"cause": f.Cause, "reason": f.Reason, "at": f.At, "receiveCount": f.ReceiveCount})
+			stored["skipq.failure"] = string(doc)
+		}
+		if d := m.DeadLetter; d != nil {
+			doc, _ := json.Marshal(map[string]any{"cause": d.Cause, "reason": d.Reason, "receiveCount": d.ReceiveCount})
+			stored["skipq.deadLetter"] = string(doc)
+		}
+		tags, _ := json.Marshal(stored)
 		return (len(m.Body)+2)/3*4 + len(m.Metadata) + len(tags) + len(m.MessageID) + len(m.ClientID) +
 			len(*m.ReRoutedFrom) + len(m.Queue)
 	}

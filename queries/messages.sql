@@ -205,10 +205,16 @@ WHERE EXISTS (SELECT 1 FROM skipq.messages m
 -- Worker: readies messages that TimerFire locked (a delay ended, or a lease
 -- that was not the last allowed one). The lease token stays: the receiver
 -- whose lease ran out may still settle the message until it is claimed
--- again. Returns the queues, to wake their waiting receivers.
+-- again. A token means a lease ran out (a nack clears it; delayed messages
+-- never had one): that is the message's last failure (SPEC §16.1; in its
+-- tags, migrations/00023_failure_reasons.sql). Returns
+-- the queues, to wake their waiting receivers.
 WITH readied AS (
     UPDATE skipq.messages m
-    SET ready = true
+    SET ready = true,
+        tags = CASE WHEN m.lease_token IS NULL THEN m.tags
+                    ELSE m.tags || jsonb_build_object('skipq.failure', skipq.failure_doc('lease_expired', NULL,
+                             coalesce(sqlc.narg('now')::timestamptz, now()), m.receive_count)::text) END
     FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
     WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
     RETURNING m.queue_id, m.sequence
@@ -313,7 +319,7 @@ SELECT count(*) FROM skipq.group_release(@queue_ids::bigint[], @group_ids::text[
 -- name: MessageDeadLetteredList :many
 -- GET /v1/dlq: a tenant's dead-lettered messages, newest deadLetteredAt
 -- first, after the cursor (dead_lettered_at, sequence), optionally only
--- those that came from @source_queue. Walks messages_dead_lettered_idx,
+-- those that came from @source_queue, or died of @cause (SPEC §16.1). Walks messages_dead_lettered_idx,
 -- measuring sizes without fetching bodies, and stops at the response budget
 -- like a receive (MessageClaim); then reads the rows kept by primary key
 -- (the queue's name is a subquery: joined, it let the planner reach the
@@ -334,6 +340,7 @@ WITH page AS MATERIALIZED (
             WHERE m.dead_lettered_at IS NOT NULL
               AND q.tenant = @tenant
               AND (@source_queue::text = '' OR m.re_routed_from = @source_queue::text)
+              AND (@cause::text = '' OR (m.tags->>'skipq.deadLetter')::jsonb->>'cause' = @cause::text)
               AND (sqlc.narg('after_dead_lettered_at')::timestamptz IS NULL
                    OR (m.dead_lettered_at, m.sequence) < (sqlc.narg('after_dead_lettered_at')::timestamptz, @after_sequence::bigint))
             ORDER BY m.dead_lettered_at DESC, m.sequence DESC
@@ -374,7 +381,8 @@ WHERE queue_id = @queue_id AND dead_lettered_at IS NOT NULL;
 -- Moves dead-lettered messages (locked by the caller) out of their queue as
 -- new messages, in one statement: a new server messageId, receiveCount 0,
 -- the destination's defaults, reRoutedFrom = the queue they left,
--- deadLetteredAt cleared. The destination is @to_queue, or each message's
+-- deadLetteredAt cleared, no record of past failures (SPEC §16.1). The
+-- destination is @to_queue, or each message's
 -- reRoutedFrom when @to_queue is ''; destinations must exist (same tenant).
 -- A message whose destination does not exist is left in place.
 WITH src AS (
@@ -400,7 +408,8 @@ WITH src AS (
         sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready,
         group_id)
     SELECT dq.id, skipq.uuid_v7()::text,
-           moved.client_id, moved.metadata, moved.body, moved.body_binary, moved.tags,
+           moved.client_id, moved.metadata, moved.body, moved.body_binary,
+           moved.tags - 'skipq.failure' - 'skipq.deadLetter',
            t.now,
            t.now + make_interval(secs => dq.delay_seconds),
            CASE WHEN dq.delay_seconds > 0 THEN t.now + make_interval(secs => dq.delay_seconds) END,

@@ -145,7 +145,7 @@ func TestConcurrentNacksAndExtendsGetTheirOwnAnswers(t *testing.T) {
 				}
 				res = vr.SettleResult
 			} else {
-				nacked, err := svc.Nack(ctx, hs)
+				nacked, err := svc.Nack(ctx, hs, nil)
 				if err != nil {
 					t.Error(err)
 					return

@@ -27,7 +27,7 @@ func TestQueueGaugesAndDepthHistory(t *testing.T) {
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v %v", msgs, err)
 	}
-	if _, err := svc.Nack(ctx, []string{msgs[0].ReceiptHandle}); err != nil {
+	if _, err := svc.Nack(ctx, []string{msgs[0].ReceiptHandle}, nil); err != nil {
 		t.Fatal(err)
 	}
 	gauges := func(tenant string) map[string]service.QueueGauge {

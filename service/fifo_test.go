@@ -136,7 +136,7 @@ func TestFIFONackKeepsGroupOrder(t *testing.T) {
 	if bodies(batch) != "A1 A2" {
 		t.Fatalf("got %q", bodies(batch))
 	}
-	if _, err := f.svc.Nack(context.Background(), handlesOf(batch[:1])); err != nil {
+	if _, err := f.svc.Nack(context.Background(), handlesOf(batch[:1]), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.receive(10, 10); len(got) != 0 {
@@ -160,7 +160,7 @@ func TestFIFODeadLetterUnblocksItsGroup(t *testing.T) {
 		if bodies(m) != "first" {
 			t.Fatalf("got %q, want first", bodies(m))
 		}
-		if _, err := f.svc.Nack(context.Background(), handlesOf(m)); err != nil {
+		if _, err := f.svc.Nack(context.Background(), handlesOf(m), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,7 +249,7 @@ func TestFIFOConcurrentConsumersKeepGroupsExclusiveAndOrdered(t *testing.T) {
 						// Nack the head alone first: it is available again,
 						// but its group holds the rest of the batch, so no
 						// receive may take the group before the rest is settled.
-						if _, err := f.svc.Nack(ctx, handlesOf(run[:1])); err != nil {
+						if _, err := f.svc.Nack(ctx, handlesOf(run[:1]), nil); err != nil {
 							errs <- err
 							stop()
 							return
@@ -267,7 +267,7 @@ func TestFIFOConcurrentConsumersKeepGroupsExclusiveAndOrdered(t *testing.T) {
 					mu.Unlock()
 					var err error
 					if nack {
-						_, err = f.svc.Nack(ctx, handlesOf(run))
+						_, err = f.svc.Nack(ctx, handlesOf(run), nil)
 					} else {
 						_, err = f.svc.Ack(ctx, handlesOf(run))
 					}

@@ -58,7 +58,7 @@ func (s *Service) FireTimers(ctx context.Context, max int) (int, error) {
 			return err
 		}
 		var exhaustedIDs, exhaustedSeqs []int64
-		var ready db.MessageReadyParams
+		ready := db.MessageReadyParams{Now: s.now()}
 		for _, f := range fired {
 			if f.Exhausted {
 				exhaustedIDs = append(exhaustedIDs, f.QueueID)

@@ -138,14 +138,26 @@ func (s *Service) operatedQueue(ctx context.Context, tenant, queue, messageID st
 	return s.queueByName(ctx, s.q, tenant, queue)
 }
 
+// DeadLetteredFilter narrows a dead-letter listing; "" matches any.
+type DeadLetteredFilter struct {
+	SourceQueue string
+	Cause       string // CauseNack or CauseLeaseExpired
+}
+
 // ListDeadLettered lists a tenant's dead-lettered messages, newest
-// deadLetteredAt first, optionally only those from sourceQueue.
-func (s *Service) ListDeadLettered(ctx context.Context, tenant, sourceQueue string, limit int, cursor string) ([]Message, string, error) {
+// deadLetteredAt first, optionally only those from a source queue or of a
+// cause.
+func (s *Service) ListDeadLettered(ctx context.Context, tenant string, f DeadLetteredFilter, limit int, cursor string) ([]Message, string, error) {
 	var is issues
-	if sourceQueue != "" {
-		if msg := ValidQueueName(sourceQueue); msg != "" {
+	if f.SourceQueue != "" {
+		if msg := ValidQueueName(f.SourceQueue); msg != "" {
 			is.add("sourceQueue", "%s", msg)
 		}
+	}
+	switch f.Cause {
+	case "", CauseNack, CauseLeaseExpired:
+	default:
+		is.add("cause", "must be %s or %s", CauseNack, CauseLeaseExpired)
 	}
 	is.between("limit", &limit, 1, maxListLimit)
 	afterAt, afterSeq, err := decodeDLQCursor(cursor)
@@ -159,7 +171,7 @@ func (s *Service) ListDeadLettered(ctx context.Context, tenant, sourceQueue stri
 	// its longest.
 	budget, overhead := int64(s.limits.MaxResponseBytes), int64(MessageOverheadBytes+maxQueueNameBytes)
 	rows, err := s.q.MessageDeadLetteredList(ctx, db.MessageDeadLetteredListParams{
-		Tenant: tenant, SourceQueue: sourceQueue, AfterDeadLetteredAt: afterAt, AfterSequence: afterSeq,
+		Tenant: tenant, SourceQueue: f.SourceQueue, Cause: f.Cause, AfterDeadLetteredAt: afterAt, AfterSequence: afterSeq,
 		MaxMessages: int32(limit + 1), MaxResponseBytes: budget, MessageOverhead: overhead})
 	if err != nil {
 		return nil, "", fromDB("list dead-lettered messages", err)

@@ -73,7 +73,7 @@ func TestReadyRowsFollowEveryPath(t *testing.T) {
 	if _, err := svc.Ack(ctx, handles(got[:1])); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Nack(ctx, handles(got[1:2])); err != nil {
+	if _, err := svc.Nack(ctx, handles(got[1:2]), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.SetVisibility(ctx, handles(got[2:3]), 120); err != nil {

@@ -35,6 +35,26 @@ type Message struct {
 	ReRoutedFrom    *string
 	DeadLetteredAt  *time.Time
 	GroupID         *string // nil on a standard queue
+	LastFailure     *Failure
+	DeadLetter      *DeadLetter // nil unless dead-lettered (with its cause recorded)
+}
+
+// Failure is a message's latest failed delivery (SPEC §16.1).
+type Failure struct {
+	Cause        string  // CauseNack or CauseLeaseExpired
+	Reason       *string // the nack's reason
+	At           time.Time
+	ReceiveCount int
+}
+
+// DeadLetter is why a message was dead-lettered: its last delivery in
+// SourceQueue failed so, at ReceiveCount.
+type DeadLetter struct {
+	Cause        string
+	Reason       *string
+	ReceiveCount int
+	SourceQueue  string
+	At           time.Time
 }
 
 // ReceiveOptions are a receive request's fields; nil means the default.
@@ -285,11 +305,13 @@ func autoAcked(rows []db.SkipqMessage, now time.Time) {
 
 // MessageOverheadBytes is the response-budget estimate of a received
 // message's fixed JSON: field names, punctuation, the receipt handle, the
-// sequence and counts, six timestamps and bodyEncoding. The queue name is
-// added per queue; the variable fields are measured in the claim statement
-// (queries/messages.sql, MessageClaim). handlers tests hold the HTTP
-// encoding to it.
-const MessageOverheadBytes = 640
+// sequence and counts, six timestamps and bodyEncoding, and deadLetter's
+// sourceQueue and at, which its stored form lacks (lastFailure and the rest
+// of deadLetter are measured with the tags they are stored in). The queue
+// name is added per queue; the variable fields are measured in the claim
+// statement (queries/messages.sql, MessageClaim). handlers tests hold the
+// HTTP encoding to it.
+const MessageOverheadBytes = 700 + maxQueueNameBytes
 
 // messageOverhead is the per-message estimate the claim statements add to
 // each message's measured fields.
@@ -325,7 +347,10 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 	tags := map[string]string{}
 	_ = json.Unmarshal(r.Tags, &tags) // written by us from a map[string]string
 	sqs := parseSQSData(tags[SQSTagKey])
+	failure, dead := parseFailure(tags[failureTagKey]), parseFailure(tags[deadLetterTagKey])
 	delete(tags, SQSTagKey)
+	delete(tags, failureTagKey)
+	delete(tags, deadLetterTagKey)
 	return Message{
 		MessageID:       r.MessageID,
 		Queue:           queue,
@@ -344,7 +369,45 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 		ReRoutedFrom:    r.ReRoutedFrom,
 		DeadLetteredAt:  r.DeadLetteredAt,
 		GroupID:         r.GroupID,
+		LastFailure:     failure,
+		DeadLetter:      deadLetterOf(dead, r),
 	}
+}
+
+// A message's failures ride in its tags under reserved keys, as JSON
+// (migrations/00023_failure_reasons.sql): the latest failed delivery, and
+// on a dead letter the one that dead-lettered it.
+const (
+	failureTagKey    = "skipq.failure"
+	deadLetterTagKey = "skipq.deadLetter"
+)
+
+// parseFailure reads a stored failure; nil when there is none.
+func parseFailure(doc string) *Failure {
+	if doc == "" {
+		return nil
+	}
+	var f struct {
+		Cause        string    `json:"cause"`
+		Reason       *string   `json:"reason"`
+		At           time.Time `json:"at"`
+		ReceiveCount int       `json:"receiveCount"`
+	}
+	if json.Unmarshal([]byte(doc), &f) != nil { // written by skipq's own statements
+		return nil
+	}
+	return &Failure{Cause: f.Cause, Reason: f.Reason, At: f.At.UTC(), ReceiveCount: f.ReceiveCount}
+}
+
+// deadLetterOf is why a dead letter died: f, from its source queue, when it
+// moved. Nil for a message that is not a dead letter (a redriven or
+// requeued one), or was dead-lettered before skipq recorded why.
+func deadLetterOf(f *Failure, r db.SkipqMessage) *DeadLetter {
+	if f == nil || r.DeadLetteredAt == nil || r.ReRoutedFrom == nil {
+		return nil
+	}
+	return &DeadLetter{Cause: f.Cause, Reason: f.Reason, ReceiveCount: f.ReceiveCount, SourceQueue: *r.ReRoutedFrom,
+		At: *r.DeadLetteredAt}
 }
 
 // claimCall is one single-message receive's part of a shared claim.

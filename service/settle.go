@@ -14,33 +14,53 @@ import (
 
 // Ack removes the messages.
 func (s *Service) Ack(ctx context.Context, handles []string) (SettleResult, error) {
-	c, err := s.settle(ctx, s.acks, handles, 0, "ack")
+	c, err := s.settle(ctx, s.acks, handles, settleArgs{}, "ack")
 	return c.res, err
 }
 
 // Nack makes the messages available again now; a message on its last allowed
 // delivery is dead-lettered (or discarded) in the same transaction instead.
-func (s *Service) Nack(ctx context.Context, handles []string) (SettleResult, error) {
-	c, err := s.settle(ctx, s.nacks, handles, 0, "nack")
+// Each records the nack, with reason (nil: none), as its last failure, and
+// a dead letter carries it as the cause of its death (SPEC §16.1).
+func (s *Service) Nack(ctx context.Context, handles []string, reason *string) (SettleResult, error) {
+	if reason != nil && len(*reason) > MaxReasonBytes {
+		return SettleResult{}, Invalid(Issue{Path: "reason", Message: fmt.Sprintf("must be at most %d bytes", MaxReasonBytes)})
+	}
+	c, err := s.settle(ctx, s.nacks, handles, settleArgs{reason: reason}, "nack")
 	return c.res, err
+}
+
+// MaxReasonBytes bounds a nack's reason (UTF-8 bytes).
+const MaxReasonBytes = 1024
+
+// Causes of a failed delivery (Failure.Cause, DeadLetter.Cause).
+const (
+	CauseNack         = "nack"
+	CauseLeaseExpired = "lease_expired"
+)
+
+// settleArgs are what a settle request gives besides its handles.
+type settleArgs struct {
+	seconds int     // extends: the new lease length
+	reason  *string // nacks: why
 }
 
 // settleCall is one request's part of a shared settle: concurrent acks,
 // nacks and extends on this node each share one statement (sharer), and
 // so one commit, for many requests.
 type settleCall struct {
-	rs      receipts
-	seconds int // extends: the new lease length
-	res     SettleResult
-	until   map[string]time.Time // extends: the new lease end of each handle settled
-	err     error
+	rs    receipts
+	args  settleArgs
+	res   SettleResult
+	until map[string]time.Time // extends: the new lease end of each handle settled
+	err   error
 }
 
 func settleSize(c *settleCall) int { return len(c.rs.tokens) }
 
 // settle runs one request's settle through its sharer.
-func (s *Service) settle(ctx context.Context, sh *sharer[settleCall], handles []string, seconds int, op string) (*settleCall, error) {
-	c := &settleCall{rs: parseReceipts(handles), seconds: seconds}
+func (s *Service) settle(ctx context.Context, sh *sharer[settleCall], handles []string, args settleArgs, op string) (*settleCall, error) {
+	c := &settleCall{rs: parseReceipts(handles), args: args}
 	if len(c.rs.tokens) == 0 {
 		c.res = c.rs.result(nil)
 		return c, nil
@@ -61,6 +81,7 @@ type merged struct {
 	queueIDs, sequences []int64
 	tokens              [][]byte
 	seconds             []int32
+	reasons             []*string
 	owner               map[string]*settleCall
 }
 
@@ -76,7 +97,8 @@ func merge(calls []*settleCall) merged {
 			m.queueIDs = append(m.queueIDs, r.queueID)
 			m.sequences = append(m.sequences, r.sequence)
 			m.tokens = append(m.tokens, r.token)
-			m.seconds = append(m.seconds, int32(c.seconds))
+			m.seconds = append(m.seconds, int32(c.args.seconds))
+			m.reasons = append(m.reasons, c.args.reason)
 		}
 	}
 	return m
@@ -133,7 +155,7 @@ func (s *Service) runAcks(ctx context.Context, calls []*settleCall) {
 func (s *Service) runNacks(ctx context.Context, calls []*settleCall) {
 	m := merge(calls)
 	rows, err := s.direct.MessageNack(ctx, db.MessageNackParams{
-		Now: s.now(), QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens,
+		Now: s.now(), QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, Reasons: m.reasons,
 		ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount)})
 	if err != nil {
 		failed(ctx, calls, err, s.runNacks)
@@ -207,7 +229,7 @@ func (s *Service) SetVisibility(ctx context.Context, handles []string, seconds i
 	}
 	res := VisibilityResult{VisibleUntil: map[string]time.Time{}}
 	if seconds == 0 {
-		nacked, err := s.Nack(ctx, handles)
+		nacked, err := s.Nack(ctx, handles, nil)
 		if err != nil {
 			return VisibilityResult{}, err
 		}
@@ -224,7 +246,7 @@ func (s *Service) SetVisibility(ctx context.Context, handles []string, seconds i
 		res.SettleResult = nacked
 		return res, nil
 	}
-	c, err := s.settle(ctx, s.extends, handles, seconds, "change visibility")
+	c, err := s.settle(ctx, s.extends, handles, settleArgs{seconds: seconds}, "change visibility")
 	if err != nil {
 		return VisibilityResult{}, err
 	}

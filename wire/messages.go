@@ -103,9 +103,41 @@ type Message struct {
 	ReRoutedFrom      *string                     `json:"reRoutedFrom"`
 	DeadLetteredAt    *Time                       `json:"deadLetteredAt"`
 	GroupID           *string                     `json:"groupId"` // null on a standard queue
-	State             State                       `json:"state,omitempty"`
-	VisibleAt         *Time                       `json:"visibleAt,omitempty"`
+	// LastFailure is the latest failed delivery; null while none failed.
+	LastFailure *Failure `json:"lastFailure"`
+	// DeadLetter says why a dead letter died; null on other messages (and
+	// on those dead-lettered before skipq recorded it).
+	DeadLetter *DeadLetter `json:"deadLetter"`
+	State      State       `json:"state,omitempty"`
+	VisibleAt  *Time       `json:"visibleAt,omitempty"`
 }
+
+// Failure is a failed delivery (SPEC §16.1): Cause "nack" (Reason is the
+// nack's, null without one) or "lease_expired" (Reason null), when, and the
+// receive count the message had reached.
+type Failure struct {
+	Cause        string  `json:"cause"`
+	Reason       *string `json:"reason"`
+	At           Time    `json:"at"`
+	ReceiveCount int     `json:"receiveCount"`
+}
+
+// DeadLetter is why a message was dead-lettered: the failure of its last
+// delivery in SourceQueue, the receive count it had reached there, and when
+// it moved.
+type DeadLetter struct {
+	Cause        string  `json:"cause"`
+	Reason       *string `json:"reason"`
+	ReceiveCount int     `json:"receiveCount"`
+	SourceQueue  string  `json:"sourceQueue"`
+	At           Time    `json:"at"`
+}
+
+// Failure causes.
+const (
+	CauseNack         = "nack"
+	CauseLeaseExpired = "lease_expired"
+)
 
 // MessageAttribute is one SQS message attribute: a String or Number
 // (any label) has StringValue, a Binary has BinaryValue in standard base64.

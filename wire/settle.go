@@ -1,11 +1,18 @@
 package wire
 
-// SettleRequest is the body of ack and nack, and the part of every receipt
+// SettleRequest is the body of an ack, and the part of every receipt
 // route's body that names the handles: exactly one of ReceiptHandle (the
 // single form) and ReceiptHandles (the list form).
 type SettleRequest struct {
 	ReceiptHandle  *string  `json:"receiptHandle,omitempty"`
 	ReceiptHandles []string `json:"receiptHandles,omitempty"`
+}
+
+// NackRequest is the body of POST /v1/receipts/nack.
+type NackRequest struct {
+	SettleRequest
+	// Reason (at most 1024 bytes) is recorded as the messages' last failure.
+	Reason *string `json:"reason,omitempty"`
 }
 
 // VisibilityRequest is the body of POST /v1/receipts/visibility.

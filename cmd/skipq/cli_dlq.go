@@ -14,7 +14,7 @@ import (
 	"github.com/skipq/skipq/client"
 )
 
-const dlqUsage = `skipq dlq list [--source QUEUE] [--limit N]
+const dlqUsage = `skipq dlq list [--source QUEUE] [--cause nack|lease_expired] [--limit N]
        skipq dlq redrive QUEUE [--to QUEUE] [--batch N]`
 
 // maxRedriveBatch is the most messages one bulk redrive request moves (SPEC §4).
@@ -24,6 +24,7 @@ const maxRedriveBatch = 10000
 func cmdDLQ(ctx context.Context, args []string) error {
 	fs, o := cliFlags("dlq")
 	source := fs.String("source", "", "list: only messages dead-lettered from `queue`")
+	cause := fs.String("cause", "", "list: only messages whose last delivery failed so (`nack` or lease_expired)")
 	limit := fs.Int("limit", 100, "list: most messages to print, newest first (0 = all)")
 	to := fs.String("to", "", "redrive: the destination `queue` (default: each message's source queue)")
 	batch := fs.Int("batch", maxRedriveBatch, "redrive: `messages` per request (1 … 10000)")
@@ -43,6 +44,8 @@ func cmdDLQ(ctx context.Context, args []string) error {
 			return usageErr("dlq", "dlq list takes no arguments")
 		case set["to"] || set["batch"]:
 			return usageErr("dlq", "--to and --batch are flags of dlq redrive")
+		case *cause != "" && *cause != client.CauseNack && *cause != client.CauseLeaseExpired:
+			return usageErr("dlq", "--cause must be %s or %s", client.CauseNack, client.CauseLeaseExpired)
 		case *limit < 0:
 			return usageErr("dlq", "--limit must not be negative")
 		}
@@ -50,13 +53,13 @@ func cmdDLQ(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return dlqList(ctx, c, o, *source, *limit)
+		return dlqList(ctx, c, o, client.DeadLetteredOptions{SourceQueue: *source, Cause: *cause}, *limit)
 	case "redrive":
 		switch {
 		case len(pos) != 2:
 			return usageErr("dlq", "dlq redrive needs one queue name (the dead-letter queue)")
-		case set["source"] || set["limit"]:
-			return usageErr("dlq", "--source and --limit are flags of dlq list")
+		case set["source"] || set["cause"] || set["limit"]:
+			return usageErr("dlq", "--source, --cause and --limit are flags of dlq list")
 		case *batch < 1 || *batch > maxRedriveBatch:
 			return usageErr("dlq", "--batch must be between 1 and %d", maxRedriveBatch)
 		}
@@ -70,10 +73,10 @@ func cmdDLQ(ctx context.Context, args []string) error {
 	}
 }
 
-func dlqList(ctx context.Context, c *client.Client, o *cliOptions, source string, limit int) error {
+func dlqList(ctx context.Context, c *client.Client, o *cliOptions, filter client.DeadLetteredOptions, limit int) error {
 	var msgs []client.StoredMessage
 	more := false
-	for m, err := range c.DeadLettered(ctx, source) {
+	for m, err := range c.DeadLetteredBy(ctx, filter) {
 		if err != nil {
 			return apiError(err)
 		}
@@ -98,12 +101,26 @@ func dlqList(ctx context.Context, c *client.Client, o *cliOptions, source string
 		return nil
 	}
 	tw := newTable(os.Stdout)
-	fmt.Fprintln(tw, "DEAD-LETTERED\tQUEUE\tFROM\tSEQUENCE\tMESSAGE-ID\tGROUP\tTAGS\tBODY")
+	fmt.Fprintln(tw, "DEAD-LETTERED\tQUEUE\tFROM\tWHY\tSEQUENCE\tMESSAGE-ID\tGROUP\tTAGS\tBODY")
 	for _, m := range msgs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", humanTime(m.DeadLetteredAt), m.Queue,
-			orDash(m.ReRoutedFrom), m.Sequence, m.MessageID, orDash(m.GroupID), tagsPreview(m.Tags), bodyPreview(m.Body, m.Binary))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", humanTime(m.DeadLetteredAt), m.Queue,
+			orDash(m.ReRoutedFrom), why(m.DeadLetter), m.Sequence, m.MessageID, orDash(m.GroupID), tagsPreview(m.Tags),
+			bodyPreview(m.Body, m.Binary))
 	}
 	return tw.Flush()
+}
+
+// why is a dead letter's cause for a table: "nack ×3: the reason…" or
+// "lease_expired ×5"; "-" when it was not recorded.
+func why(d *client.DeadLetter) string {
+	if d == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("%s ×%d", d.Cause, d.ReceiveCount)
+	if d.Reason != nil {
+		s += ": " + bodyPreview([]byte(*d.Reason), false)
+	}
+	return s
 }
 
 // dlqRedrive moves every dead-lettered message of queue, batch by batch,

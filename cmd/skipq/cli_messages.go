@@ -200,10 +200,16 @@ func printReceived(o *cliOptions, quiet, withHandles bool, msgs []messageJSON, s
 	return tw.Flush()
 }
 
-// cmdSettle: skipq ack|nack HANDLE...
+// cmdSettle: skipq ack HANDLE... | skipq nack [--reason TEXT] HANDLE...
 func cmdSettle(ctx context.Context, verb string, args []string) error {
 	fs, o := cliFlags(verb)
-	pos, err := cliParse(fs, args, "skipq "+verb+" HANDLE...")
+	usage := "skipq ack HANDLE..."
+	var reason *string
+	if verb == "nack" {
+		usage = "skipq nack [--reason TEXT] HANDLE..."
+		reason = fs.String("reason", "", "why (recorded as the messages' lastFailure; at most 1024 bytes)")
+	}
+	pos, err := cliParse(fs, args, usage)
 	if err != nil {
 		return err
 	}
@@ -216,7 +222,14 @@ func cmdSettle(ctx context.Context, verb string, args []string) error {
 	}
 	one, all := c.Ack, c.AckAll
 	past := "acked"
-	if verb == "nack" {
+	switch {
+	case verb == "nack" && *reason != "":
+		one = func(ctx context.Context, h string) error { return c.NackWithReason(ctx, h, *reason) }
+		all = func(ctx context.Context, hs []string) (client.SettleResult, error) {
+			return c.NackAllWithReason(ctx, hs, *reason)
+		}
+		past = "nacked"
+	case verb == "nack":
 		one, all, past = c.Nack, c.NackAll, "nacked"
 	}
 	res := client.SettleResult{Failed: []client.SettleFailure{}} // what --json prints

@@ -126,7 +126,7 @@ func (c *cli) client() *client.Client {
 var (
 	uuidRE     = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	apiTimeRE  = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
-	volatileRE = regexp.MustCompile(`"(createdAt|sentAt|firstReceivedAt|visibleUntil|visibleAt|delayedTo|expiresAt|deadLetteredAt|oldestAvailableAt|messageId|receiptHandle)":( ?)"([^"]*)"|"sequence":( ?)\d+`)
+	volatileRE = regexp.MustCompile(`"(createdAt|sentAt|firstReceivedAt|visibleUntil|visibleAt|delayedTo|expiresAt|deadLetteredAt|at|oldestAvailableAt|messageId|receiptHandle)":( ?)"([^"]*)"|"sequence":( ?)\d+`)
 )
 
 // normalise replaces what differs between runs in a JSON output, keeping
@@ -337,10 +337,21 @@ func TestCLISendReceiveSettle(t *testing.T) {
 	if handle == "" || strings.ContainsAny(handle, " \n") {
 		t.Fatalf("receive -q printed %q", handle)
 	}
-	if out := c.ok("nack", handle); out != "nacked 1 of 1 message\n" {
+	if out := c.ok("nack", "--reason", "bad input", handle); out != "nacked 1 of 1 message\n" {
 		t.Errorf("nack printed %q", out)
 	}
-	if out := c.ok("ack", strings.TrimSpace(c.ok("receive", "jobs", "-q"))); out != "acked 1 of 1 message\n" {
+	var again struct {
+		Messages []struct {
+			ReceiptHandle string
+			LastFailure   *struct{ Cause, Reason string }
+		}
+	}
+	c.okJSON(&again, "receive", "jobs", "--json")
+	if len(again.Messages) != 1 || again.Messages[0].LastFailure == nil ||
+		*again.Messages[0].LastFailure != (struct{ Cause, Reason string }{"nack", "bad input"}) {
+		t.Fatalf("received after nack --reason: %+v", again)
+	}
+	if out := c.ok("ack", again.Messages[0].ReceiptHandle); out != "acked 1 of 1 message\n" {
 		t.Errorf("ack printed %q", out)
 	}
 }
@@ -462,9 +473,14 @@ func TestCLIDeadLetters(t *testing.T) {
 
 	golden(t, "dlq_list.json", c.ok("dlq", "list", "--source", "one", "--json"))
 	out := c.ok("dlq", "list", "--source", "one")
-	if !regexp.MustCompile(`^DEAD-LETTERED +QUEUE +FROM +SEQUENCE +MESSAGE-ID +GROUP +TAGS +BODY\n\S+ +one\.dlq +one +\d+ +\S+ +- +n=0 +one 0\n$`).MatchString(out) {
+	if !regexp.MustCompile(`^DEAD-LETTERED +QUEUE +FROM +WHY +SEQUENCE +MESSAGE-ID +GROUP +TAGS +BODY\n\S+ +one\.dlq +one +nack ×1 +\d+ +\S+ +- +n=0 +one 0\n$`).MatchString(out) {
 		t.Errorf("dlq list printed\n%s", out)
 	}
+	var none struct{ Messages []any }
+	if c.okJSON(&none, "dlq", "list", "--cause", "lease_expired", "--json"); len(none.Messages) != 0 {
+		t.Errorf("--cause lease_expired lists %v", none.Messages)
+	}
+	c.fails(2, "dlq", "list", "--cause", "crash")
 	r := c.run("dlq", "list", "--limit", "3", "--json")
 	var list struct {
 		Messages []struct{ Queue, ReRoutedFrom string }

@@ -28,8 +28,8 @@ $SKIPQ_API_KEY; --url and --api-key override them, --json prints JSON):
   skipq queues list [--prefix P] | get Q | create Q [settings] | delete Q | purge Q
   skipq send QUEUE [BODY|-]      send a message (BODY, or stdin)
   skipq receive QUEUE            receive messages (--max N --wait S --ack --peek -q)
-  skipq ack|nack HANDLE...       settle received messages
-  skipq dlq list [--source Q] | redrive QUEUE [--to Q]
+  skipq ack|nack HANDLE...       settle received messages (nack --reason TEXT: why)
+  skipq dlq list [--source Q] [--cause C] | redrive QUEUE [--to Q]
   skipq tail QUEUE               print messages as they arrive, until Ctrl-C
   skipq messages search          find messages across queues (--queue, --prefix, --state,
                                  --after, --before, --tag, --id; newest first)
