@@ -46,10 +46,11 @@ Scenarios (--scenario, comma-separated; default all):
 A default run takes about 2.5 minutes on 2 cores (5 s per measured run after
 1 s of warm-up), plus about 3 minutes for heads while a claim still walks
 past what sits ahead of it (filling 1,100,000 messages through skipq's SQL
-API and HTTP receives, then the cycles); --quick about 1 minute (3 s per run,
-batch 1 and 100 × 4 pairs, a 100,000-message backlog, 200 latency samples,
-3 s idle, heads behind 100,000 delayed and 20,000 in-flight messages with 100
-cycles per queue).
+API and HTTP receives, then the cycles), and about 2.5 minutes for search
+(loading 1,000,000 messages, then 14 searches × 53 requests); --quick about
+1 minute (3 s per run, batch 1 and 100 × 4 pairs, a 100,000-message backlog
+and search, 200 latency samples, 3 s idle, heads behind 100,000 delayed and
+20,000 in-flight messages with 100 cycles per queue).
 
 Flags:
 `
