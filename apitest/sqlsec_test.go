@@ -276,17 +276,17 @@ func executableBy(t *testing.T, admin *pgx.Conn, role string) []string {
 
 // Every skipq function runs with search_path pinned, whoever calls it: the
 // producer through send, the nodes' queries through uuid_v7. Except the
-// expressions written once as IMMUTABLE SQL functions for the planner to
-// inline (skipq.message_state): a SET clause would stop the inlining, and
-// they run with their caller's rights, so a search_path can only mislead
-// its own session.
+// expressions written once as IMMUTABLE or STABLE SQL functions for the
+// planner to inline (skipq.message_state, skipq.failure_doc): a SET clause
+// would stop the inlining, and they run with their caller's rights, so a
+// search_path can only mislead its own session.
 func TestSQLEveryFunctionPinsItsSearchPath(t *testing.T) {
 	admin := connect(t, testdb.New(t))
 	rows, err := admin.Query(context.Background(), `SELECT p.oid::regprocedure::text FROM pg_proc p
 		WHERE p.pronamespace = 'skipq'::regnamespace
 		  AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)
 		  AND NOT (p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'sql')
-		           AND p.provolatile = 'i' AND NOT p.prosecdef)
+		           AND p.provolatile IN ('i', 's') AND NOT p.prosecdef)
 		ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) ([
 		arg.Tenant, arg.Queue, arg.Now, arg.ServerMaxReceiveCount,
 		arg.MessageIds, arg.Keyed, arg.ClientIds, arg.Metadatas, arg.BodyBinaries, arg.Tags,
 		arg.DelaySeconds, arg.ExpirationSeconds, arg.MaxReceiveCounts,
-		arg.DeadLetterQueues, arg.DeadLetterQueueGiven, arg.BodyOffsets, arg.BodyLengths, arg.BodyData, arg.GroupIds)
+		arg.DeadLetterQueues, arg.DeadLetterQueueGiven, arg.BodyOffsets, arg.BodyLengths, arg.BodyData, arg.GroupIds, arg.DedupIds)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +29,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) ([
 // do (skipq bench reports statements by it).
 const messageInsert = `-- name: MessageInsert :many
 SELECT pos, queue_id, message_id, sequence, sent_at, delayed_to, expires_at, outcome
-FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
+FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
 // MessageInsertParams are one send's messages, one array element each.
 // DelaySeconds and ExpirationSeconds of -1, MaxReceiveCounts of 0 and
@@ -37,7 +37,8 @@ FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
 // messages whose MessageIds are idempotency keys (given by the client).
 // Bodies are BodyData cut at BodyOffsets (1-based) and BodyLengths.
 // GroupIds is nil for a standard queue's messages, one group each for a
-// FIFO queue's.
+// FIFO queue's. DedupIds is nil, or one SQS MessageDeduplicationId (or nil)
+// per message (migrations/00024_sqs_fifo_dedup.sql).
 type MessageInsertParams struct {
 	Tenant                string
 	Queue                 string
@@ -58,6 +59,7 @@ type MessageInsertParams struct {
 	BodyLengths           []int32
 	BodyData              []byte
 	GroupIds              []*string
+	DedupIds              []*string
 }
 
 // Outcomes of one position of a MessageInsert.

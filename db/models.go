@@ -6,6 +6,8 @@ package db
 
 import (
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type SkipqApiKey struct {
@@ -124,12 +126,34 @@ type SkipqSqsCredential struct {
 	KeyID       int64
 }
 
+type SkipqSqsMoveTask struct {
+	ID            int64
+	SourceQueueID int64
+	Destination   string
+	MaxPerSecond  *int32
+	Status        string
+	Moved         int64
+	ToMove        int64
+	FailureReason *string
+	StartedAt     time.Time
+	Runner        pgtype.UUID
+	HeartbeatAt   time.Time
+}
+
 type SkipqSqsQueue struct {
 	QueueID         int64
 	Attributes      []byte
 	Tags            []byte
 	MaxMessageBytes *int32
 	UpdatedAt       time.Time
+}
+
+type SkipqSqsReceiveAttempt struct {
+	QueueID   int64
+	AttemptID string
+	CreatedAt time.Time
+	Sequences []int64
+	Tokens    [][]byte
 }
 
 type SkipqTimer struct {

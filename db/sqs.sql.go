@@ -8,6 +8,8 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const sQSCredentialsAuthenticate = `-- name: SQSCredentialsAuthenticate :one
@@ -137,6 +139,277 @@ func (q *Queries) SQSDeadLetterSources(ctx context.Context, arg SQSDeadLetterSou
 		return nil, err
 	}
 	return items, nil
+}
+
+const sQSMessagesInFlight = `-- name: SQSMessagesInFlight :many
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id FROM skipq.messages m
+WHERE m.queue_id = $1 AND m.sequence = ANY($2::bigint[]) AND m.visible_at > now()
+  AND m.lease_token IS NOT NULL
+`
+
+type SQSMessagesInFlightParams struct {
+	QueueID   int64
+	Sequences []int64
+}
+
+// The messages of a queue among @sequences that are in flight (the caller
+// compares their lease tokens).
+func (q *Queries) SQSMessagesInFlight(ctx context.Context, arg SQSMessagesInFlightParams) ([]SkipqMessage, error) {
+	rows, err := q.db.Query(ctx, sQSMessagesInFlight, arg.QueueID, arg.Sequences)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SkipqMessage
+	for rows.Next() {
+		var i SkipqMessage
+		if err := rows.Scan(
+			&i.QueueID,
+			&i.Sequence,
+			&i.MessageID,
+			&i.ClientID,
+			&i.Metadata,
+			&i.Body,
+			&i.BodyBinary,
+			&i.Tags,
+			&i.SentAt,
+			&i.VisibleAt,
+			&i.DelayedTo,
+			&i.ExpiresAt,
+			&i.ReceiveCount,
+			&i.FirstReceivedAt,
+			&i.MaxReceiveCount,
+			&i.DeadLetterQueue,
+			&i.ReRoutedFrom,
+			&i.DeadLetteredAt,
+			&i.LeaseToken,
+			&i.Ready,
+			&i.GroupID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const sQSMoveTaskCancel = `-- name: SQSMoveTaskCancel :one
+UPDATE skipq.sqs_move_tasks t SET status = 'CANCELLING'
+FROM skipq.queues q
+WHERE t.id = $1 AND q.id = t.source_queue_id AND q.tenant = $2 AND t.status = 'RUNNING'
+RETURNING t.id, t.source_queue_id, t.destination, t.max_per_second, t.status, t.moved, t.to_move, t.failure_reason, t.started_at, t.runner, t.heartbeat_at
+`
+
+type SQSMoveTaskCancelParams struct {
+	ID     int64
+	Tenant string
+}
+
+// Asks a running task to stop; its runner ends it after the step it is in.
+func (q *Queries) SQSMoveTaskCancel(ctx context.Context, arg SQSMoveTaskCancelParams) (SkipqSqsMoveTask, error) {
+	row := q.db.QueryRow(ctx, sQSMoveTaskCancel, arg.ID, arg.Tenant)
+	var i SkipqSqsMoveTask
+	err := row.Scan(
+		&i.ID,
+		&i.SourceQueueID,
+		&i.Destination,
+		&i.MaxPerSecond,
+		&i.Status,
+		&i.Moved,
+		&i.ToMove,
+		&i.FailureReason,
+		&i.StartedAt,
+		&i.Runner,
+		&i.HeartbeatAt,
+	)
+	return i, err
+}
+
+const sQSMoveTaskGet = `-- name: SQSMoveTaskGet :one
+SELECT t.id, t.source_queue_id, t.destination, t.max_per_second, t.status, t.moved, t.to_move, t.failure_reason, t.started_at, t.runner, t.heartbeat_at FROM skipq.sqs_move_tasks t
+JOIN skipq.queues q ON q.id = t.source_queue_id
+WHERE t.id = $1 AND q.tenant = $2
+`
+
+type SQSMoveTaskGetParams struct {
+	ID     int64
+	Tenant string
+}
+
+func (q *Queries) SQSMoveTaskGet(ctx context.Context, arg SQSMoveTaskGetParams) (SkipqSqsMoveTask, error) {
+	row := q.db.QueryRow(ctx, sQSMoveTaskGet, arg.ID, arg.Tenant)
+	var i SkipqSqsMoveTask
+	err := row.Scan(
+		&i.ID,
+		&i.SourceQueueID,
+		&i.Destination,
+		&i.MaxPerSecond,
+		&i.Status,
+		&i.Moved,
+		&i.ToMove,
+		&i.FailureReason,
+		&i.StartedAt,
+		&i.Runner,
+		&i.HeartbeatAt,
+	)
+	return i, err
+}
+
+const sQSMoveTaskList = `-- name: SQSMoveTaskList :many
+SELECT id, source_queue_id, destination, max_per_second, status, moved, to_move, failure_reason, started_at, runner, heartbeat_at FROM skipq.sqs_move_tasks
+WHERE source_queue_id = $1
+ORDER BY id DESC
+LIMIT $2
+`
+
+type SQSMoveTaskListParams struct {
+	SourceQueueID int64
+	MaxTasks      int32
+}
+
+// The most recent tasks of a source queue.
+func (q *Queries) SQSMoveTaskList(ctx context.Context, arg SQSMoveTaskListParams) ([]SkipqSqsMoveTask, error) {
+	rows, err := q.db.Query(ctx, sQSMoveTaskList, arg.SourceQueueID, arg.MaxTasks)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SkipqSqsMoveTask
+	for rows.Next() {
+		var i SkipqSqsMoveTask
+		if err := rows.Scan(
+			&i.ID,
+			&i.SourceQueueID,
+			&i.Destination,
+			&i.MaxPerSecond,
+			&i.Status,
+			&i.Moved,
+			&i.ToMove,
+			&i.FailureReason,
+			&i.StartedAt,
+			&i.Runner,
+			&i.HeartbeatAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const sQSMoveTaskProgress = `-- name: SQSMoveTaskProgress :one
+UPDATE skipq.sqs_move_tasks SET
+    moved          = moved + $1,
+    heartbeat_at   = now(),
+    status         = CASE WHEN status = 'CANCELLING' THEN 'CANCELLED'
+                          WHEN $2::text IS NOT NULL THEN 'FAILED'
+                          WHEN $3::boolean THEN 'COMPLETED'
+                          ELSE status END,
+    failure_reason = $2::text
+WHERE id = $4 AND runner = $5 AND status IN ('RUNNING', 'CANCELLING')
+RETURNING status
+`
+
+type SQSMoveTaskProgressParams struct {
+	Moved   int64
+	Failure *string
+	Done    bool
+	ID      int64
+	Runner  pgtype.UUID
+}
+
+// A runner's step: adds what it moved, ends the task when it is done or
+// cancelled, notes a failure, and beats. No row: another runner took the
+// task over, and this one stops.
+func (q *Queries) SQSMoveTaskProgress(ctx context.Context, arg SQSMoveTaskProgressParams) (string, error) {
+	row := q.db.QueryRow(ctx, sQSMoveTaskProgress,
+		arg.Moved,
+		arg.Failure,
+		arg.Done,
+		arg.ID,
+		arg.Runner,
+	)
+	var status string
+	err := row.Scan(&status)
+	return status, err
+}
+
+const sQSMoveTaskStart = `-- name: SQSMoveTaskStart :one
+WITH pruned AS (
+    DELETE FROM skipq.sqs_move_tasks t
+    WHERE t.source_queue_id = $1 AND t.status NOT IN ('RUNNING', 'CANCELLING')
+      AND t.id IN (SELECT o.id FROM skipq.sqs_move_tasks o WHERE o.source_queue_id = $1
+                   ORDER BY o.id DESC OFFSET 9)
+)
+INSERT INTO skipq.sqs_move_tasks (source_queue_id, destination, max_per_second, to_move, runner)
+VALUES ($1, $2, $3::integer, $4, $5)
+RETURNING id, source_queue_id, destination, max_per_second, status, moved, to_move, failure_reason, started_at, runner, heartbeat_at
+`
+
+type SQSMoveTaskStartParams struct {
+	SourceQueueID int64
+	Destination   string
+	MaxPerSecond  *int32
+	ToMove        int64
+	Runner        pgtype.UUID
+}
+
+// Records a new move task of a source queue; the unique index on active
+// tasks refuses a second one. Keeps the source's ten most recent tasks (SQS
+// lists no more): older finished ones go.
+func (q *Queries) SQSMoveTaskStart(ctx context.Context, arg SQSMoveTaskStartParams) (SkipqSqsMoveTask, error) {
+	row := q.db.QueryRow(ctx, sQSMoveTaskStart,
+		arg.SourceQueueID,
+		arg.Destination,
+		arg.MaxPerSecond,
+		arg.ToMove,
+		arg.Runner,
+	)
+	var i SkipqSqsMoveTask
+	err := row.Scan(
+		&i.ID,
+		&i.SourceQueueID,
+		&i.Destination,
+		&i.MaxPerSecond,
+		&i.Status,
+		&i.Moved,
+		&i.ToMove,
+		&i.FailureReason,
+		&i.StartedAt,
+		&i.Runner,
+		&i.HeartbeatAt,
+	)
+	return i, err
+}
+
+const sQSMoveTaskTakeOver = `-- name: SQSMoveTaskTakeOver :one
+UPDATE skipq.sqs_move_tasks SET
+    runner       = $1,
+    heartbeat_at = now(),
+    status       = CASE WHEN status = 'CANCELLING' THEN 'CANCELLED' ELSE status END
+WHERE id = $2 AND status IN ('RUNNING', 'CANCELLING') AND heartbeat_at < now() - make_interval(secs => $3)
+RETURNING status
+`
+
+type SQSMoveTaskTakeOverParams struct {
+	Runner       pgtype.UUID
+	ID           int64
+	StaleSeconds float64
+}
+
+// Takes over a task whose runner stopped beating (its node went away); a
+// cancelled one just ends.
+func (q *Queries) SQSMoveTaskTakeOver(ctx context.Context, arg SQSMoveTaskTakeOverParams) (string, error) {
+	row := q.db.QueryRow(ctx, sQSMoveTaskTakeOver, arg.Runner, arg.ID, arg.StaleSeconds)
+	var status string
+	err := row.Scan(&status)
+	return status, err
 }
 
 const sQSQueueGet = `-- name: SQSQueueGet :one
@@ -273,4 +546,60 @@ func (q *Queries) SQSReadyAgain(ctx context.Context, arg SQSReadyAgainParams) ([
 		return nil, err
 	}
 	return items, nil
+}
+
+const sQSReceiveAttemptGet = `-- name: SQSReceiveAttemptGet :one
+SELECT sequences, tokens FROM skipq.sqs_receive_attempts
+WHERE queue_id = $1 AND attempt_id = $2 AND created_at > now() - interval '5 minutes'
+`
+
+type SQSReceiveAttemptGetParams struct {
+	QueueID   int64
+	AttemptID string
+}
+
+type SQSReceiveAttemptGetRow struct {
+	Sequences []int64
+	Tokens    [][]byte
+}
+
+// A FIFO receive's attempt, if made in the last five minutes.
+func (q *Queries) SQSReceiveAttemptGet(ctx context.Context, arg SQSReceiveAttemptGetParams) (SQSReceiveAttemptGetRow, error) {
+	row := q.db.QueryRow(ctx, sQSReceiveAttemptGet, arg.QueueID, arg.AttemptID)
+	var i SQSReceiveAttemptGetRow
+	err := row.Scan(&i.Sequences, &i.Tokens)
+	return i, err
+}
+
+const sQSReceiveAttemptPut = `-- name: SQSReceiveAttemptPut :exec
+WITH pruned AS (
+    DELETE FROM skipq.sqs_receive_attempts a
+    WHERE (a.queue_id, a.attempt_id) IN (
+        SELECT o.queue_id, o.attempt_id FROM skipq.sqs_receive_attempts o
+        WHERE o.queue_id = $1 AND o.created_at <= now() - interval '5 minutes'
+        LIMIT 100)
+)
+INSERT INTO skipq.sqs_receive_attempts (queue_id, attempt_id, sequences, tokens)
+VALUES ($1, $2, $3::bigint[], $4::bytea[])
+ON CONFLICT (queue_id, attempt_id) DO UPDATE SET
+    created_at = now(), sequences = excluded.sequences, tokens = excluded.tokens
+`
+
+type SQSReceiveAttemptPutParams struct {
+	QueueID   int64
+	AttemptID string
+	Sequences []int64
+	Tokens    [][]byte
+}
+
+// Records what a FIFO receive handed out, and prunes up to 100 of the
+// queue's attempts older than five minutes.
+func (q *Queries) SQSReceiveAttemptPut(ctx context.Context, arg SQSReceiveAttemptPutParams) error {
+	_, err := q.db.Exec(ctx, sQSReceiveAttemptPut,
+		arg.QueueID,
+		arg.AttemptID,
+		arg.Sequences,
+		arg.Tokens,
+	)
+	return err
 }

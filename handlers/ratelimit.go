@@ -101,3 +101,33 @@ func byKeyOrIP(c *gin.Context) string {
 	}
 	return "ip:" + c.ClientIP()
 }
+
+// callerLimits are CallerLimits of the request c; nil limiters are off.
+type callerLimits struct {
+	c              *gin.Context
+	rate, failures *rateLimiter
+}
+
+func (l callerLimits) Allow(keyID int64) (bool, time.Duration) {
+	if l.rate == nil {
+		return true, 0
+	}
+	caller := "ip:" + l.c.ClientIP()
+	if keyID != 0 {
+		caller = "key:" + strconv.FormatInt(keyID, 10)
+	}
+	return l.rate.allow(caller, time.Now())
+}
+
+func (l callerLimits) AuthFailed() {
+	if l.failures != nil {
+		l.failures.allow("ip:"+l.c.ClientIP(), time.Now())
+	}
+}
+
+func (l callerLimits) AuthBlocked() (bool, time.Duration) {
+	if l.failures == nil {
+		return false, 0
+	}
+	return l.failures.empty("ip:"+l.c.ClientIP(), time.Now())
+}

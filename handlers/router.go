@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -52,10 +53,30 @@ type Config struct {
 	SQS SQSEndpoint
 }
 
-// SQSEndpoint is the SQS-compatible endpoint (package sqs).
+// SQSEndpoint is the SQS-compatible endpoint (package sqs). Serve gets the
+// node's per-caller limits for the request, to apply once it knows the
+// caller.
 type SQSEndpoint interface {
 	Accepts(r *http.Request) bool
-	Serve(c *gin.Context, requestID string)
+	Serve(c *gin.Context, requestID string, limits CallerLimits)
+}
+
+// CallerLimits are the native API's per-caller limits for one request of
+// another endpoint: SKIPQ_RATE_LIMIT's buckets (shared with the native API,
+// so a key has one budget) and the failed-authentication budget of the
+// client's address (SKIPQ_AUTH_FAILURE_LIMIT). An alias of an unnamed
+// interface, so that package sqs can spell the same type without
+// importing this one.
+type CallerLimits = interface {
+	// Allow takes a token from the bucket of the caller: API key keyID,
+	// or the client's address when keyID is 0. Else it says how long
+	// until there is one.
+	Allow(keyID int64) (ok bool, retryAfter time.Duration)
+	// AuthFailed counts a failed authentication against the address.
+	AuthFailed()
+	// AuthBlocked reports that the address spent its budget of failed
+	// authentications, and how long until it has one again.
+	AuthBlocked() (blocked bool, retryAfter time.Duration)
 }
 
 type api struct {
@@ -81,9 +102,16 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	r.RedirectTrailingSlash = false
 	r.ContextWithFallback = true // c.Request.Context() ends when the client leaves
 	r.Use(withRequestID, logRequests(cfg.Log, cfg.Metrics), recoverPanics)
+	var rates, authFailures *rateLimiter
+	if cfg.RateLimit > 0 {
+		rates = newRateLimiter(cfg.RateLimit, cfg.RateBurst)
+	}
+	if cfg.AuthFailureLimit > 0 {
+		authFailures = newRateLimiter(cfg.AuthFailureLimit, max(1, cfg.AuthFailureBurst))
+	}
 	r.NoRoute(func(c *gin.Context) {
 		if cfg.SQS != nil && !cfg.ServiceRoutesOnly && cfg.SQS.Accepts(c.Request) {
-			cfg.SQS.Serve(c, requestID(c))
+			cfg.SQS.Serve(c, requestID(c), callerLimits{c: c, rate: rates, failures: authFailures})
 			return
 		}
 		abortWith(c, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path), nil)
@@ -114,8 +142,8 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	h := &api{svc: svc}
 	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes), strictQuery)
 	var perCaller gin.HandlersChain
-	if cfg.RateLimit > 0 {
-		perCaller = gin.HandlersChain{limitRate(newRateLimiter(cfg.RateLimit, cfg.RateBurst), byKeyOrIP)}
+	if rates != nil {
+		perCaller = gin.HandlersChain{limitRate(rates, byKeyOrIP)}
 	}
 	if cfg.Console != nil {
 		chain := gin.HandlersChain{limitBody(cfg.MaxRequestBytes)}
@@ -131,10 +159,6 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	receipts.POST("/visibility", h.visibility)
 	receipts.POST("/requeue", h.requeue)
 
-	var authFailures *rateLimiter
-	if cfg.AuthFailureLimit > 0 {
-		authFailures = newRateLimiter(cfg.AuthFailureLimit, max(1, cfg.AuthFailureBurst))
-	}
 	authed := v1.Group("", append(gin.HandlersChain{authenticate(svc, cfg.AuthOff, authFailures)}, perCaller...)...)
 	read, write, admin := require(roleRead), require(roleWrite), require(roleAdmin)
 	// A receive lasts as long as its wait; its claims are bounded one by one

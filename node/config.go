@@ -193,7 +193,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	if err := c.SQS.validate(); err != nil {
+	if err := c.SQS.validate(c.trustedProxies()); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxRequestBytes < 1024 {

@@ -92,3 +92,19 @@ func TestConsoleFromEnv(t *testing.T) {
 		t.Fatal("SKIPQ_CONSOLE=false left the console on")
 	}
 }
+
+// SKIPQ_TRUST_PROXY believes forwarded headers only from the proxies of
+// SKIPQ_TRUSTED_PROXIES; alone it is refused rather than silently doing
+// nothing.
+func TestTrustProxyNeedsTrustedProxies(t *testing.T) {
+	c := DefaultConfig()
+	c.DatabaseURL = "postgres://db/skipq"
+	c.SQS.TrustProxy = true
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SKIPQ_TRUST_PROXY needs SKIPQ_TRUSTED_PROXIES") {
+		t.Fatalf("Validate() = %v", err)
+	}
+	c.TrustedProxies = "10.0.0.0/8"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

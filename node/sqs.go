@@ -1,6 +1,9 @@
 package node
 
 import (
+	"errors"
+	"net/netip"
+
 	"github.com/skipq/skipq/handlers"
 	"github.com/skipq/skipq/service"
 	"github.com/skipq/skipq/sqs"
@@ -21,10 +24,17 @@ func (c *SQSConfig) bind(str func(*string, string, string), boolean func(*bool, 
 	str(&c.URL, "sqs-url", "fixed base of SQS queue URLs; default where the caller reached the node")
 	str(&c.Region, "sqs-region", "region in ARNs of unsigned SQS requests")
 	str(&c.MasterKey, "sigv4-master-key", "base64 of at least 32 random bytes; derives SQS secrets (prefer the variable: flags show in ps)")
-	boolean(&c.TrustProxy, "trust-proxy", "honour X-Forwarded-Proto and X-Forwarded-Host in SQS queue URLs")
+	boolean(&c.TrustProxy, "trust-proxy", "build SQS queue URLs from X-Forwarded-Proto and X-Forwarded-Host sent by a SKIPQ_TRUSTED_PROXIES proxy")
 }
 
-func (c SQSConfig) validate() error {
+// validate checks the SQS settings; trusted are SKIPQ_TRUSTED_PROXIES.
+func (c SQSConfig) validate(trusted []string) error {
+	if c.TrustProxy && len(trusted) == 0 {
+		// Forwarded headers are believed only from the proxies listed
+		// there (one rule with X-Forwarded-For), so alone it would do
+		// nothing; before that rule it believed any client.
+		return errors.New("SKIPQ_TRUST_PROXY needs SKIPQ_TRUSTED_PROXIES: X-Forwarded-Proto and X-Forwarded-Host are believed only from the proxies it lists")
+	}
 	if c.MasterKey == "" {
 		return nil
 	}
@@ -41,6 +51,16 @@ func (c Config) sqsEndpoint(svc *service.Service) handlers.SQSEndpoint {
 	if c.SQS.MasterKey != "" {
 		key, _ = sqs.ParseMasterKey(c.SQS.MasterKey) // validated at start
 	}
+	var forwarders []netip.Prefix
+	if c.SQS.TrustProxy {
+		for _, p := range c.trustedProxies() { // validated at start
+			if a, err := netip.ParseAddr(p); err == nil {
+				forwarders = append(forwarders, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			} else if pf, err := netip.ParsePrefix(p); err == nil {
+				forwarders = append(forwarders, pf.Masked())
+			}
+		}
+	}
 	return sqs.New(svc, sqs.Config{AuthOff: c.Auth == "off", MasterKey: key, Region: c.SQS.Region,
-		URL: c.SQS.URL, TrustProxy: c.SQS.TrustProxy, MaxRequestBytes: c.MaxRequestBytes})
+		URL: c.SQS.URL, ForwardedBy: forwarders, MaxRequestBytes: c.MaxRequestBytes})
 }

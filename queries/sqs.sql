@@ -70,3 +70,88 @@ INSERT INTO skipq.ready (queue_id, sequence)
 SELECT r.queue_id, r.sequence FROM readied r
 ON CONFLICT DO NOTHING
 RETURNING queue_id;
+
+-- name: SQSMoveTaskStart :one
+-- Records a new move task of a source queue; the unique index on active
+-- tasks refuses a second one. Keeps the source's ten most recent tasks (SQS
+-- lists no more): older finished ones go.
+WITH pruned AS (
+    DELETE FROM skipq.sqs_move_tasks t
+    WHERE t.source_queue_id = @source_queue_id AND t.status NOT IN ('RUNNING', 'CANCELLING')
+      AND t.id IN (SELECT o.id FROM skipq.sqs_move_tasks o WHERE o.source_queue_id = @source_queue_id
+                   ORDER BY o.id DESC OFFSET 9)
+)
+INSERT INTO skipq.sqs_move_tasks (source_queue_id, destination, max_per_second, to_move, runner)
+VALUES (@source_queue_id, @destination, sqlc.narg('max_per_second')::integer, @to_move, @runner)
+RETURNING *;
+
+-- name: SQSMoveTaskProgress :one
+-- A runner's step: adds what it moved, ends the task when it is done or
+-- cancelled, notes a failure, and beats. No row: another runner took the
+-- task over, and this one stops.
+UPDATE skipq.sqs_move_tasks SET
+    moved          = moved + @moved,
+    heartbeat_at   = now(),
+    status         = CASE WHEN status = 'CANCELLING' THEN 'CANCELLED'
+                          WHEN sqlc.narg('failure')::text IS NOT NULL THEN 'FAILED'
+                          WHEN @done::boolean THEN 'COMPLETED'
+                          ELSE status END,
+    failure_reason = sqlc.narg('failure')::text
+WHERE id = @id AND runner = @runner AND status IN ('RUNNING', 'CANCELLING')
+RETURNING status;
+
+-- name: SQSMoveTaskTakeOver :one
+-- Takes over a task whose runner stopped beating (its node went away); a
+-- cancelled one just ends.
+UPDATE skipq.sqs_move_tasks SET
+    runner       = @runner,
+    heartbeat_at = now(),
+    status       = CASE WHEN status = 'CANCELLING' THEN 'CANCELLED' ELSE status END
+WHERE id = @id AND status IN ('RUNNING', 'CANCELLING') AND heartbeat_at < now() - make_interval(secs => @stale_seconds)
+RETURNING status;
+
+-- name: SQSMoveTaskList :many
+-- The most recent tasks of a source queue.
+SELECT * FROM skipq.sqs_move_tasks
+WHERE source_queue_id = @source_queue_id
+ORDER BY id DESC
+LIMIT @max_tasks;
+
+-- name: SQSMoveTaskCancel :one
+-- Asks a running task to stop; its runner ends it after the step it is in.
+UPDATE skipq.sqs_move_tasks t SET status = 'CANCELLING'
+FROM skipq.queues q
+WHERE t.id = @id AND q.id = t.source_queue_id AND q.tenant = @tenant AND t.status = 'RUNNING'
+RETURNING t.*;
+
+-- name: SQSMoveTaskGet :one
+SELECT t.* FROM skipq.sqs_move_tasks t
+JOIN skipq.queues q ON q.id = t.source_queue_id
+WHERE t.id = @id AND q.tenant = @tenant;
+
+-- name: SQSReceiveAttemptGet :one
+-- A FIFO receive's attempt, if made in the last five minutes.
+SELECT sequences, tokens FROM skipq.sqs_receive_attempts
+WHERE queue_id = @queue_id AND attempt_id = @attempt_id AND created_at > now() - interval '5 minutes';
+
+-- name: SQSReceiveAttemptPut :exec
+-- Records what a FIFO receive handed out, and prunes up to 100 of the
+-- queue's attempts older than five minutes.
+WITH pruned AS (
+    DELETE FROM skipq.sqs_receive_attempts a
+    WHERE (a.queue_id, a.attempt_id) IN (
+        SELECT o.queue_id, o.attempt_id FROM skipq.sqs_receive_attempts o
+        WHERE o.queue_id = @queue_id AND o.created_at <= now() - interval '5 minutes'
+        LIMIT 100)
+)
+INSERT INTO skipq.sqs_receive_attempts (queue_id, attempt_id, sequences, tokens)
+VALUES (@queue_id, @attempt_id, @sequences::bigint[], @tokens::bytea[])
+ON CONFLICT (queue_id, attempt_id) DO UPDATE SET
+    created_at = now(), sequences = excluded.sequences, tokens = excluded.tokens;
+
+-- name: SQSMessagesInFlight :many
+-- The messages of a queue among @sequences that are in flight (the caller
+-- compares their lease tokens).
+SELECT m.* FROM skipq.messages m
+WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND m.visible_at > now()
+  AND m.lease_token IS NOT NULL;

@@ -270,28 +270,13 @@ func (s *Service) RedriveQueue(ctx context.Context, tenant, queue, toQueue strin
 		return 0, 0, err
 	}
 	for moved < int64(max) {
-		var rows []db.MessageRedriveRow
-		err := s.inTx(ctx, func(tx *db.Queries) error {
-			picked, err := tx.MessageDeadLetteredPick(ctx, db.MessageDeadLetteredPickParams{
-				QueueID: q.ID, MaxMessages: int32(min(redriveBatch, int64(max)-moved))})
-			if err != nil || len(picked) == 0 {
-				return err
-			}
-			seqs := make([]int64, len(picked))
-			from := make([]*string, len(picked))
-			for i, p := range picked {
-				seqs[i], from[i] = p.Sequence, p.ReRoutedFrom
-			}
-			rows, err = s.redriveLocked(ctx, tx, q, seqs, from, toQueue)
-			return err
-		})
+		rows, err := s.redriveSome(ctx, q, toQueue, int(min(redriveBatch, int64(max)-moved)))
 		if err != nil {
 			return moved, 0, fromDB("redrive", err)
 		}
 		if len(rows) == 0 {
 			break
 		}
-		s.publishRedriven(rows)
 		moved += int64(len(rows))
 	}
 	remaining, err = s.q.MessageDeadLetteredCount(ctx, q.ID)
@@ -299,6 +284,31 @@ func (s *Service) RedriveQueue(ctx context.Context, tenant, queue, toQueue strin
 		return moved, 0, fromDB("redrive", err)
 	}
 	return moved, remaining, nil
+}
+
+// redriveSome moves up to max dead-lettered messages of q in one
+// transaction, taking its rows with SKIP LOCKED, and wakes their receivers.
+func (s *Service) redriveSome(ctx context.Context, q db.SkipqQueue, toQueue string, max int) ([]db.MessageRedriveRow, error) {
+	var rows []db.MessageRedriveRow
+	err := s.inTx(ctx, func(tx *db.Queries) error {
+		picked, err := tx.MessageDeadLetteredPick(ctx, db.MessageDeadLetteredPickParams{
+			QueueID: q.ID, MaxMessages: int32(max)})
+		if err != nil || len(picked) == 0 {
+			return err
+		}
+		seqs := make([]int64, len(picked))
+		from := make([]*string, len(picked))
+		for i, p := range picked {
+			seqs[i], from[i] = p.Sequence, p.ReRoutedFrom
+		}
+		rows, err = s.redriveLocked(ctx, tx, q, seqs, from, toQueue)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.publishRedriven(rows)
+	return rows, nil
 }
 
 // redriveLocked creates the destinations and moves the locked messages.

@@ -34,6 +34,9 @@ type MessageInput struct {
 	GroupID           string  // required on a FIFO queue, refused on a standard one
 	// SQS is stored under SQSTagKey beside Tags (nil = none).
 	SQS *SQSData
+	// SQSDedupID is an SQS MessageDeduplicationId: a key of its own space,
+	// whose resend with other content is a duplicate, not a conflict.
+	SQSDedupID string
 }
 
 // SendResult is the outcome of one sent message.
@@ -381,6 +384,15 @@ func (s *Service) insertParams(tenant, queue string, msgs []prepared) db.Message
 			p.GroupIds = make([]*string, len(msgs))
 		}
 		p.GroupIds[i] = &msgs[i].GroupID
+	}
+	for i, m := range msgs {
+		if m.SQSDedupID == "" {
+			continue
+		}
+		if p.DedupIds == nil {
+			p.DedupIds = make([]*string, len(msgs))
+		}
+		p.DedupIds[i] = &msgs[i].SQSDedupID
 	}
 	return p
 }

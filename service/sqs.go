@@ -1,11 +1,15 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/skipq/skipq/db"
 )
@@ -30,7 +34,13 @@ type SQSAttribute struct {
 type SQSData struct {
 	Attributes  map[string]SQSAttribute `json:"a,omitempty"`
 	TraceHeader string                  `json:"t,omitempty"`
-	GroupID     string                  `json:"g,omitempty"`
+	// GroupID is a MessageGroupId as given: on a standard queue it has no
+	// effect; on a FIFO queue it is kept only when the native group had to
+	// be another name (SQS allows characters native groups do not).
+	GroupID string `json:"g,omitempty"`
+	// DedupID is a FIFO message's MessageDeduplicationId (given, or the
+	// body's SHA-256 under content-based deduplication).
+	DedupID string `json:"d,omitempty"`
 }
 
 // parseSQSData reads the reserved tag; anything but a document this
@@ -76,7 +86,8 @@ func (s *Service) SQSQueue(ctx context.Context, tenant, name string) (SQSQueue, 
 			VisibilitySeconds: row.VisibilitySeconds, ReceiveWaitSeconds: row.ReceiveWaitSeconds,
 			DelaySeconds: row.DelaySeconds, ExpirationSeconds: row.ExpirationSeconds,
 			MaxReceiveCount: row.MaxReceiveCount, DeadLetterQueue: row.DeadLetterQueue,
-			DedupWindowSeconds: row.DedupWindowSeconds, CreatedAt: row.CreatedAt}),
+			DedupWindowSeconds: row.DedupWindowSeconds, CreatedAt: row.CreatedAt,
+			Fifo: row.Fifo, ContentBasedDedup: row.ContentBasedDedup}),
 		ID: row.ID, Attributes: map[string]string{}, Tags: map[string]string{}, UpdatedAt: row.CreatedAt,
 	}
 	// Written by SQSPutQueue from maps of strings.
@@ -178,8 +189,236 @@ func (s *Service) AuthenticateSQS(ctx context.Context, accessKeyID string) (APIK
 	return c.remember(hash, row, err)
 }
 
+// CachedSQSKey reports whether an access key id belongs to a live key the
+// node verified within KeyCacheTTL.
+func (s *Service) CachedSQSKey(accessKeyID string) bool {
+	_, err := s.sqsKeys.cached(sha256.Sum256([]byte(accessKeyID)), time.Now())
+	return err == nil
+}
+
 // ReceiptQueueID is the queue id a well-formed receipt handle names.
 func ReceiptQueueID(handle string) (int64, bool) {
 	r, ok := parseReceipt(handle)
 	return r.queueID, ok
+}
+
+// SQSMoveTask is an SQS message move task (StartMessageMoveTask): the
+// native bulk redrive of a dead-letter queue, run in the background.
+type SQSMoveTask struct {
+	ID int64
+	// Destination is the destination queue ("": each message back to the
+	// queue it was dead-lettered from).
+	Destination   string
+	MaxPerSecond  *int
+	Status        string // RUNNING, CANCELLING, COMPLETED, CANCELLED, FAILED
+	Moved, ToMove int64
+	FailureReason string
+	StartedAt     time.Time
+}
+
+func moveTaskFromRow(r db.SkipqSqsMoveTask) SQSMoveTask {
+	t := SQSMoveTask{ID: r.ID, Destination: r.Destination, Status: r.Status, Moved: r.Moved, ToMove: r.ToMove,
+		StartedAt: r.StartedAt}
+	if r.MaxPerSecond != nil {
+		n := int(*r.MaxPerSecond)
+		t.MaxPerSecond = &n
+	}
+	if r.FailureReason != nil {
+		t.FailureReason = *r.FailureReason
+	}
+	return t
+}
+
+const (
+	// moveStep is how many messages one step of a move task moves (one
+	// transaction) when the task sets no rate.
+	moveStep = 500
+	// moveStaleSeconds: a task whose runner has not beaten for this long
+	// is taken over by the next node that lists it.
+	moveStaleSeconds = 60
+)
+
+// SQSStartMoveTask starts moving the dead-lettered messages of source (a
+// queue that is some queue's dead-letter queue) to destination ("": back
+// where each came from), at most maxPerSecond a second when given. The
+// task runs on this node until it is done, cancelled, fails, or the node
+// stops (then another node takes it over when it lists it).
+func (s *Service) SQSStartMoveTask(ctx context.Context, tenant, source, destination string, maxPerSecond *int) (SQSMoveTask, error) {
+	q, err := s.queueByName(ctx, s.q, tenant, source)
+	if err != nil {
+		return SQSMoveTask{}, err
+	}
+	sources, _, err := s.SQSDeadLetterSources(ctx, tenant, source, "", 1)
+	if err != nil {
+		return SQSMoveTask{}, err
+	}
+	if len(sources) == 0 {
+		return SQSMoveTask{}, Invalid(Issue{Path: "SourceArn", Message: "is not a dead-letter queue of any queue"})
+	}
+	toMove, err := s.q.MessageDeadLetteredCount(ctx, q.ID)
+	if err != nil {
+		return SQSMoveTask{}, fromDB("start move task", err)
+	}
+	runner := uuid.New()
+	row, err := s.q.SQSMoveTaskStart(ctx, db.SQSMoveTaskStartParams{SourceQueueID: q.ID, Destination: destination,
+		MaxPerSecond: int32Ptr(maxPerSecond), ToMove: toMove, Runner: pgtype.UUID{Bytes: runner, Valid: true}})
+	if db.IsUniqueViolation(err, "sqs_move_tasks_active_idx") {
+		return SQSMoveTask{}, Invalid(Issue{Path: "SourceArn", Message: "has a message move task running already"})
+	}
+	if err != nil {
+		return SQSMoveTask{}, fromDB("start move task", err)
+	}
+	t := moveTaskFromRow(row)
+	go s.runMoveTask(q, t, runner)
+	return t, nil
+}
+
+// SQSListMoveTasks lists the most recent move tasks of a queue, and takes
+// over those whose node stopped running them.
+func (s *Service) SQSListMoveTasks(ctx context.Context, tenant, source string, limit int) ([]SQSMoveTask, error) {
+	q, err := s.queueByName(ctx, s.q, tenant, source)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.q.SQSMoveTaskList(ctx, db.SQSMoveTaskListParams{SourceQueueID: q.ID, MaxTasks: int32(limit)})
+	if err != nil {
+		return nil, fromDB("list move tasks", err)
+	}
+	out := make([]SQSMoveTask, len(rows))
+	for i, r := range rows {
+		out[i] = moveTaskFromRow(r)
+		if (r.Status != "RUNNING" && r.Status != "CANCELLING") || time.Since(r.HeartbeatAt) < moveStaleSeconds*time.Second {
+			continue
+		}
+		runner := uuid.New()
+		status, err := s.q.SQSMoveTaskTakeOver(ctx, db.SQSMoveTaskTakeOverParams{ID: r.ID,
+			Runner: pgtype.UUID{Bytes: runner, Valid: true}, StaleSeconds: moveStaleSeconds})
+		if err != nil {
+			continue // another node took it, or it ended meanwhile
+		}
+		out[i].Status = status
+		if status == "RUNNING" {
+			go s.runMoveTask(q, out[i], runner)
+		}
+	}
+	return out, nil
+}
+
+// SQSCancelMoveTask asks a running task of the tenant to stop; it stops
+// after the step it is in. KindNotFound: no such task; KindInvalid: it is
+// not running.
+func (s *Service) SQSCancelMoveTask(ctx context.Context, tenant string, id int64) (SQSMoveTask, error) {
+	row, err := s.q.SQSMoveTaskCancel(ctx, db.SQSMoveTaskCancelParams{ID: id, Tenant: tenant})
+	if err == nil {
+		return moveTaskFromRow(row), nil
+	}
+	if !errors.Is(db.NotFound(err), db.ErrNotFound) {
+		return SQSMoveTask{}, fromDB("cancel move task", err)
+	}
+	if _, err := s.q.SQSMoveTaskGet(ctx, db.SQSMoveTaskGetParams{ID: id, Tenant: tenant}); err != nil {
+		if errors.Is(db.NotFound(err), db.ErrNotFound) {
+			return SQSMoveTask{}, notFound("no message move task %d", id)
+		}
+		return SQSMoveTask{}, fromDB("cancel move task", err)
+	}
+	return SQSMoveTask{}, Invalid(Issue{Path: "TaskHandle", Message: "the task is not running"})
+}
+
+// runMoveTask runs a move task, one redrive transaction per step, until it
+// is done, cancelled, failed, taken over by another node, or this node
+// stops. Each step first records the last one's progress, which is where a
+// cancel is seen.
+func (s *Service) runMoveTask(q db.SkipqQueue, t SQSMoveTask, runner uuid.UUID) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.hub.Closing():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	step := moveStep
+	if t.MaxPerSecond != nil {
+		step = min(step, *t.MaxPerSecond)
+	}
+	var moved int64
+	done := false
+	var failure *string
+	for {
+		status, err := s.q.SQSMoveTaskProgress(ctx, db.SQSMoveTaskProgressParams{ID: t.ID,
+			Runner: pgtype.UUID{Bytes: runner, Valid: true}, Moved: moved, Done: done, Failure: failure})
+		if err != nil || status != "RUNNING" {
+			if err != nil && ctx.Err() == nil && !errors.Is(db.NotFound(err), db.ErrNotFound) {
+				s.log.Warn("SQS move task: recording progress failed; another node takes it over", "task", t.ID, "err", err)
+			}
+			return
+		}
+		began := time.Now()
+		rows, err := s.redriveSome(ctx, q, t.Destination, step)
+		moved, done = int64(len(rows)), err == nil && len(rows) < step
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			reason := fromDB("move messages", err).Error()
+			failure = &reason
+		}
+		if t.MaxPerSecond != nil && !done {
+			select {
+			case <-time.After(time.Until(began.Add(time.Second))):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// SQSReceiveAgain answers a retried FIFO receive (ReceiveRequestAttemptId,
+// SPEC §11.16 D6): the messages the attempt handed out, with the same
+// handles, when it was made in the last five minutes and all of them are
+// still in flight under those leases; else ok is false and the caller
+// receives afresh.
+func (s *Service) SQSReceiveAgain(ctx context.Context, queueID int64, queue, attemptID string) (msgs []Message, ok bool, err error) {
+	a, err := s.q.SQSReceiveAttemptGet(ctx, db.SQSReceiveAttemptGetParams{QueueID: queueID, AttemptID: attemptID})
+	if errors.Is(db.NotFound(err), db.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fromDB("receive", err)
+	}
+	rows, err := s.q.SQSMessagesInFlight(ctx, db.SQSMessagesInFlightParams{QueueID: queueID, Sequences: a.Sequences})
+	if err != nil {
+		return nil, false, fromDB("receive", err)
+	}
+	bySeq := make(map[int64]db.SkipqMessage, len(rows))
+	for _, r := range rows {
+		bySeq[r.Sequence] = r
+	}
+	for i, seq := range a.Sequences {
+		r, found := bySeq[seq]
+		if !found || !bytes.Equal(r.LeaseToken, a.Tokens[i]) {
+			return nil, false, nil
+		}
+		m := messageFromRow(queue, r)
+		m.ReceiptHandle = encodeReceipt(r.QueueID, r.Sequence, r.LeaseToken)
+		m.VisibleUntil = new(r.VisibleAt)
+		msgs = append(msgs, m)
+	}
+	return msgs, true, nil
+}
+
+// SQSRecordReceive records what a FIFO receive that named an attempt id
+// handed out, for SQSReceiveAgain. A failure is logged, not returned: the
+// messages are claimed and must be answered; a retry of the attempt then
+// receives afresh.
+func (s *Service) SQSRecordReceive(ctx context.Context, queueID int64, attemptID string, msgs []Message) {
+	p := db.SQSReceiveAttemptPutParams{QueueID: queueID, AttemptID: attemptID}
+	for _, m := range msgs {
+		r, _ := parseReceipt(m.ReceiptHandle)
+		p.Sequences, p.Tokens = append(p.Sequences, r.sequence), append(p.Tokens, r.token)
+	}
+	if err := s.q.SQSReceiveAttemptPut(ctx, p); err != nil {
+		s.log.Warn("SQS receive: recording the attempt failed", "err", err)
+	}
 }

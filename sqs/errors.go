@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/skipq/skipq/service"
 )
@@ -14,6 +15,9 @@ type apiError struct {
 	shape   string
 	message string
 	err     error // the cause, for the log
+	// retryAfter is how long a throttled client should wait (Retry-After,
+	// at least 1 s).
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string {
@@ -47,6 +51,7 @@ const (
 	errInvalidBatchEntryID    = "InvalidBatchEntryId"
 	errBatchTooLong           = "BatchRequestTooLong"
 	errUnsupportedOperation   = "UnsupportedOperation"
+	errResourceNotFound       = "ResourceNotFoundException"
 	errThrottled              = "RequestThrottled"
 	errInvalidParameter       = "InvalidParameterValueException"
 	errMissingParameter       = "MissingRequiredParameterException"
@@ -76,6 +81,7 @@ var errorKinds = map[string]errorKind{
 	errInvalidBatchEntryID:    {"AWS.SimpleQueueService.InvalidBatchEntryId", 400, false, false},
 	errBatchTooLong:           {"AWS.SimpleQueueService.BatchRequestTooLong", 400, false, false},
 	errUnsupportedOperation:   {"AWS.SimpleQueueService.UnsupportedOperation", 400, false, false},
+	errResourceNotFound:       {"ResourceNotFoundException", 404, false, false},
 	errThrottled:              {"RequestThrottled", 403, false, false},
 	errInvalidParameter:       {"InvalidParameterValue", 400, true, false},
 	errMissingParameter:       {"MissingParameter", 400, true, false},
@@ -94,6 +100,10 @@ var errorKinds = map[string]errorKind{
 
 func newError(shape, format string, args ...any) *apiError {
 	return &apiError{shape: shape, message: fmt.Sprintf(format, args...)}
+}
+
+func throttled(wait time.Duration, message string) *apiError {
+	return &apiError{shape: errThrottled, message: message, retryAfter: wait}
 }
 
 func invalidParameter(format string, args ...any) *apiError {
@@ -135,6 +145,13 @@ func fromService(err error) *apiError {
 		return &apiError{shape: errThrottled, message: e.Message}
 	}
 	return &apiError{shape: errInternal, message: "internal error; see the server log for this request id", err: err}
+}
+
+func fromServiceOrNil(err error) *apiError {
+	if err == nil {
+		return nil
+	}
+	return fromService(err)
 }
 
 // status, query code and __type of an error.

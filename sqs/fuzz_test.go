@@ -48,6 +48,12 @@ func FuzzSQS(f *testing.F) {
 		{"ListQueues", `{"MaxResults":0,"NextToken":"%%"}`},
 		{"ListDeadLetterSourceQueues", `{"QueueUrl":"q","NextToken":"!"}`},
 		{"TagQueue", `[]`},
+		{"SendMessage", `{"QueueUrl":"q.fifo","MessageBody":"x","MessageGroupId":"g#1","MessageDeduplicationId":"d","DelaySeconds":3}`},
+		{"ReceiveMessage", `{"QueueUrl":"q.fifo","ReceiveRequestAttemptId":"a b","MaxNumberOfMessages":10}`},
+		{"CreateQueue", `{"QueueName":"q.fifo","Attributes":{"FifoQueue":"true","ContentBasedDeduplication":true,"DeduplicationScope":"messageGroup"}}`},
+		{"StartMessageMoveTask", `{"SourceArn":"arn:aws:sqs:r:1:d","DestinationArn":"x","MaxNumberOfMessagesPerSecond":0}`},
+		{"ListMessageMoveTasks", `{"SourceArn":"arn:aws:sqs:r:1:d","MaxResults":11}`},
+		{"CancelMessageMoveTask", `{"TaskHandle":"c2tpcHEtbW92ZS10YXNrOjE"}`},
 		{"Nope", ``},
 	} {
 		f.Add(s[0], s[1], "application/x-amz-json-1.0")

@@ -13,9 +13,12 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"math"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,8 +38,11 @@ type Config struct {
 	Region string
 	// URL, when set, is the fixed base of queue URLs.
 	URL string
-	// TrustProxy honours X-Forwarded-Proto and X-Forwarded-Host.
-	TrustProxy      bool
+	// ForwardedBy are the proxies whose X-Forwarded-Proto and
+	// X-Forwarded-Host make queue URLs (SKIPQ_TRUST_PROXY: those of
+	// SKIPQ_TRUSTED_PROXIES, the proxies whose X-Forwarded-For names the
+	// client); empty: no one's.
+	ForwardedBy     []netip.Prefix
 	MaxRequestBytes int64
 	// Now is the clock SigV4 dates are checked against (nil: time.Now).
 	Now func() time.Time
@@ -108,6 +114,7 @@ type caller struct {
 	tenant   string
 	role     int
 	clientID string
+	keyID    int64 // 0 with auth off
 	region   string
 	account  string
 	base     string // queue URLs are base/account/name
@@ -131,8 +138,18 @@ func accountID(tenant string) string {
 	return fmt.Sprintf("%012d", binary.BigEndian.Uint64(sum[:8])%1_000_000_000_000)
 }
 
+// Limits are the node's per-caller limits for one request (the same type as
+// handlers.CallerLimits, an alias of this unnamed interface): the rate
+// limit of the caller's key, or of its address when auth is off, and the
+// failed-authentication budget of its address.
+type Limits = interface {
+	Allow(keyID int64) (ok bool, retryAfter time.Duration)
+	AuthFailed()
+	AuthBlocked() (blocked bool, retryAfter time.Duration)
+}
+
 // Serve answers one SQS request.
-func (h *Handler) Serve(c *gin.Context, requestID string) {
+func (h *Handler) Serve(c *gin.Context, requestID string, limits Limits) {
 	c.Header("x-amzn-RequestId", requestID)
 	r := c.Request
 	target := r.Header.Get("X-Amz-Target")
@@ -140,7 +157,7 @@ func (h *Handler) Serve(c *gin.Context, requestID string) {
 		refuseQueryProtocol(c, requestID)
 		return
 	}
-	out, err := h.serve(c, target)
+	out, err := h.serve(c, target, limits)
 	if err != nil {
 		writeError(c, err)
 		return
@@ -153,7 +170,7 @@ func (h *Handler) Serve(c *gin.Context, requestID string) {
 	c.Data(http.StatusOK, "application/x-amz-json-1.0", raw)
 }
 
-func (h *Handler) serve(c *gin.Context, target string) (any, *apiError) {
+func (h *Handler) serve(c *gin.Context, target string, limits Limits) (any, *apiError) {
 	r := c.Request
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch ct {
@@ -171,9 +188,12 @@ func (h *Handler) serve(c *gin.Context, target string) (any, *apiError) {
 	if int64(len(body)) > h.cfg.MaxRequestBytes {
 		return nil, newError(errTooLarge, "The request body exceeds %d bytes.", h.cfg.MaxRequestBytes)
 	}
-	who, aerr := h.authenticate(r, body)
+	who, aerr := h.authenticate(r, body, limits)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if ok, wait := limits.Allow(who.keyID); !ok {
+		return nil, throttled(wait, "Rate exceeded; retry after the Retry-After delay.")
 	}
 	op, ok := strings.CutPrefix(target, "AmazonSQS.")
 	act, known := actions[op]
@@ -204,43 +224,61 @@ func (h *Handler) serve(c *gin.Context, target string) (any, *apiError) {
 
 // authenticate resolves the caller: with auth off the default tenant's
 // admin; else the SigV4 signature must check out (SPEC §11.4.3).
-func (h *Handler) authenticate(r *http.Request, body []byte) (*caller, *apiError) {
+//
+// A failed authentication counts against the client's address; an address
+// that spent its budget of them is throttled unless its access key is one
+// the node verified recently, so a flood of made-up credentials costs no
+// queries while good clients behind the same address go on.
+func (h *Handler) authenticate(r *http.Request, body []byte, limits Limits) (*caller, *apiError) {
 	who := &caller{tenant: "default", role: service.RoleRank("admin"), clientID: "anonymous", region: h.cfg.Region}
-	authz := r.Header.Get("Authorization")
-	auth, perr := parseAuthorization(authz)
-	if perr == nil {
-		who.region = auth.region
-	}
-	if !h.cfg.AuthOff {
-		if authz == "" {
-			return nil, newError(errMissingToken, "Request is missing Authentication Token")
+	if h.cfg.AuthOff {
+		if auth, err := parseAuthorization(r.Header.Get("Authorization")); err == nil {
+			who.region = auth.region
 		}
-		if perr != nil {
-			return nil, perr
+	} else if aerr := h.verify(r, body, limits, who); aerr != nil {
+		if aerr.shape != errThrottled && aerr.shape != errUnavailable && aerr.shape != errInternal {
+			limits.AuthFailed()
 		}
-		amzDate, aerr := checkDate(r, auth, h.cfg.Now())
-		if aerr != nil {
-			return nil, aerr
-		}
-		if h.cfg.MasterKey == nil {
-			return nil, newError(errInvalidClientTokenID, "SigV4 credentials are not configured on this server")
-		}
-		key, err := h.svc.AuthenticateSQS(r.Context(), auth.accessKeyID)
-		if errors.Is(err, service.ErrUnauthenticated) {
-			return nil, newError(errInvalidClientTokenID, "The security token included in the request is invalid.")
-		}
-		if err != nil {
-			return nil, fromService(err)
-		}
-		if aerr := verifySignature(r, body, auth, amzDate, DeriveSecret(h.cfg.MasterKey, auth.accessKeyID)); aerr != nil {
-			return nil, aerr
-		}
-		who.tenant, who.role, who.clientID = key.Tenant, service.RoleRank(key.Role), auth.accessKeyID
+		return nil, aerr
 	}
 	who.account = accountID(who.tenant)
 	who.base = h.baseURL(r)
 	who.trace = r.Header.Get("X-Amzn-Trace-Id")
 	return who, nil
+}
+
+// verify checks a request's signature and makes who its key's caller.
+func (h *Handler) verify(r *http.Request, body []byte, limits Limits, who *caller) *apiError {
+	authz := r.Header.Get("Authorization")
+	if authz == "" {
+		return newError(errMissingToken, "Request is missing Authentication Token")
+	}
+	auth, aerr := parseAuthorization(authz)
+	if aerr != nil {
+		return aerr
+	}
+	amzDate, aerr := checkDate(r, auth, h.cfg.Now())
+	if aerr != nil {
+		return aerr
+	}
+	if h.cfg.MasterKey == nil {
+		return newError(errInvalidClientTokenID, "SigV4 credentials are not configured on this server")
+	}
+	if blocked, wait := limits.AuthBlocked(); blocked && !h.svc.CachedSQSKey(auth.accessKeyID) {
+		return throttled(wait, "Too many failed authentications from this address; retry after the Retry-After delay.")
+	}
+	key, err := h.svc.AuthenticateSQS(r.Context(), auth.accessKeyID)
+	if errors.Is(err, service.ErrUnauthenticated) {
+		return newError(errInvalidClientTokenID, "The security token included in the request is invalid.")
+	}
+	if err != nil {
+		return fromService(err)
+	}
+	if aerr := verifySignature(r, body, auth, amzDate, DeriveSecret(h.cfg.MasterKey, auth.accessKeyID)); aerr != nil {
+		return aerr
+	}
+	who.tenant, who.role, who.clientID, who.keyID, who.region = key.Tenant, service.RoleRank(key.Role), auth.accessKeyID, key.ID, auth.region
+	return nil
 }
 
 // baseURL is where queue URLs point: SKIPQ_SQS_URL, else where the caller
@@ -253,7 +291,7 @@ func (h *Handler) baseURL(r *http.Request) string {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	if h.cfg.TrustProxy {
+	if h.forwarded(r) {
 		if p := r.Header.Get("X-Forwarded-Proto"); p == "http" || p == "https" {
 			scheme = p
 		}
@@ -264,12 +302,30 @@ func (h *Handler) baseURL(r *http.Request) string {
 	return scheme + "://" + host + strings.TrimSuffix(r.URL.EscapedPath(), "/")
 }
 
+// forwarded reports whether r comes from a proxy whose forwarded headers
+// are believed.
+func (h *Handler) forwarded(r *http.Request) bool {
+	if len(h.cfg.ForwardedBy) == 0 {
+		return false
+	}
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	for _, p := range h.cfg.ForwardedBy {
+		if p.Contains(peer.Addr().Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
 // writeError writes an SQS JSON error (SPEC §11.2.3).
 func writeError(c *gin.Context, e *apiError) {
 	status, code, typ, fault := e.wire()
 	c.Header("x-amzn-query-error", code+";"+fault)
 	if e.retryable() {
-		c.Header("Retry-After", "1")
+		c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(e.retryAfter.Seconds())))))
 	}
 	msg := e.message
 	if e.shape == errInternal {
@@ -419,8 +475,8 @@ func init() {
 		"ChangeMessageVisibilityBatch": {write, (*Handler).changeMessageVisibilityBatch},
 		"AddPermission":                {read, nil},
 		"RemovePermission":             {read, nil},
-		"StartMessageMoveTask":         {write, nil},
-		"CancelMessageMoveTask":        {write, nil},
-		"ListMessageMoveTasks":         {read, nil},
+		"StartMessageMoveTask":         {write, (*Handler).startMessageMoveTask},
+		"CancelMessageMoveTask":        {write, (*Handler).cancelMessageMoveTask},
+		"ListMessageMoveTasks":         {read, (*Handler).listMessageMoveTasks},
 	}
 }

@@ -1,8 +1,11 @@
 package sqs
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,7 +24,6 @@ const (
 	maxWaitSeconds    = 20
 	maxReceiveBatch   = 10
 	maxAttributeName  = 256
-	maxGroupIDLength  = 128
 	nativeTagMaxValue = 1024
 )
 
@@ -30,6 +32,10 @@ var (
 	attributeNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 	nativeTagKeyPattern  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 	dataTypePattern      = regexp.MustCompile(`^(String|Number|Binary)(\..+)?$`)
+	// sqsIDPattern is a MessageGroupId or MessageDeduplicationId:
+	// alphanumeric and punctuation characters, 1 to 128.
+	sqsIDPattern       = regexp.MustCompile(`^[!-~]{1,128}$`)
+	nativeGroupPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 )
 
 // sendEntry is one message of SendMessage or SendMessageBatch.
@@ -50,6 +56,16 @@ type sendOutput struct {
 	MD5OfMessageBody             string
 	MD5OfMessageAttributes       string `json:",omitempty"`
 	MD5OfMessageSystemAttributes string `json:",omitempty"`
+	SequenceNumber               string `json:",omitempty"`
+}
+
+// sent completes an answer with what the send stored: the message's id and,
+// on a FIFO queue, its sequence number (a duplicate's are its first send's).
+func (o *sendOutput) sent(q service.SQSQueue, r service.SendResult) {
+	o.MessageId = r.MessageID
+	if q.FIFO {
+		o.SequenceNumber = strconv.FormatInt(r.Sequence, 10)
+	}
 }
 
 // validBodyChars is SQS's allowed set: #x9 #xA #xD #x20–#xD7FF
@@ -82,17 +98,10 @@ func (h *Handler) prepareEntry(who *caller, q service.SQSQueue, e sendEntry) (se
 		return service.MessageInput{}, out, invalidParameter("Value %d for parameter DelaySeconds is invalid. "+
 			"Reason: DelaySeconds must be >= 0 and <= 900.", *e.DelaySeconds)
 	}
-	if e.MessageDeduplicationId != nil {
-		return service.MessageInput{}, out, invalidParameter("Value %s for parameter MessageDeduplicationId is invalid. "+
-			"Reason: The request includes a parameter that is not valid for this queue type.", *e.MessageDeduplicationId)
-	}
 	doc := &service.SQSData{}
-	if g := e.MessageGroupId; g != nil {
-		if len(*g) < 1 || len(*g) > maxGroupIDLength {
-			return service.MessageInput{}, out, invalidParameter("Value %s for parameter MessageGroupId is invalid. "+
-				"Reason: MessageGroupId must be 1 to 128 characters.", *g)
-		}
-		doc.GroupID = *g
+	in := service.MessageInput{Body: body, ClientID: who.clientID, DelaySeconds: e.DelaySeconds}
+	if aerr := groupAndDedup(q, e, doc, &in); aerr != nil {
+		return service.MessageInput{}, out, aerr
 	}
 	size := len(body)
 	if len(e.MessageAttributes) > maxAttributes {
@@ -123,7 +132,6 @@ func (h *Handler) prepareEntry(who *caller, q service.SQSQueue, e sendEntry) (se
 	if limit := maxMessageSize(q); size > limit {
 		return service.MessageInput{}, out, invalidParameter("One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", limit)
 	}
-	in := service.MessageInput{Body: body, ClientID: who.clientID, DelaySeconds: e.DelaySeconds}
 	if len(e.MessageAttributes) > 0 {
 		doc.Attributes = map[string]service.SQSAttribute{}
 		for name, a := range e.MessageAttributes {
@@ -137,13 +145,84 @@ func (h *Handler) prepareEntry(who *caller, q service.SQSQueue, e sendEntry) (se
 			}
 		}
 	}
-	if doc.Attributes != nil || doc.TraceHeader != "" || doc.GroupID != "" {
+	if doc.Attributes != nil || doc.TraceHeader != "" || doc.GroupID != "" || doc.DedupID != "" {
 		in.SQS = doc
 	}
 	out.MD5OfMessageBody = bodyMD5(body)
 	out.MD5OfMessageAttributes = attributesMD5(e.MessageAttributes)
 	out.MD5OfMessageSystemAttributes = attributesMD5(e.MessageSystemAttributes)
 	return in, out, nil
+}
+
+// groupAndDedup applies MessageGroupId and MessageDeduplicationId (SPEC
+// §11.7, §11.16 D6). On a standard queue a group has no effect (it is kept
+// for the receiver) and a deduplication id is refused. On a FIFO queue the
+// group is the native group, every message needs one, a message needs a
+// deduplication id unless the queue deduplicates by content, and a
+// per-message delay is refused.
+func groupAndDedup(q service.SQSQueue, e sendEntry, doc *service.SQSData, in *service.MessageInput) *apiError {
+	if g := e.MessageGroupId; g != nil && !sqsIDPattern.MatchString(*g) {
+		return invalidParameter("Value %s for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include "+
+			"alphanumeric and punctuation characters. 1 to 128 in length.", *g)
+	}
+	if d := e.MessageDeduplicationId; d != nil && q.FIFO && !sqsIDPattern.MatchString(*d) {
+		return invalidParameter("Value %s for parameter MessageDeduplicationId is invalid. Reason: MessageDeduplicationId "+
+			"can only include alphanumeric and punctuation characters. 1 to 128 in length.", *d)
+	}
+	if !q.FIFO {
+		if e.MessageDeduplicationId != nil {
+			return invalidParameter("Value %s for parameter MessageDeduplicationId is invalid. "+
+				"Reason: The request includes a parameter that is not valid for this queue type.", *e.MessageDeduplicationId)
+		}
+		if e.MessageGroupId != nil {
+			doc.GroupID = *e.MessageGroupId
+		}
+		return nil
+	}
+	if e.MessageGroupId == nil {
+		return missingParameter("MessageGroupId")
+	}
+	if e.DelaySeconds != nil && *e.DelaySeconds != 0 {
+		return invalidParameter("Value %d for parameter DelaySeconds is invalid. "+
+			"Reason: The request include parameter that is not valid for this queue type.", *e.DelaySeconds)
+	}
+	group := *e.MessageGroupId
+	in.GroupID = nativeGroup(group)
+	if in.GroupID != group {
+		doc.GroupID = group
+	}
+	byGroup := q.Attributes["DeduplicationScope"] == "messageGroup"
+	switch {
+	case e.MessageDeduplicationId != nil:
+		doc.DedupID = *e.MessageDeduplicationId
+		in.SQSDedupID = doc.DedupID
+	case q.ContentBasedDeduplication:
+		sum := sha256.Sum256([]byte(*e.MessageBody))
+		doc.DedupID = hex.EncodeToString(sum[:])
+		// Queue-wide, the native content key deduplicates it (against
+		// native sends too); per group, the group is part of the key.
+		if byGroup {
+			in.SQSDedupID = doc.DedupID
+		}
+	default:
+		return invalidParameter("The queue should either have ContentBasedDeduplication enabled or " +
+			"MessageDeduplicationId provided explicitly")
+	}
+	if byGroup && in.SQSDedupID != "" {
+		in.SQSDedupID = strconv.Itoa(len(group)) + "/" + group + "/" + in.SQSDedupID
+	}
+	return nil
+}
+
+// nativeGroup is the native group of a MessageGroupId: itself when native
+// groups allow it, else a name derived from its hash (SQS allows any
+// punctuation; the message keeps the id as given for its receivers).
+func nativeGroup(id string) string {
+	if nativeGroupPattern.MatchString(id) {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "sqs." + hex.EncodeToString(sum[:20])
 }
 
 // checkAttribute checks one message attribute (SPEC §11.7).
@@ -212,7 +291,7 @@ func (h *Handler) sendMessage(ctx context.Context, who *caller, body []byte) (an
 	if err != nil {
 		return nil, fromService(err)
 	}
-	out.MessageId = res.MessageID
+	out.sent(q, res)
 	return out, nil
 }
 
@@ -301,7 +380,7 @@ func (h *Handler) sendMessageBatch(ctx context.Context, who *caller, body []byte
 			return nil, fromService(err)
 		}
 		for i := range outs {
-			outs[i].MessageId = res[i].MessageID
+			outs[i].sent(q, res[i])
 		}
 		successful = outs
 	}
@@ -354,10 +433,19 @@ func (h *Handler) receiveMessage(ctx context.Context, who *caller, body []byte) 
 	if v := in.VisibilityTimeout; v != nil && (*v < 0 || *v > maxVisibility) {
 		return nil, invalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", *v)
 	}
-	msgs, err := h.svc.ReceiveSQS(ctx, who.tenant, q.Name, service.ReceiveOptions{
-		MaxMessages: &max, VisibilitySeconds: in.VisibilityTimeout, WaitSeconds: &wait})
-	if err != nil {
-		return nil, fromService(err)
+	attempt := ""
+	if v := in.ReceiveRequestAttemptId; v != nil && q.FIFO {
+		// Ignored on standard queues: clients (Spring Cloud AWS) send it.
+		if !sqsIDPattern.MatchString(*v) {
+			return nil, invalidParameter("Value %s for parameter ReceiveRequestAttemptId is invalid. Reason: It can only include "+
+				"alphanumeric and punctuation characters. 1 to 128 in length.", *v)
+		}
+		attempt = *v
+	}
+	msgs, aerr := h.receive(ctx, who, q, attempt, service.ReceiveOptions{MaxMessages: &max,
+		VisibilitySeconds: in.VisibilityTimeout, WaitSeconds: &wait})
+	if aerr != nil {
+		return nil, aerr
 	}
 	if len(msgs) == 0 {
 		return struct{}{}, nil
@@ -368,6 +456,31 @@ func (h *Handler) receiveMessage(ctx context.Context, who *caller, body []byte) 
 		out[i] = renderMessage(who, m, sysNames, in.MessageAttributeNames)
 	}
 	return map[string]any{"Messages": out}, nil
+}
+
+// receive claims messages; on a FIFO queue it takes as many of a group as
+// it may, as SQS does, and a retried attempt gets its first answer again.
+func (h *Handler) receive(ctx context.Context, who *caller, q service.SQSQueue, attempt string, o service.ReceiveOptions) ([]service.Message, *apiError) {
+	if !q.FIFO {
+		msgs, err := h.svc.ReceiveSQS(ctx, who.tenant, q.Name, o)
+		return msgs, fromServiceOrNil(err)
+	}
+	o.MaxMessagesPerGroup = o.MaxMessages
+	if attempt != "" {
+		msgs, ok, err := h.svc.SQSReceiveAgain(ctx, q.ID, q.Name, attempt)
+		if err != nil {
+			return nil, fromService(err)
+		}
+		if ok {
+			return msgs, nil
+		}
+	}
+	msgs, err := h.svc.ReceiveSQS(ctx, who.tenant, q.Name, o)
+	if err != nil || attempt == "" || len(msgs) == 0 {
+		return msgs, fromServiceOrNil(err)
+	}
+	h.svc.SQSRecordReceive(ctx, q.ID, attempt, msgs)
+	return msgs, nil
 }
 
 // renderMessage is a received message with the requested attributes.
@@ -410,8 +523,16 @@ func renderMessage(who *caller, m service.Message, sysNames, attrNames []string)
 	if doc.TraceHeader != "" {
 		system["AWSTraceHeader"] = doc.TraceHeader
 	}
-	if doc.GroupID != "" {
+	switch {
+	case doc.GroupID != "":
 		system["MessageGroupId"] = doc.GroupID
+	case m.GroupID != nil:
+		system["MessageGroupId"] = *m.GroupID
+	}
+	if m.GroupID != nil {
+		// A message sent natively is deduplicated by its messageId.
+		system["MessageDeduplicationId"] = cmp.Or(doc.DedupID, m.MessageID)
+		system["SequenceNumber"] = strconv.FormatInt(m.Sequence, 10)
 	}
 	if m.DeadLetteredAt != nil && m.ReRoutedFrom != nil {
 		system["DeadLetterQueueSourceArn"] = who.arn(*m.ReRoutedFrom)

@@ -1,6 +1,7 @@
 package sqs
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -53,7 +54,7 @@ func invalidAttributeValue(name string) *apiError {
 
 // parseAttributes validates queue attributes for CreateQueue (creating) or
 // SetQueueAttributes.
-func (h *Handler) parseAttributes(ctx context.Context, who *caller, queue string, in map[string]string, creating bool) (queueChange, *apiError) {
+func (h *Handler) parseAttributes(ctx context.Context, who *caller, queue string, in map[string]string, creating, fifo bool) (queueChange, *apiError) {
 	ch := queueChange{verbatim: map[string]string{}}
 	intIn := func(name, v string, lo, hi int) (*int, *apiError) {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
@@ -78,16 +79,33 @@ func (h *Handler) parseAttributes(ctx context.Context, who *caller, queue string
 		case "MaximumMessageSize":
 			ch.extras.MaxMessageBytes, err = intIn(name, v, 1024, defaultMaxMessageSize)
 		case "RedrivePolicy":
-			err = h.parseRedrivePolicy(ctx, who, queue, v, &ch.settings)
+			err = h.parseRedrivePolicy(ctx, who, queue, v, fifo, &ch.settings)
 		case "FifoQueue":
 			switch {
 			case !creating:
 				err = newError(errInvalidAttributeValue, "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.")
-			case strings.EqualFold(v, "true"):
-				err = invalidParameter("FIFO queues are not supported by skipq yet.")
-			case !strings.EqualFold(v, "false"):
+			case !isBool(v):
+				err = invalidAttributeValue(name)
+			default:
+				ch.settings.FIFO = &fifo
+			}
+		case "ContentBasedDeduplication":
+			if !fifo {
+				err = newError(errInvalidAttributeName, "Unknown Attribute %s.", name)
+			} else if !isBool(v) {
 				err = invalidAttributeValue(name)
 			}
+			on := strings.EqualFold(v, "true")
+			ch.settings.ContentBasedDeduplication = &on
+		case "DeduplicationScope", "FifoThroughputLimit":
+			allowed := map[string][]string{"DeduplicationScope": {"queue", "messageGroup"},
+				"FifoThroughputLimit": {"perQueue", "perMessageGroupId"}}[name]
+			if !fifo {
+				err = newError(errInvalidAttributeName, "Unknown Attribute %s.", name)
+			} else if !slices.Contains(allowed, v) {
+				err = invalidAttributeValue(name)
+			}
+			ch.verbatim[name] = v
 		default:
 			if !slices.Contains(verbatimAttributes, name) {
 				err = newError(errInvalidAttributeName, "Unknown Attribute %s.", name)
@@ -103,7 +121,7 @@ func (h *Handler) parseAttributes(ctx context.Context, who *caller, queue string
 
 // parseRedrivePolicy reads {"deadLetterTargetArn", "maxReceiveCount"};
 // "" removes the policy.
-func (h *Handler) parseRedrivePolicy(ctx context.Context, who *caller, queue, v string, s *service.QueueSettings) *apiError {
+func (h *Handler) parseRedrivePolicy(ctx context.Context, who *caller, queue, v string, fifo bool, s *service.QueueSettings) *apiError {
 	none, zero := "", 0
 	if strings.TrimSpace(v) == "" {
 		s.DeadLetterQueue, s.MaxReceiveCount = &none, &zero
@@ -133,14 +151,22 @@ func (h *Handler) parseRedrivePolicy(ctx context.Context, who *caller, queue, v 
 	if dlq == queue {
 		return invalidParameter("Value %s for parameter RedrivePolicy is invalid. Reason: A queue cannot be its own dead-letter queue.", v)
 	}
-	if _, err := h.svc.SQSQueue(ctx, who.tenant, dlq); err != nil {
+	target, err := h.svc.SQSQueue(ctx, who.tenant, dlq)
+	if err != nil {
 		if service.KindOf(err) == service.KindNotFound {
 			return invalidParameter("Value %s for parameter RedrivePolicy is invalid. Reason: Dead letter target does not exist.", v)
 		}
 		return fromService(err)
 	}
+	if target.FIFO != fifo {
+		return invalidParameter("Value %s for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type of queue as the source.", v)
+	}
 	s.DeadLetterQueue, s.MaxReceiveCount = &dlq, &n
 	return nil
+}
+
+func isBool(v string) bool {
+	return strings.EqualFold(v, "true") || strings.EqualFold(v, "false")
 }
 
 // arnQueue is the queue name of an SQS ARN; partition, region and account
@@ -176,6 +202,12 @@ func (h *Handler) queueAttributes(ctx context.Context, who *caller, q service.SQ
 	}
 	for k, v := range q.Attributes {
 		out[k] = v
+	}
+	if full.FIFO {
+		out["FifoQueue"] = "true"
+		out["ContentBasedDeduplication"] = strconv.FormatBool(full.ContentBasedDeduplication)
+		out["DeduplicationScope"] = cmp.Or(q.Attributes["DeduplicationScope"], "queue")
+		out["FifoThroughputLimit"] = cmp.Or(q.Attributes["FifoThroughputLimit"], "perQueue")
 	}
 	if full.DeadLetterQueue != "" {
 		n := full.MaxReceiveCount
@@ -227,14 +259,20 @@ func (h *Handler) createQueue(ctx context.Context, who *caller, body []byte) (an
 		return nil, missingParameter("QueueName")
 	}
 	name := *in.QueueName
-	if strings.HasSuffix(name, ".fifo") {
-		return nil, invalidParameter("FIFO queues are not supported by skipq yet: the queue name must not end with .fifo.")
+	given := in.Attributes.strings()
+	fifo := strings.EqualFold(given["FifoQueue"], "true")
+	switch {
+	case fifo && !strings.HasSuffix(name, ".fifo"):
+		return nil, invalidParameter("The name of a FIFO queue can only include alphanumeric characters, hyphens, or " +
+			"underscores, must end with .fifo suffix and be 1 to 80 in length.")
+	case !fifo && strings.HasSuffix(name, ".fifo"):
+		return nil, invalidParameter("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length " +
+			"(a name ending in .fifo needs the attribute FifoQueue=true).")
 	}
 	if msg := service.ValidQueueName(name); msg != "" {
 		return nil, invalidParameter("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length (skipq: the name %s).", msg)
 	}
-	given := in.Attributes.strings()
-	ch, aerr := h.parseAttributes(ctx, who, name, given, true)
+	ch, aerr := h.parseAttributes(ctx, who, name, given, true, fifo)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -248,10 +286,8 @@ func (h *Handler) createQueue(ctx context.Context, who *caller, body []byte) (an
 		if aerr != nil {
 			return nil, aerr
 		}
+		current["FifoQueue"] = cmp.Or(current["FifoQueue"], "false")
 		for _, k := range slices.Sorted(maps.Keys(given)) {
-			if k == "FifoQueue" && strings.EqualFold(given[k], "false") {
-				continue
-			}
 			if !sameAttribute(k, given[k], current[k]) {
 				return nil, newError(errQueueNameExists, "A queue already exists with the same name and a different value for attribute %s", k)
 			}
@@ -294,7 +330,7 @@ func (h *Handler) createQueue(ctx context.Context, who *caller, body []byte) (an
 // sameAttribute compares a CreateQueue attribute with the queue's value:
 // numbers as numbers, a RedrivePolicy by its target and count.
 func sameAttribute(name, given, current string) bool {
-	if given == current {
+	if given == current || isBool(given) && strings.EqualFold(given, current) {
 		return true
 	}
 	if name == "RedrivePolicy" {
@@ -487,7 +523,7 @@ func (h *Handler) setQueueAttributes(ctx context.Context, who *caller, body []by
 	if in.Attributes == nil {
 		return nil, missingParameter("Attributes")
 	}
-	ch, aerr := h.parseAttributes(ctx, who, q.Name, in.Attributes.strings(), false)
+	ch, aerr := h.parseAttributes(ctx, who, q.Name, in.Attributes.strings(), false, q.FIFO)
 	if aerr != nil {
 		return nil, aerr
 	}

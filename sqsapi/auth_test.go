@@ -138,3 +138,62 @@ func TestAuthWithoutMasterKey(t *testing.T) {
 		t.Fatalf("no master key: %v", err)
 	}
 }
+
+// noRetries is an SDK client that reports a throttle instead of retrying.
+func noRetries(c *sqs.Client) *sqs.Client {
+	return sqs.New(c.Options(), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+}
+
+// SKIPQ_RATE_LIMIT applies to SQS requests, in the same buckets as the
+// native API's: RequestThrottled (a throttle code for the SDKs) with
+// Retry-After.
+func TestRateLimit(t *testing.T) {
+	n := newNode(t, func(c *node.Config) { c.RateLimit = 0.01; c.RateBurst = 2 })
+	for range 2 {
+		if r := raw(t, n.URL, "ListQueues", map[string]any{}); r.Status != 200 {
+			t.Fatalf("within the burst: %d %s", r.Status, r.Raw)
+		}
+	}
+	r := raw(t, n.URL, "ListQueues", map[string]any{})
+	r.sqsError(t, 403, "RequestThrottled", "RequestThrottled")
+	if r.Header.Get("Retry-After") == "" || r.Header.Get("Retry-After") == "0" {
+		t.Fatalf("Retry-After %q", r.Header.Get("Retry-After"))
+	}
+	if s, _ := native(t, "GET", n.URL+"/v1/queues", nil); s != http.StatusTooManyRequests {
+		t.Fatalf("the native API after the SQS requests spent the bucket: %d", s)
+	}
+}
+
+// Failed SQS authentications count against the client's address as
+// native ones do; past the budget, unknown credentials are throttled
+// without a lookup while a key the node verified goes on working.
+func TestAuthFailureLimit(t *testing.T) {
+	n := newNode(t, func(c *node.Config) {
+		c.Auth = "required"
+		c.SQS.MasterKey = masterKey
+		c.AuthFailureLimit = 0.01
+		c.AuthFailureBurst = 2
+	})
+	pool, err := db.NewPool(context.Background(), n.DB, db.PoolOptions{MaxConns: 2, ConnectTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	svc := service.New(pool, service.Options{Limits: service.DefaultLimits()})
+	akid, secret, _ := credentials(t, svc, "acme", "admin")
+	cx := ctx(t)
+	good := client(t, n.URL, akid, secret)
+	must(good.ListQueues(cx, &sqs.ListQueuesInput{}))
+	bad := noRetries(client(t, n.URL, akid, "wrong-secret-wrong-secret-wrong-secret00"))
+	for range 2 {
+		if _, err := bad.ListQueues(cx, &sqs.ListQueuesInput{}); apiCode(t, err) != "SignatureDoesNotMatch" {
+			t.Fatalf("bad signature: %v", err)
+		}
+	}
+	unknown := noRetries(client(t, n.URL, "SKQAAAAAAAAAAAAAAAAA", secret))
+	if _, err := unknown.ListQueues(cx, &sqs.ListQueuesInput{}); apiCode(t, err) != "RequestThrottled" {
+		t.Fatalf("unknown key past the budget: %v", err)
+	}
+	good = client(t, n.URL, akid, secret)
+	must(good.ListQueues(cx, &sqs.ListQueuesInput{}))
+}

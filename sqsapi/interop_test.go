@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/skipq/skipq/node"
 )
 
 // native calls the native HTTP API.
@@ -156,5 +158,28 @@ func TestRobustness(t *testing.T) {
 	// The native API is untouched: an unknown native route is its 404.
 	if s, body := native(t, "GET", n.URL+"/v1/nope", nil); s != 404 || body["error"] == nil {
 		t.Fatalf("native 404: %d %v", s, body)
+	}
+}
+
+// X-Forwarded-Proto and X-Forwarded-Host make queue URLs only when
+// SKIPQ_TRUST_PROXY is on and they come from a SKIPQ_TRUSTED_PROXIES proxy
+// (the rule X-Forwarded-For follows).
+func TestForwardedQueueURLs(t *testing.T) {
+	for _, tc := range []struct {
+		trusted, want string
+	}{
+		{"127.0.0.1/32", "https://q.example/000000000000/fw"},
+		{"10.9.9.9", ""},
+	} {
+		n := newNode(t, func(c *node.Config) { c.SQS.TrustProxy = true; c.TrustedProxies = tc.trusted })
+		r := raw(t, n.URL, "CreateQueue", map[string]any{"QueueName": "fw"},
+			"X-Forwarded-Proto", "https", "X-Forwarded-Host", "q.example")
+		want := tc.want
+		if want == "" {
+			want = n.URL + "/000000000000/fw"
+		}
+		if r.Status != 200 || r.Body["QueueUrl"] != want {
+			t.Fatalf("trusted %s: %d %s, want %s", tc.trusted, r.Status, r.Raw, want)
+		}
 	}
 }

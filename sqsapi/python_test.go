@@ -71,11 +71,64 @@ except botocore.exceptions.ClientError as e:
 print("OK")
 `
 
+// boto3FIFOScript exercises FIFO queues and message move tasks (phase 2).
+const boto3FIFOScript = `
+import sys, time, json, boto3, botocore
+endpoint = sys.argv[1]
+c = boto3.client("sqs", endpoint_url=endpoint)
+url = c.create_queue(QueueName="py.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+a = c.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+assert a["FifoQueue"] == "true" and a["ContentBasedDeduplication"] == "true", a
+sent = [c.send_message(QueueUrl=url, MessageBody="m%d" % i, MessageGroupId=g) for i, g in enumerate(["A", "B", "A"])]
+seqs = [int(s["SequenceNumber"]) for s in sent]
+assert seqs == sorted(seqs), seqs
+dup = c.send_message(QueueUrl=url, MessageBody="m0", MessageGroupId="B")
+assert dup["MessageId"] == sent[0]["MessageId"] and dup["SequenceNumber"] == sent[0]["SequenceNumber"], dup
+got = c.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"])["Messages"]
+assert [m["Body"] for m in got] == ["m0", "m2", "m1"], got
+assert got[0]["Attributes"]["MessageGroupId"] == "A" and got[0]["Attributes"]["SequenceNumber"] == sent[0]["SequenceNumber"], got[0]
+def code(call, **kw):
+    try:
+        call(**kw)
+    except botocore.exceptions.ClientError as e:
+        return e.response["Error"]["Code"]
+    raise SystemExit("%s %s succeeded" % (call.__name__, kw))
+assert code(c.send_message, QueueUrl=url, MessageBody="x") == "MissingParameter"
+assert code(c.send_message, QueueUrl=url, MessageBody="x", MessageGroupId="g", DelaySeconds=3) == "InvalidParameterValue"
+assert code(c.create_queue, QueueName="bad.fifo") == "InvalidParameterValue"
+dlq = c.create_queue(QueueName="py-dlq")["QueueUrl"]
+arn = c.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+src = c.create_queue(QueueName="py-src", Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})})["QueueUrl"]
+c.send_message(QueueUrl=src, MessageBody="dead")
+m = c.receive_message(QueueUrl=src)["Messages"][0]
+c.change_message_visibility(QueueUrl=src, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+task = c.start_message_move_task(SourceArn=arn)["TaskHandle"]
+for _ in range(600):
+    r = c.list_message_move_tasks(SourceArn=arn)["Results"][0]
+    if r["Status"] != "RUNNING":
+        break
+    time.sleep(0.05)
+assert r["Status"] == "COMPLETED" and r["ApproximateNumberOfMessagesMoved"] == 1, r
+assert c.receive_message(QueueUrl=src)["Messages"][0]["Body"] == "dead"
+assert code(c.cancel_message_move_task, TaskHandle=task) == "InvalidParameterValue"
+try:
+    c.list_message_move_tasks(SourceArn=arn.replace("py-dlq", "nope"))
+    raise SystemExit("listing the tasks of a missing queue succeeded")
+except c.exceptions.ResourceNotFoundException:
+    pass
+print("OK")
+`
+
 func runPython(t *testing.T, env []string, args ...string) {
+	t.Helper()
+	runScript(t, boto3Script, env, args...)
+}
+
+func runScript(t *testing.T, source string, env []string, args ...string) {
 	t.Helper()
 	python := needTool(t, "python3", "-c", "import boto3")
 	script := filepath.Join(t.TempDir(), "sqs.py")
-	if err := os.WriteFile(script, []byte(boto3Script), 0o600); err != nil {
+	if err := os.WriteFile(script, []byte(source), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(python, append([]string{script}, args...)...)
@@ -90,6 +143,12 @@ func runPython(t *testing.T, env []string, args ...string) {
 func TestBoto3(t *testing.T) {
 	n := newNode(t)
 	runPython(t, awsEnv("x", "x"), n.URL+"/prefix")
+}
+
+// boto3 on FIFO queues and message move tasks.
+func TestBoto3FIFOAndMoveTasks(t *testing.T) {
+	n := newNode(t)
+	runScript(t, boto3FIFOScript, awsEnv("x", "x"), n.URL)
 }
 
 // boto3's own signer (independent of Go's) verified with auth on.
@@ -147,5 +206,22 @@ func TestAWSCLI(t *testing.T) {
 	}
 	if out := run(254, "get-queue-url", "--queue-name", "nope"); !strings.Contains(out, "AWS.SimpleQueueService.NonExistentQueue") {
 		t.Fatalf("error case printed %s", out)
+	}
+
+	// FIFO: group, deduplication id, sequence number.
+	decodeJSON(t, run(0, "create-queue", "--queue-name", "cli.fifo", "--attributes", "FifoQueue=true"), &created)
+	var fifoSent struct{ MessageId, SequenceNumber string }
+	decodeJSON(t, run(0, "send-message", "--queue-url", created.QueueUrl, "--message-body", "f",
+		"--message-group-id", "g", "--message-deduplication-id", "d"), &fifoSent)
+	decodeJSON(t, run(0, "receive-message", "--queue-url", created.QueueUrl, "--attribute-names", "All"), &got)
+	if len(got.Messages) != 1 || got.Messages[0].Attributes["MessageGroupId"] != "g" ||
+		got.Messages[0].Attributes["MessageDeduplicationId"] != "d" || got.Messages[0].Attributes["SequenceNumber"] != fifoSent.SequenceNumber {
+		t.Fatalf("FIFO receive-message: %+v (sent %+v)", got, fifoSent)
+	}
+	if out := run(254, "send-message", "--queue-url", created.QueueUrl, "--message-body", "f"); !strings.Contains(out, "MissingParameter") {
+		t.Fatalf("send without a group printed %s", out)
+	}
+	if out := run(254, "start-message-move-task", "--source-arn", "arn:aws:sqs:us-east-1:1:cli-q"); !strings.Contains(out, "InvalidParameterValue") {
+		t.Fatalf("move task from a queue that is no DLQ printed %s", out)
 	}
 }
