@@ -120,3 +120,51 @@ func TestSearchAcrossQueues(t *testing.T) {
 		wantError(t, n.do(t, http.MethodGet, "/v1/messages?"+q, nil), http.StatusBadRequest, "invalid_request", path)
 	}
 }
+
+// groupId (SPEC §16.2) finds a FIFO group's messages in every queue
+// searched, newest first, with the other filters and paging.
+func TestSearchByGroup(t *testing.T) {
+	n := newNode(t)
+	for _, q := range []string{"f1", "f2"} {
+		n.must(t, http.StatusCreated, http.MethodPut, "/v1/queues/"+q, map[string]any{"fifo": true})
+	}
+	// Oldest first: x-1 … x-7.
+	for _, m := range []struct{ queue, id, group string }{
+		{"f1", "x-1", "g1"}, {"f2", "x-2", "g1"}, {"f1", "x-3", "g2"}, {"f1", "x-4", "g1"},
+		{"f2", "x-5", "g2"}, {"f2", "x-6", "g1"}, {"f1", "x-7", "g10"},
+	} {
+		n.must(t, http.StatusCreated, http.MethodPost, "/v1/queues/"+m.queue+"/messages",
+			map[string]any{"body": m.id, "messageId": m.id, "groupId": m.group})
+	}
+	n.send(t, "plain", map[string]any{"body": "x-8", "messageId": "x-8"})
+	// f1's g1 head (x-1) is received: in flight, and x-4 waits behind it.
+	if got := n.receive(t, "f1", map[string]any{"maxMessages": 1}); len(got) != 1 || got[0]["messageId"] != "x-1" {
+		t.Fatalf("received %v, want x-1", got)
+	}
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{"&groupId=g1", []string{"x-6", "x-4", "x-2", "x-1"}},
+		{"&groupId=g2", []string{"x-5", "x-3"}},
+		{"&groupId=g1&queue=f2", []string{"x-6", "x-2"}},
+		{"&groupId=g1&queue=plain", nil},
+		{"&groupId=g1&state=in_flight", []string{"x-1"}},
+		{"&groupId=g1&state=available&queuePrefix=f", []string{"x-6", "x-4", "x-2"}},
+		{"&groupId=g1&messageId=x-4", []string{"x-4"}},
+		{"&groupId=g2&messageId=x-4", nil},
+		{"&groupId=g", nil},
+	} {
+		for _, limit := range []int{100, 1} {
+			if got, _ := searchIDs(t, n, fmt.Sprintf("limit=%d%s", limit, c.query)); !slices.Equal(got, c.want) {
+				t.Errorf("search %q limit %d: got %v, want %v", c.query, limit, got, c.want)
+			}
+		}
+	}
+	page := n.must(t, http.StatusOK, http.MethodGet, "/v1/messages?groupId=g10", nil)
+	if m := objects(t, page["messages"]); len(m) != 1 || m[0]["groupId"] != "g10" || m[0]["queue"] != "f1" {
+		t.Fatalf("groupId g10: %v", m)
+	}
+	wantError(t, n.do(t, http.MethodGet, "/v1/messages?groupId=a/b", nil), http.StatusBadRequest, "invalid_request", "groupId")
+	wantError(t, n.do(t, http.MethodGet, "/v1/messages?groupId=a&groupId=b", nil), http.StatusBadRequest, "invalid_request", "groupId")
+}

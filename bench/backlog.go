@@ -92,6 +92,16 @@ func (e *env) backlog(ctx context.Context, lifecycle []LifecyclePoint) (*Backlog
 // preload inserts n available messages into a queue in one statement and
 // analyzes the table. It returns the seconds it took.
 func (e *env) preload(ctx context.Context, queue string, n int) (float64, error) {
+	return e.bulkLoad(ctx, "skipq.messages, skipq.ready", `
+INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count, ready)
+SELECT (SELECT id FROM skipq.queues WHERE name = $1), 'preload-' || g, $2::bytea, now(), now(), 1024, true
+FROM generate_series(1, $3::int) AS g`, queue, []byte(payload), n)
+}
+
+// bulkLoad runs one loading statement on a connection of its own (named
+// setupApp), then ANALYZE of the tables it filled. It returns the seconds
+// both took.
+func (e *env) bulkLoad(ctx context.Context, tables, sql string, args ...any) (float64, error) {
 	cfg, err := pgx.ParseConfig(e.dbURL)
 	if err != nil {
 		return 0, err
@@ -103,14 +113,10 @@ func (e *env) preload(ctx context.Context, queue string, n int) (float64, error)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	start := time.Now()
-	_, err = conn.Exec(ctx, `
-INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count, ready)
-SELECT (SELECT id FROM skipq.queues WHERE name = $1), 'preload-' || g, $2::bytea, now(), now(), 1024, true
-FROM generate_series(1, $3::int) AS g`, queue, []byte(payload), n)
-	if err != nil {
-		return 0, fmt.Errorf("preload: %w", err)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		return 0, fmt.Errorf("load: %w", err)
 	}
-	if _, err := conn.Exec(ctx, "ANALYZE skipq.messages, skipq.ready"); err != nil {
+	if _, err := conn.Exec(ctx, "ANALYZE "+tables); err != nil {
 		return 0, fmt.Errorf("analyze: %w", err)
 	}
 	return round(time.Since(start).Seconds(), 1), nil

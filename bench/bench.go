@@ -41,14 +41,16 @@ const (
 	Heads       = "heads"
 	Backlog     = "backlog"
 	FIFO        = "fifo"
+	Search      = "search"
 )
 
 // Scenarios is every scenario, in run order.
 // Idle runs first, on the fresh database: after the other scenarios the
 // worker still fires the lease timers of their claims for a minute (most of
 // them hints of messages already acked), which is work, not idleness.
-// FIFO runs last: it fills one group with a million messages.
-var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, Heads, Backlog, FIFO}
+// FIFO fills one group with a million messages. Search runs last: it adds
+// a million messages of a tenant of its own, which it reads, never claims.
+var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, Heads, Backlog, FIFO, Search}
 
 // Point is one lifecycle measurement: messages per send/receive/ack call and
 // producer/consumer pairs.
@@ -238,6 +240,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			rep.Backlog, err = e.backlog(ctx, rep.Lifecycle)
 		case FIFO:
 			rep.FIFO, err = e.fifo(ctx)
+		case Search:
+			rep.Search, err = e.search(ctx)
 		}
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", sc, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,5 +208,72 @@ func TestSQSShape(t *testing.T) {
 		if p.SQS <= 0 || p.HTTP <= 0 {
 			t.Fatalf("a point measured nothing: %s", raw)
 		}
+	}
+}
+
+// TestSearchShape runs a small search scenario: every case is timed and
+// finds what it should, and where auto_explain could be loaded, the plans
+// show the walk's indexes: a queue's by sentAt, a group's for groupId. No
+// speed is asserted.
+func TestSearchShape(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Options{
+		DatabaseURL: testdb.New(t), Scenarios: []string{bench.Search}, Quick: true, Preload: 20000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rep.Search
+	if s == nil || len(s.Cases) == 0 || s.Messages != 20000 {
+		t.Fatalf("search report: %+v", s)
+	}
+	for _, c := range s.Cases {
+		if c.Samples == 0 || c.P50MS <= 0 || c.P99MS < c.P50MS {
+			t.Errorf("%s: %+v", c.Name, c)
+		}
+		want := 100
+		switch c.Name {
+		case "messageId":
+			want = 1
+		case "state=acked (none)":
+			want = 0
+		case "groupId": // 20,000 messages hold fewer than 100 of a group
+			want = c.Items
+		}
+		if c.Items != want || (c.Name == "groupId" && c.Items == 0) {
+			t.Errorf("%s: %d messages on the page, want %d", c.Name, c.Items, want)
+		}
+		// 200 messages a queue fill each queue's share of the walk's
+		// budget: an empty page that goes on.
+		if c.Name == "state=acked (none)" && !c.NextCursor {
+			t.Errorf("%s: no cursor after the budget ran out", c.Name)
+		}
+		if s.ExplainNote != "" {
+			continue
+		}
+		plans := ""
+		for _, st := range c.Statements {
+			plans += st.Name + "\n" + strings.Join(st.Plan, "\n") + "\n"
+		}
+		index := "messages_queue_sent_idx"
+		switch {
+		case strings.HasPrefix(c.Name, "groupId"):
+			index = "messages_group_idx"
+		case c.Name == "messageId":
+			index = "messages_message_id_queue_key"
+		}
+		if !strings.Contains(plans, "Index Scan using "+index) || strings.Contains(plans, "Seq Scan on messages") {
+			t.Errorf("%s: the plans do not walk %s:\n%s", c.Name, index, plans)
+		}
+	}
+	n := 0
+	for _, tg := range rep.Targets {
+		if strings.HasPrefix(tg.Name, "search page") {
+			n++
+		}
+	}
+	if n != len(s.Cases) {
+		t.Errorf("%d search targets for %d cases", n, len(s.Cases))
 	}
 }

@@ -22,9 +22,10 @@ type nodes struct {
 func (n *nodes) at(i int) string { return n.urls[i%len(n.urls)] }
 
 // startNodes runs Options.Nodes in-process nodes on 127.0.0.1 (auth off,
-// default configuration otherwise), or hands out Options.URLs. Each scenario
-// gets fresh nodes, so one's pools and waiters do not colour the next.
-func (e *env) startNodes(ctx context.Context) (*nodes, error) {
+// default configuration otherwise, then configure), or hands out
+// Options.URLs. Each scenario gets fresh nodes, so one's pools and waiters
+// do not colour the next.
+func (e *env) startNodes(ctx context.Context, configure ...func(*node.Config)) (*nodes, error) {
 	if len(e.o.URLs) > 0 {
 		return &nodes{urls: e.o.URLs, stop: func() {}}, nil
 	}
@@ -45,6 +46,9 @@ func (e *env) startNodes(ctx context.Context) (*nodes, error) {
 		// The idle scenario parks IdleWaiters long polls on one node; the
 		// default cap must not refuse some of what it measures.
 		cfg.Limits.MaxWaiters = max(cfg.Limits.MaxWaiters, e.o.IdleWaiters)
+		for _, f := range configure {
+			f(&cfg)
+		}
 		if err := cfg.Validate(); err != nil {
 			n.stop()
 			return nil, err

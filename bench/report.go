@@ -19,6 +19,7 @@ type Report struct {
 	Idle           *IdleResult        `json:"idle"`
 	Heads          *HeadsResult       `json:"heads"`
 	FIFO           *FIFOResult        `json:"fifo,omitempty"`
+	Search         *SearchResult      `json:"search,omitempty"`
 	HeadsEvidence  *HeadsEvidence     `json:"heads_evidence,omitempty"`
 	RSSMBPeak      float64            `json:"rss_mb_peak"`
 	RSSScope       string             `json:"rss_scope"`
@@ -86,6 +87,40 @@ type FIFOResult struct {
 	HOLExplain       *Explain    `json:"hol_explain"`
 	GroupWakeSamples int         `json:"group_wake_samples"`
 	GroupWakePath    string      `json:"group_wake_path"`
+}
+
+// SearchResult is the search scenario (SPEC §16.2): a page of 100 of
+// GET /v1/messages per filter, in a tenant of Messages messages.
+type SearchResult struct {
+	Messages    int          `json:"messages"`
+	Queues      int          `json:"queues"`
+	FIFOQueues  int          `json:"fifo_queues"`
+	Groups      int          `json:"groups_per_fifo_queue"`
+	LoadSeconds float64      `json:"load_s"`
+	Cases       []SearchCase `json:"cases"`
+	ExplainNote string       `json:"explain_note,omitempty"` // why a case has no plans
+	CPU         CPUShare     `json:"cpu"`
+}
+
+// SearchCase is one search's first page, timed over HTTP.
+type SearchCase struct {
+	Name       string            `json:"name"`
+	Query      string            `json:"query"`
+	Samples    int               `json:"samples"`
+	P50MS      float64           `json:"p50_ms"`
+	P99MS      float64           `json:"p99_ms"`
+	MaxMS      float64           `json:"max_ms"`
+	Items      int               `json:"items"`       // on the page
+	NextCursor bool              `json:"next_cursor"` // the page had one
+	Statements []SearchStatement `json:"statements"`  // what one page ran (auto_explain)
+}
+
+// SearchStatement is one statement a search page ran, with its plan
+// (EXPLAIN ANALYZE, BUFFERS, by auto_explain).
+type SearchStatement struct {
+	Name       string   `json:"name"`
+	DurationMS float64  `json:"duration_ms"`
+	Plan       []string `json:"plan"`
 }
 
 // FIFOPoint is one point of the FIFO lifecycle next to the standard one.
@@ -324,6 +359,12 @@ func targets(r Report) []Target {
 		add("FIFO group wake-up after the freeing ack p50", "≤ 10 ms", f.GroupWakeP50MS, "ms", f.GroupWakeP50MS <= 10, src)
 		add("FIFO group wake-up after the freeing ack p99", "≤ 50 ms", f.GroupWakeP99MS, "ms", f.GroupWakeP99MS <= 50, src)
 	}
+	if s := r.Search; s != nil {
+		for _, c := range s.Cases {
+			add(fmt.Sprintf("search page of 100 in %s messages, %s (p99)", thousands(float64(s.Messages)), c.Name),
+				fmt.Sprintf("≤ %d ms", searchTargetMS), c.P99MS, "ms", c.P99MS <= searchTargetMS, "SPEC §16.2")
+		}
+	}
 	if r.RSSMBPeak > 0 {
 		add("peak RSS", "≤ 100 MB", r.RSSMBPeak, "MB", r.RSSMBPeak <= 100, r.RSSScope)
 	}
@@ -443,6 +484,9 @@ func (r Report) WriteText(w io.Writer) {
 	if h := r.Heads; h != nil {
 		writeHeads(w, h, r.HeadsEvidence)
 	}
+	if s := r.Search; s != nil {
+		writeSearch(w, s)
+	}
 	if b := r.Backlog; b != nil {
 		fmt.Fprintf(w, "backlog: batch %d × %d pairs behind %s preloaded messages (preload %.1f s)\n",
 			b.Batch, b.Pairs, thousands(float64(b.Preloaded)), b.PreloadSeconds)
@@ -501,6 +545,32 @@ func writeHeads(w io.Writer, h *HeadsResult, ev *HeadsEvidence) {
 	}
 	fmt.Fprintf(w, "  fills: %s delayed in %.1f s (%s); %s in flight in %.1f s (%s); VACUUM ANALYZE %.1f s\n\n",
 		thousands(float64(h.DelayedCount)), ev.DelayedFillS, ev.DelayedFill, thousands(float64(h.InFlightCount)), ev.InFlightFillS, ev.InFlightFill, ev.VacuumS)
+}
+
+func writeSearch(w io.Writer, s *SearchResult) {
+	fmt.Fprintf(w, "search: a page of 100 (GET /v1/messages) in a tenant of %s messages, %d queues (%d FIFO, %d groups each); load %.1f s\n",
+		thousands(float64(s.Messages)), s.Queues, s.FIFOQueues, s.Groups, s.LoadSeconds)
+	fmt.Fprintf(w, "  %-44s %8s %8s %8s %6s\n", "filter", "p50 ms", "p99 ms", "max ms", "items")
+	for _, c := range s.Cases {
+		cursor := ""
+		if c.NextCursor {
+			cursor = " + cursor"
+		}
+		fmt.Fprintf(w, "  %-44s %8.2f %8.2f %8.2f %6d%s\n", c.Name, c.P50MS, c.P99MS, c.MaxMS, c.Items, cursor)
+	}
+	if s.ExplainNote != "" {
+		fmt.Fprintf(w, "  %s\n", s.ExplainNote)
+	}
+	for _, c := range s.Cases {
+		fmt.Fprintf(w, "  plans of one page, %s (%s):\n", c.Name, c.Query)
+		for _, st := range c.Statements {
+			fmt.Fprintf(w, "    %.3f ms  %s\n", st.DurationMS, st.Name)
+			for _, line := range st.Plan {
+				fmt.Fprintf(w, "      %s\n", line)
+			}
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 func shortUnit(u string) string {

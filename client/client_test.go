@@ -636,6 +636,27 @@ func TestSendReceive(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Settle
 
+func TestSendEach(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	c := newClient(t, startNode(t))
+	entries := must[[]client.BatchEntry](t)(c.SendEach(ctx, "each", []client.Message{
+		{Body: []byte("a")}, {Body: []byte("b"), DelaySeconds: new(-1)}, {Body: []byte("c"), MessageID: "k"}}))
+	if len(entries) != 3 || entries[0].Result == nil || entries[2].Result == nil || entries[2].Result.MessageID != "k" ||
+		entries[1].Result != nil || entries[1].Err == nil {
+		t.Fatalf("entries: %+v", entries)
+	}
+	if e := entries[1].Err; e.Code != client.CodeInvalidRequest || len(e.Issues) != 1 || e.Issues[0].Path != "delaySeconds" {
+		t.Fatalf("entry 1: %v", e)
+	}
+	if got := receive(t, c, "each", 10); len(got) != 2 || string(got[0].Body) != "a" || string(got[1].Body) != "c" {
+		t.Fatalf("received %d messages: %+v", len(got), got)
+	}
+	if _, err := c.SendEach(ctx, "bad*name", []client.Message{{Body: []byte("x")}}); err == nil {
+		t.Fatal("a bad queue name failed no request")
+	}
+}
+
 func TestSettle(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t)

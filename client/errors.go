@@ -51,7 +51,10 @@ type Issue = wire.Issue
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "skipq: %d", e.Status)
+	b.WriteString("skipq:")
+	if e.Status != 0 { // 0: one message's error in an answer that succeeded
+		fmt.Fprintf(&b, " %d", e.Status)
+	}
 	if e.Code != "" {
 		b.WriteString(" " + e.Code)
 	}

@@ -83,10 +83,25 @@ func (c *Client) SendBatch(ctx context.Context, queue string, msgs []Message) ([
 	if len(msgs) == 0 {
 		return nil, nil
 	}
+	var out wire.SendBatchResult
+	cl, err := batchCall("SendBatch", queue, msgs, &out)
+	if err != nil {
+		return nil, err
+	}
+	_, err = c.do(ctx, cl)
+	return out.Results, err
+}
+
+// batchCall is the request of a batch send: retried after a connection
+// error or a 503 only when every message has a MessageID.
+func batchCall(op, queue string, msgs []Message, out any) (call, error) {
 	if len(msgs) > MaxBatch {
-		return nil, fmt.Errorf("skipq: SendBatch: %d messages, at most %d per batch", len(msgs), MaxBatch)
+		return call{}, fmt.Errorf("skipq: %s: %d messages, at most %d per batch", op, len(msgs), MaxBatch)
 	}
 	in := wire.SendBatchRequest{Messages: make([]wire.SendRequest, len(msgs))}
+	if op == "SendEach" {
+		in.Atomic = new(false)
+	}
 	retry := retryIdempotent
 	for i, m := range msgs {
 		in.Messages[i] = m.wire()
@@ -94,10 +109,47 @@ func (c *Client) SendBatch(ctx context.Context, queue string, msgs []Message) ([
 			retry = retryRateLimited
 		}
 	}
-	var out wire.SendBatchResult
-	_, err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/messages/batch",
-		body: in, out: &out, retry: retry})
-	return out.Results, err
+	return call{method: http.MethodPost, path: queuePath(queue) + "/messages/batch", body: in, out: out, retry: retry}, nil
+}
+
+// BatchEntry is one message's outcome in SendEach: Result when it was
+// stored (or was a duplicate), else Err, whose Status is 0 (the request
+// itself succeeded) and whose issue paths are relative to the message
+// ("delaySeconds").
+type BatchEntry struct {
+	Result *SendResult
+	Err    *Error
+}
+
+// SendEach sends up to MaxBatch messages message by message ("atomic":
+// false): every valid one is stored, in one transaction, and each that is
+// not answers its own error. The entries are in the order of msgs. Only a
+// problem of the request as a whole (too many messages, the queue name, a
+// 503) is an error. It is retried as SendBatch is.
+func (c *Client) SendEach(ctx context.Context, queue string, msgs []Message) ([]BatchEntry, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	var out wire.SendEachResult
+	cl, err := batchCall("SendEach", queue, msgs, &out)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.do(ctx, cl); err != nil {
+		return nil, err
+	}
+	if len(out.Results) != len(msgs) {
+		return nil, fmt.Errorf("skipq: SendEach: %d results for %d messages", len(out.Results), len(msgs))
+	}
+	entries := make([]BatchEntry, len(out.Results))
+	for i, r := range out.Results {
+		if r.Error != nil {
+			entries[i].Err = &Error{Code: r.Error.Code, Message: r.Error.Message, Issues: r.Error.Issues}
+		} else {
+			entries[i].Result = r.SendResult
+		}
+	}
+	return entries, nil
 }
 
 // StoredMessage is a message as the service holds it: what a receive, peek,

@@ -20,6 +20,7 @@ type SearchOptions struct {
 	SentBefore  time.Time // exclusive; zero = no bound
 	Tags        map[string]string
 	MessageID   string
+	GroupID     string // exact: a FIFO group's messages
 	Limit       int    // 1 … 1000; 0 = the server's default (100)
 	Cursor      string // NextCursor of the previous page
 }
@@ -51,6 +52,9 @@ func (c *Client) SearchMessages(ctx context.Context, opts SearchOptions) (msgs [
 	}
 	if opts.MessageID != "" {
 		q.Set("messageId", opts.MessageID)
+	}
+	if opts.GroupID != "" {
+		q.Set("groupId", opts.GroupID)
 	}
 	setPaging(q, opts.Limit, opts.Cursor)
 	var out wire.MessagePage

@@ -7,7 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Search's walk is a PL/pgSQL function (migrations/00022_message_search.sql):
+// Search's walk is a PL/pgSQL function (migrations/00022_message_search.sql,
+// with groupId 00035_message_search_group.sql):
 // it stops reading a queue once its matches are complete, which one SQL
 // statement can only say with CTEs inside a LATERAL, and sqlc parses
 // neither those nor a function's table. Written by hand as MessageInsert is;
@@ -28,6 +29,7 @@ type MessageSearchWalkParams struct {
 	ScanPerQueue  int64
 	MaxMatches    int64
 	Now           *time.Time
+	GroupID       *string // nil: any group (or none)
 }
 
 // MessageSearchWalkRow is a match (Matched) or the last entry a queue's
@@ -45,12 +47,12 @@ type MessageSearchWalkRow struct {
 
 const messageSearchWalk = `-- name: MessageSearchWalk :many
 SELECT queue_id, queue_name, sequence, sent_at, matched, state, size, exhausted
-FROM skipq.message_search_walk($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+FROM skipq.message_search_walk($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 
 // MessageSearchWalk calls skipq.message_search_walk.
 func (q *Queries) MessageSearchWalk(ctx context.Context, arg MessageSearchWalkParams) ([]MessageSearchWalkRow, error) {
 	rows, err := q.db.Query(ctx, messageSearchWalk, arg.QueueIds, arg.States, arg.Tags, arg.SentAfter,
-		arg.SentBefore, arg.AfterSentAt, arg.AfterQueue, arg.AfterSequence, arg.ScanPerQueue, arg.MaxMatches, arg.Now)
+		arg.SentBefore, arg.AfterSentAt, arg.AfterQueue, arg.AfterSequence, arg.ScanPerQueue, arg.MaxMatches, arg.Now, arg.GroupID)
 	if err != nil {
 		return nil, err
 	}

@@ -859,8 +859,8 @@ func (q *Queries) MessageGetByID(ctx context.Context, arg MessageGetByIDParams) 
 }
 
 const messageGetByKeys = `-- name: MessageGetByKeys :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.messages
-WHERE queue_id = ANY($1::bigint[]) AND sequence = ANY($2::bigint[])
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id FROM generate_subscripts($1::bigint[], 1) AS i
+JOIN skipq.messages m ON m.queue_id = ($1::bigint[])[i] AND m.sequence = ($2::bigint[])[i]
 `
 
 type MessageGetByKeysParams struct {
@@ -868,8 +868,10 @@ type MessageGetByKeysParams struct {
 	Sequences []int64
 }
 
-// The rows of a search page, by primary key (sequence is unique across
-// queues, so the pair of arrays names exactly the given rows).
+// The rows of a search page, by primary key: one probe per (queue,
+// sequence) pair. (queue_id = ANY(…) AND sequence = ANY(…) probed every
+// queue for every sequence: 10,000 probes for a page of 100 over 100
+// queues.)
 func (q *Queries) MessageGetByKeys(ctx context.Context, arg MessageGetByKeysParams) ([]SkipqMessage, error) {
 	rows, err := q.db.Query(ctx, messageGetByKeys, arg.QueueIds, arg.Sequences)
 	if err != nil {
@@ -905,6 +907,44 @@ func (q *Queries) MessageGetByKeys(ctx context.Context, arg MessageGetByKeysPara
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageIDsHeld = `-- name: MessageIDsHeld :many
+SELECT m.message_id
+FROM skipq.queues q
+JOIN skipq.messages m ON m.message_id = ANY($1::text[]) AND m.queue_id = q.id
+WHERE q.tenant = $2 AND q.name = $3
+  AND NOT EXISTS (SELECT 1 FROM skipq.dedup_keys d WHERE d.queue_id = m.queue_id AND d.message_id = m.message_id)
+`
+
+type MessageIDsHeldParams struct {
+	MessageIds []string
+	Tenant     string
+	Queue      string
+}
+
+// Which of the given ids a message moved into the queue (requeue,
+// dead-letter) holds: one without an idempotency key to answer a send of
+// its id, so that the send fails on the unique index. A send that is not
+// all or nothing refuses those messages alone.
+func (q *Queries) MessageIDsHeld(ctx context.Context, arg MessageIDsHeldParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, messageIDsHeld, arg.MessageIds, arg.Tenant, arg.Queue)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var message_id string
+		if err := rows.Scan(&message_id); err != nil {
+			return nil, err
+		}
+		items = append(items, message_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -1251,7 +1291,7 @@ func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) 
 }
 
 const messageSearchByID = `-- name: MessageSearchByID :many
-WITH t AS (SELECT coalesce($10::timestamptz, clock_timestamp()) AS now)
+WITH t AS (SELECT coalesce($11::timestamptz, clock_timestamp()) AS now)
 SELECT q.id AS queue_id, q.name AS queue_name, m.sequence, m.sent_at, true AS matched, s.state::text AS state,
        (skipq.message_wire_size(m.body, m.body_binary, m.metadata, m.tags, m.message_id,
            m.client_id, m.re_routed_from) + octet_length(q.name))::bigint AS size,
@@ -1261,20 +1301,22 @@ JOIN skipq.messages m ON m.message_id = $1 AND m.queue_id = q.id
 CROSS JOIN LATERAL (SELECT skipq.message_search_state(m.dead_lettered_at, m.visible_at,
     m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s
 WHERE q.id = ANY($2::bigint[])
-  AND (cardinality($3::text[]) = 0 OR s.state = ANY($3::text[]))
-  AND m.tags @> $4::jsonb
+  AND ($3::text IS NULL OR m.group_id = $3::text)
+  AND (cardinality($4::text[]) = 0 OR s.state = ANY($4::text[]))
+  AND m.tags @> $5::jsonb
   AND (m.expires_at IS NULL OR m.expires_at > t.now)
-  AND m.sent_at >= coalesce($5::timestamptz, '-infinity')
-  AND m.sent_at < coalesce($6::timestamptz, 'infinity')
-  AND ($7::timestamptz IS NULL
-       OR m.sent_at < $7::timestamptz
-       OR (m.sent_at = $7::timestamptz
-           AND (q.name, m.sequence) > ($8::text, $9::bigint)))
+  AND m.sent_at >= coalesce($6::timestamptz, '-infinity')
+  AND m.sent_at < coalesce($7::timestamptz, 'infinity')
+  AND ($8::timestamptz IS NULL
+       OR m.sent_at < $8::timestamptz
+       OR (m.sent_at = $8::timestamptz
+           AND (q.name, m.sequence) > ($9::text, $10::bigint)))
 `
 
 type MessageSearchByIDParams struct {
 	MessageID     string
 	QueueIds      []int64
+	GroupID       *string
 	States        []string
 	Tags          []byte
 	SentAfter     *time.Time
@@ -1303,6 +1345,7 @@ func (q *Queries) MessageSearchByID(ctx context.Context, arg MessageSearchByIDPa
 	rows, err := q.db.Query(ctx, messageSearchByID,
 		arg.MessageID,
 		arg.QueueIds,
+		arg.GroupID,
 		arg.States,
 		arg.Tags,
 		arg.SentAfter,

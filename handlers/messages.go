@@ -3,8 +3,11 @@ package handlers
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
+	json "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/skipq/skipq/service"
 	"github.com/skipq/skipq/wire"
@@ -59,17 +62,70 @@ func (h *api) send(c *gin.Context) {
 	c.JSON(status, toSendResult(res))
 }
 
+// batchRequest is wire.SendBatchRequest as the handler reads it: each
+// message on its own, so that one that cannot be read (a wrong type, an
+// unknown field) is that message's issue, at a path relative to it.
+type batchRequest struct {
+	Messages batchMessages `json:"messages"`
+	Atomic   *bool         `json:"atomic"`
+}
+
+type batchMessages struct {
+	msgs []wire.SendRequest
+	bad  []*service.Issue // bad[i]: why msgs[i] could not be read
+}
+
+// UnmarshalJSONFrom reads the array a message at a time: a message's value
+// is decoded from the decoder's buffer, so the request is never held whole.
+// Malformed JSON and a body over its limit still fail the whole request.
+func (b *batchMessages) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() != '[' {
+		// null, or anything else: the decoder's own verdict on an array.
+		return json.UnmarshalDecode(dec, &b.msgs)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != ']' {
+		v, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		var m wire.SendRequest
+		var issue *service.Issue
+		if err := json.Unmarshal(v, &m, json.RejectUnknownMembers(true)); err != nil {
+			issue = new(decodeIssue(err))
+		}
+		b.msgs, b.bad = append(b.msgs, m), append(b.bad, issue)
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
 func (h *api) sendBatch(c *gin.Context) {
-	var req wire.SendBatchRequest
+	var req batchRequest
 	if !decode(c, &req) {
 		return
 	}
-	in := make([]service.MessageInput, len(req.Messages))
-	var issues []service.Issue
-	for i, m := range req.Messages {
+	in := make([]service.MessageInput, len(req.Messages.msgs))
+	bad := req.Messages.bad
+	for i, m := range req.Messages.msgs {
+		if bad[i] != nil {
+			continue
+		}
 		var issue *service.Issue
-		if in[i], issue = sendInput(m, batchPath(i)); issue != nil {
-			issues = append(issues, *issue)
+		if in[i], issue = sendInput(m, ""); issue != nil {
+			bad[i] = issue
+		}
+	}
+	if req.Atomic != nil && !*req.Atomic {
+		h.sendEach(c, in, bad)
+		return
+	}
+	var issues []service.Issue
+	for i, issue := range bad {
+		if issue != nil {
+			issues = append(issues, service.Issue{Path: batchPath(i) + issuePath(issue.Path), Message: issue.Message})
 		}
 	}
 	if len(issues) > 0 {
@@ -86,6 +142,44 @@ func (h *api) sendBatch(c *gin.Context) {
 		out.Results[i] = toSendResult(r)
 	}
 	c.JSON(http.StatusCreated, out)
+}
+
+// sendEach answers a batch with "atomic": false (SPEC §16.6): each entry
+// answers its result or its error, a message that could not be read too.
+func (h *api) sendEach(c *gin.Context, in []service.MessageInput, bad []*service.Issue) {
+	res, err := h.svc.SendEach(c.Request.Context(), tenant(c), c.Param("queue"), in, bad)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := wire.SendEachResult{Results: make([]wire.SendEachEntry, len(res))}
+	for i, r := range res {
+		if r.Err != nil {
+			out.Results[i].Error = entryError(r.Err)
+		} else {
+			out.Results[i].SendResult = new(toSendResult(r.Result))
+		}
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// entryError is a message's error in a batch: the envelope's code, message
+// and issues, without the request's id.
+func entryError(e *service.Error) *wire.EntryError {
+	_, code := statusOf(e.Kind)
+	out := &wire.EntryError{Code: code, Message: e.Message, Issues: []wire.Issue{}}
+	for _, is := range e.Issues {
+		out.Issues = append(out.Issues, wire.Issue(is))
+	}
+	return out
+}
+
+// issuePath appends a path relative to a message to the message's path.
+func issuePath(rel string) string {
+	if rel == "" || strings.HasPrefix(rel, "[") {
+		return rel
+	}
+	return "." + rel
 }
 
 func (h *api) receive(c *gin.Context) {

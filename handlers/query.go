@@ -19,7 +19,7 @@ var routeQuery = map[string][]string{
 	http.MethodGet + " /v1/queues/:queue/messages": {"state", "limit", "cursor"},
 	http.MethodGet + " /v1/dlq":                    {"sourceQueue", "cause", "limit", "cursor"},
 	http.MethodGet + " /v1/messages": {"queue...", "queuePrefix", "state...", "sentAfter", "sentBefore",
-		"tag...", "messageId", "limit", "cursor"},
+		"tag...", "messageId", "groupId", "limit", "cursor"},
 }
 
 // strictQuery refuses query parameters as decode refuses body fields (SPEC

@@ -20,7 +20,7 @@ func (h *api) search(c *gin.Context) {
 	q := c.Request.URL.Query()
 	o := service.SearchOptions{
 		Queues: q["queue"], QueuePrefix: q.Get("queuePrefix"), States: q["state"],
-		MessageID: q.Get("messageId"), Limit: limit, Cursor: q.Get("cursor"),
+		MessageID: q.Get("messageId"), GroupID: q.Get("groupId"), Limit: limit, Cursor: q.Get("cursor"),
 	}
 	var issues []service.Issue
 	for _, p := range []struct {

@@ -27,6 +27,7 @@ type SearchOptions struct {
 	SentBefore  *time.Time // exclusive
 	Tags        map[string]string
 	MessageID   string
+	GroupID     string // exact; FIFO queues' messages only
 	Limit       int
 	Cursor      string
 }
@@ -96,6 +97,9 @@ func (s *Service) SearchMessages(ctx context.Context, tenant string, o SearchOpt
 		States: o.States, Tags: tags, SentAfter: o.SentAfter, SentBefore: o.SentBefore,
 		QueueIds: ids, Now: s.now(),
 	}
+	if o.GroupID != "" {
+		p.GroupID = &o.GroupID
+	}
 	if p.States == nil {
 		p.States = []string{}
 	}
@@ -108,7 +112,7 @@ func (s *Service) SearchMessages(ctx context.Context, tenant string, o SearchOpt
 		rows, err := s.q.MessageSearchByID(ctx, db.MessageSearchByIDParams{
 			MessageID: o.MessageID, States: p.States, Tags: p.Tags, SentAfter: p.SentAfter,
 			SentBefore: p.SentBefore, AfterSentAt: p.AfterSentAt, AfterQueue: p.AfterQueue,
-			AfterSequence: p.AfterSequence, QueueIds: ids, Now: p.Now})
+			AfterSequence: p.AfterSequence, QueueIds: ids, Now: p.Now, GroupID: p.GroupID})
 		if err != nil {
 			return nil, "", fromDB("search", err)
 		}
@@ -206,6 +210,9 @@ func (s *Service) validateSearch(o *SearchOptions) (*searchKey, error) {
 		default:
 			is.add("state", "must be available, delayed, in_flight, dead_lettered or acked, not %q", st)
 		}
+	}
+	if o.GroupID != "" && !messageIDPattern.MatchString(o.GroupID) {
+		is.add("groupId", "must match ^[A-Za-z0-9._:-]{1,128}$")
 	}
 	if o.SentAfter != nil && o.SentBefore != nil && !o.SentAfter.Before(*o.SentBefore) {
 		is.add("sentBefore", "must be later than sentAfter")

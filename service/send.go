@@ -75,11 +75,19 @@ const MaxBatchGroups = 64
 // SendBatch sends up to MaxBatchMessages messages in one transaction: all or
 // nothing. Results are in input order.
 func (s *Service) SendBatch(ctx context.Context, tenant, queue string, in []MessageInput) ([]SendResult, error) {
+	if err := checkBatch(in); err != nil {
+		return nil, err
+	}
+	return s.send(ctx, tenant, queue, in, func(i int) string { return fmt.Sprintf("messages[%d]", i) })
+}
+
+// checkBatch holds a batch to the limits of the request as a whole.
+func checkBatch(in []MessageInput) error {
 	switch {
 	case len(in) == 0:
-		return nil, Invalid(Issue{Path: "messages", Message: "must hold at least one message"})
+		return Invalid(Issue{Path: "messages", Message: "must hold at least one message"})
 	case len(in) > MaxBatchMessages:
-		return nil, Invalid(Issue{Path: "messages", Message: fmt.Sprintf("must hold at most %d messages", MaxBatchMessages)})
+		return Invalid(Issue{Path: "messages", Message: fmt.Sprintf("must hold at most %d messages", MaxBatchMessages)})
 	}
 	groups := map[string]bool{}
 	for _, m := range in {
@@ -88,9 +96,9 @@ func (s *Service) SendBatch(ctx context.Context, tenant, queue string, in []Mess
 		}
 	}
 	if len(groups) > MaxBatchGroups {
-		return nil, Invalid(Issue{Path: "messages", Message: fmt.Sprintf("must name at most %d distinct groupIds", MaxBatchGroups)})
+		return Invalid(Issue{Path: "messages", Message: fmt.Sprintf("must name at most %d distinct groupIds", MaxBatchGroups)})
 	}
-	return s.send(ctx, tenant, queue, in, func(i int) string { return fmt.Sprintf("messages[%d]", i) })
+	return nil
 }
 
 func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageInput, pathOf func(int) string) ([]SendResult, error) {
@@ -101,12 +109,27 @@ func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageIn
 	if err != nil {
 		return nil, err
 	}
+	call, err := s.store(ctx, tenant, queue, msgs, pathOf)
+	if err != nil {
+		return nil, err
+	}
+	if call.err != nil {
+		return nil, call.err
+	}
+	return call.results, nil
+}
+
+// store sends prepared messages through the shared statement and, when
+// they were stored, tells the receivers, the names cache and the metrics.
+// The error is the sharer's (the request's context ended); the send's own
+// verdict is in the call.
+func (s *Service) store(ctx context.Context, tenant, queue string, msgs []prepared, pathOf func(int) string) (*sendCall, error) {
 	call := &sendCall{tenant: tenant, queue: queue, msgs: msgs, pathOf: pathOf}
 	if err := s.sends.do(ctx, call); err != nil {
 		return nil, fromDB("send", err)
 	}
 	if call.err != nil {
-		return nil, call.err
+		return call, nil
 	}
 	sent, fresh := 0, 0
 	for _, r := range call.results {
@@ -120,7 +143,7 @@ func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageIn
 	s.hub.Publish(call.queueID, fresh)
 	s.names.remember(call.queueID, tenant, queue)
 	s.obs.MessagesSent(tenant, queue, sent)
-	return call.results, nil
+	return call, nil
 }
 
 // sendAttempts bounds how often a send retries when its queue vanished
@@ -142,6 +165,16 @@ type sendCall struct {
 	results       []SendResult
 	queueID       int64
 	err           error
+	// refused are the positions the database turned down (a key
+	// conflict, a group rule), in position order; nothing was stored.
+	// err sums them up for an all-or-nothing send.
+	refused []refusal
+}
+
+// refusal is one message the database refused, by its position in a send.
+type refusal struct {
+	pos int
+	err *Error
 }
 
 // sendSize weighs a send by its bytes, so that a shared statement stays
@@ -221,11 +254,10 @@ func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
 
 // answer gives a send its results from the rows of the statement that
 // carried it, where its messages were positions off+1 to off+len(msgs),
-// or its error when one of them conflicts.
+// or, when the database refused some of them, the refusals.
 func (c *sendCall) answer(rows []db.MessageInsertRow, off int) {
 	c.results = make([]SendResult, len(c.msgs))
-	conflictAt := -1
-	var groupIssues []Issue
+	c.refused = nil
 	for _, r := range rows {
 		i := int(r.Pos) - 1 - off
 		if i < 0 || i >= len(c.msgs) {
@@ -234,26 +266,32 @@ func (c *sendCall) answer(rows []db.MessageInsertRow, off int) {
 		c.queueID = r.QueueID
 		switch r.Outcome {
 		case db.OutcomeConflict:
-			if conflictAt < 0 || i < conflictAt {
-				conflictAt = i
-			}
+			c.refused = append(c.refused, refusal{i, conflict(c.pathOf(i), c.msgs[i].MessageID)})
 		case db.OutcomeGroupRequired:
-			groupIssues = append(groupIssues, Issue{Path: join(c.pathOf(i), "groupId"), Message: "is required: the queue is FIFO"})
+			c.refused = append(c.refused, refusal{i, Invalid(Issue{Path: join(c.pathOf(i), "groupId"), Message: "is required: the queue is FIFO"})})
 		case db.OutcomeGroupRefused:
-			groupIssues = append(groupIssues, Issue{Path: join(c.pathOf(i), "groupId"), Message: "is not allowed: the queue is not FIFO"})
+			c.refused = append(c.refused, refusal{i, Invalid(Issue{Path: join(c.pathOf(i), "groupId"), Message: "is not allowed: the queue is not FIFO"})})
 		default:
 			c.results[i] = SendResult{MessageID: r.MessageID, Sequence: deref(r.Sequence), SentAt: deref(r.SentAt),
 				DelayedTo: r.DelayedTo, ExpiresAt: r.ExpiresAt, Duplicate: r.Outcome == db.OutcomeDuplicate}
 		}
 	}
-	switch {
-	case len(groupIssues) > 0:
+	if len(c.refused) == 0 {
+		return
+	}
+	slices.SortFunc(c.refused, func(a, b refusal) int { return a.pos - b.pos })
+	c.results = nil
+	// The statement refuses either for groups or for keys, never both: all
+	// the group issues together, or the first conflict.
+	if first := c.refused[0].err; first.Kind == KindInvalid {
+		var groupIssues []Issue
+		for _, r := range c.refused {
+			groupIssues = append(groupIssues, r.err.Issues...)
+		}
 		slices.SortFunc(groupIssues, func(a, b Issue) int { return strings.Compare(a.Path, b.Path) })
-		c.results = nil
 		c.err = Invalid(groupIssues...)
-	case conflictAt >= 0:
-		c.results = nil
-		c.err = conflict(c.pathOf(conflictAt), c.msgs[conflictAt].MessageID)
+	} else {
+		c.err = first
 	}
 }
 
@@ -281,7 +319,7 @@ func (s *Service) sendAlone(ctx context.Context, c *sendCall) {
 	case db.IsUniqueViolation(err, "messages_message_id_queue_key"):
 		// The id is held by a message moved into this queue (requeue or
 		// dead-letter), which has no idempotency key of its own.
-		c.err = &Error{Kind: KindIdempotencyConflict, Message: "a message with this messageId is already in the queue", Err: err}
+		c.err = heldConflict("", err)
 	case err != nil:
 		c.err = fromDB("send", err)
 	case (rows[0].Outcome == db.OutcomeSent || rows[0].Outcome == db.OutcomeDuplicate) && len(rows) != len(c.msgs):
@@ -289,6 +327,16 @@ func (s *Service) sendAlone(ctx context.Context, c *sendCall) {
 	default:
 		c.answer(rows, 0)
 	}
+}
+
+// heldConflict is a send of a messageId that a message moved into the queue
+// holds; path is the message's, "" when the request does not say which.
+func heldConflict(path string, err error) *Error {
+	e := &Error{Kind: KindIdempotencyConflict, Message: "a message with this messageId is already in the queue", Err: err}
+	if path != "" {
+		e.Issues = []Issue{{Path: path, Message: "is held by a message moved into the queue"}}
+	}
+	return e
 }
 
 func conflict(path, id string) *Error {

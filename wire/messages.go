@@ -22,6 +22,9 @@ type SendRequest struct {
 // SendBatchRequest is the body of POST …/messages/batch.
 type SendBatchRequest struct {
 	Messages []SendRequest `json:"messages"`
+	// Atomic false stores every valid message and answers each with its
+	// own result or error (SendEachResult); nil or true is all or nothing.
+	Atomic *bool `json:"atomic,omitempty"`
 }
 
 // SendResult is what a send created (or, with Duplicate, what the first
@@ -38,6 +41,28 @@ type SendResult struct {
 // SendBatchResult answers a batch send, in the order of its messages.
 type SendBatchResult struct {
 	Results []SendResult `json:"results"`
+}
+
+// SendEachResult answers a batch send with "atomic": false, one entry per
+// message in order.
+type SendEachResult struct {
+	Results []SendEachEntry `json:"results"`
+}
+
+// SendEachEntry is one message's outcome: its SendResult, or Error when it
+// was not stored.
+type SendEachEntry struct {
+	*SendResult
+	Error *EntryError `json:"error,omitempty"`
+}
+
+// EntryError is why one message of a batch was not stored: an error
+// envelope's content without a request id, issue paths relative to the
+// message ("delaySeconds").
+type EntryError struct {
+	Code    string  `json:"code"`
+	Message string  `json:"message"`
+	Issues  []Issue `json:"issues"`
 }
 
 // ReceiveRequest is the body of POST …/messages/receive; nil takes the

@@ -15,6 +15,7 @@ import (
 type schema struct {
 	Ref        string             `json:"$ref"`
 	AllOf      []schema           `json:"allOf"`
+	OneOf      []schema           `json:"oneOf"`
 	Properties map[string]*schema `json:"properties"`
 	Items      *schema            `json:"items"`
 }
@@ -42,6 +43,7 @@ func TestWireTypesMatchOpenAPI(t *testing.T) {
 		"QueueStats": wire.QueueStats{}, "QueuePage": wire.QueuePage{}, "PurgeResult": wire.PurgeResult{},
 		"SendRequest": wire.SendRequest{}, "SendBatchRequest": wire.SendBatchRequest{},
 		"SendResult": wire.SendResult{}, "SendBatchResult": wire.SendBatchResult{},
+		"SendEachResult": wire.SendEachResult{}, "SendEachEntry": wire.SendEachEntry{}, "EntryError": wire.EntryError{},
 		"ReceiveRequest": wire.ReceiveRequest{}, "Message": wire.Message{}, "ReceiveResult": wire.MessagePage{},
 		"BrowsedMessage": wire.Message{}, "BrowsedMessagePage": wire.MessagePage{}, "MessagePage": wire.MessagePage{},
 		"SettleRequest": wire.SettleRequest{}, "VisibilityRequest": wire.VisibilityRequest{},
@@ -66,7 +68,8 @@ type comparer struct {
 	schemas map[string]*schema
 }
 
-// resolve follows $ref and merges allOf; name is the last schema named.
+// resolve follows $ref and merges allOf and oneOf (a Go type carries the
+// fields of every alternative); name is the last schema named.
 func (c comparer) resolve(name string, s *schema) (string, map[string]*schema, *schema) {
 	props := map[string]*schema{}
 	var items *schema
@@ -83,6 +86,9 @@ func (c comparer) resolve(name string, s *schema) (string, map[string]*schema, *
 		}
 		for i := range s.AllOf {
 			walk(&s.AllOf[i])
+		}
+		for i := range s.OneOf {
+			walk(&s.OneOf[i])
 		}
 		for k, v := range s.Properties {
 			props[k] = v
@@ -136,7 +142,11 @@ func jsonFields(typ reflect.Type) map[string]reflect.Type {
 		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
 		case f.Anonymous && tag == "":
-			for k, v := range jsonFields(f.Type) {
+			embedded := f.Type
+			if embedded.Kind() == reflect.Pointer {
+				embedded = embedded.Elem()
+			}
+			for k, v := range jsonFields(embedded) {
 				out[k] = v
 			}
 		case tag == "-" || !f.IsExported():

@@ -37,14 +37,20 @@ Scenarios (--scenario, comma-separated; default all):
              in-flight ones (lease 1 h); 300 cycles per queue, fewer (at
              least 50) once a minute of them has passed
   backlog    batch 1 × 4 pairs behind a 1,000,000-message backlog vs empty
+  fifo       FIFO queues next to standard ones: the lifecycle, a receive
+             past a group in flight, a group's wake-up
+  search     a page of 100 of GET /v1/messages per filter in a tenant of
+             1,000,000 messages (its own: an API key of a fresh tenant),
+             p50/p99 over HTTP and auto_explain plans of one page
 
 A default run takes about 2.5 minutes on 2 cores (5 s per measured run after
 1 s of warm-up), plus about 3 minutes for heads while a claim still walks
 past what sits ahead of it (filling 1,100,000 messages through skipq's SQL
-API and HTTP receives, then the cycles); --quick about 1 minute (3 s per run,
-batch 1 and 100 × 4 pairs, a 100,000-message backlog, 200 latency samples,
-3 s idle, heads behind 100,000 delayed and 20,000 in-flight messages with 100
-cycles per queue).
+API and HTTP receives, then the cycles), and about 2.5 minutes for search
+(loading 1,000,000 messages, then 14 searches × 53 requests); --quick about
+1 minute (3 s per run, batch 1 and 100 × 4 pairs, a 100,000-message backlog
+and search, 200 latency samples, 3 s idle, heads behind 100,000 delayed and
+20,000 in-flight messages with 100 cycles per queue).
 
 Flags:
 `
@@ -59,7 +65,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
 	quick := fs.Bool("quick", false, "a short smoke run (CI)")
-	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, sqlconsumer, latency, sqs, idle, heads, backlog, fifo (default all)")
+	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, sqlconsumer, latency, sqs, idle, heads, backlog, fifo, search (default all)")
 	duration := fs.Duration("duration", 0, "each measured run (default 5s; 3s with --quick)")
 	urls := fs.String("url", "", "comma-separated URLs of running nodes to drive instead of in-process ones (needs --database-url)")
 	dbURL := fs.String("database-url", "", "an existing, migrated database instead of a fresh one on the private cluster")

@@ -13,7 +13,11 @@ import (
 
 const sendUsage = `skipq send QUEUE [BODY|-] [--delay S] [--expiration S] [--tag k=v]... [--id ID]
                   [--metadata M] [--client-id C] [--max-receive N] [--dlq QUEUE] [--binary] [--group G]
-  The body is BODY, or stdin when BODY is "-" or absent and stdin is not a terminal.`
+                  [--lines [--non-atomic]]
+  The body is BODY, or stdin when BODY is "-" or absent and stdin is not a terminal.
+  With --lines each non-empty line of it is a message (the other flags apply to each),
+  sent in batches of up to 1,000, each all or nothing; --non-atomic stores every valid
+  message and reports each line that failed.`
 
 const receiveUsage = `skipq receive QUEUE [--max N] [--per-group N] [--wait S] [--visibility S] [--ack | --peek] [-q]`
 
@@ -43,12 +47,19 @@ func cmdSend(ctx context.Context, args []string) error {
 	fs.Var(dlq, "dlq", "dead-letter `queue` (\"\" = discard; default: the queue's)")
 	binary := fs.Bool("binary", false, "send the body as bytes (base64 on the wire)")
 	group := fs.String("group", "", "the message's `group` (required on a FIFO queue; creates a missing queue as FIFO)")
+	lines := fs.Bool("lines", false, "each non-empty line of the body is a message, sent in batches")
+	nonAtomic := fs.Bool("non-atomic", false, "with --lines: store every valid message, report each line that failed")
 	pos, err := cliParse(fs, args, sendUsage)
 	if err != nil {
 		return err
 	}
-	if len(pos) < 1 || len(pos) > 2 {
+	switch {
+	case len(pos) < 1 || len(pos) > 2:
 		return usageErr("send", "send needs a queue and at most one body")
+	case *lines && *id != "":
+		return usageErr("send", "--id names one message; --lines sends many")
+	case *nonAtomic && !*lines:
+		return usageErr("send", "--non-atomic is a flag of --lines")
 	}
 	var body []byte
 	switch {
@@ -75,6 +86,9 @@ func cmdSend(ctx context.Context, args []string) error {
 	}
 	if len(tags) > 0 {
 		m.Tags = tags
+	}
+	if *lines {
+		return sendLines(ctx, c, o, pos[0], m, *nonAtomic)
 	}
 	res, err := c.Send(ctx, pos[0], m)
 	if err != nil {

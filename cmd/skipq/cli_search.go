@@ -11,7 +11,7 @@ import (
 )
 
 const messagesUsage = `skipq messages search [--queue Q]... [--prefix P] [--state S]... [--after T] [--before T]
-                      [--tag key=value]... [--id ID] [--limit N]`
+                      [--tag key=value]... [--id ID] [--group-id G] [--limit N]`
 
 // listFlag is a repeatable string flag.
 type listFlag []string
@@ -31,6 +31,7 @@ func cmdMessages(ctx context.Context, args []string) error {
 	before := fs.String("before", "", "only messages sent before `time` (RFC 3339)")
 	fs.Var(tags, "tag", "only messages with the tag `key=value` (repeatable: all must match)")
 	id := fs.String("id", "", "only the message with this `messageId`")
+	group := fs.String("group-id", "", "only the messages of this FIFO `group`")
 	limit := fs.Int("limit", 100, "most messages to print, newest first (0 = all)")
 	pos, err := cliParse(fs, args, messagesUsage)
 	if err != nil {
@@ -42,7 +43,7 @@ func cmdMessages(ctx context.Context, args []string) error {
 	case *limit < 0:
 		return usageErr("messages", "--limit must not be negative")
 	}
-	opts := client.SearchOptions{Queues: queues, QueuePrefix: *prefix, MessageID: *id}
+	opts := client.SearchOptions{Queues: queues, QueuePrefix: *prefix, MessageID: *id, GroupID: *group}
 	for _, st := range states {
 		opts.States = append(opts.States, client.State(st))
 	}

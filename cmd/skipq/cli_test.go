@@ -734,6 +734,58 @@ func TestCLIMessagesSearch(t *testing.T) {
 	if table := c.ok("messages", "search", "--tag", "kind=billing"); !strings.Contains(table, "b-1") || strings.Contains(table, "a-1") {
 		t.Fatalf("search --tag kind=billing printed:\n%s", table)
 	}
+	c.ok("send", "jobs", "in a group", "--id", "g-1", "--group", "g")
+	c.okJSON(&out, "messages", "search", "--group-id", "g", "--json")
+	if len(out.Messages) != 1 || out.Messages[0].MessageID != "g-1" {
+		t.Fatalf("search --group-id g: %+v", out.Messages)
+	}
 	c.fails(2, "messages", "search", "--after", "yesterday")
 	c.fails(2, "messages", "find")
+}
+
+// skipq send --lines sends a message per line in batches, all or nothing
+// each, or with --non-atomic every valid one, reporting the lines that
+// failed.
+func TestCLISendLines(t *testing.T) {
+	c := newCLI(t, serve(t, testdb.New(t)))
+	in := "one\n\ntwo\r\nthree\n"
+	if r := c.runIn(&in, "send", "bulk", "--lines", "--tag", "src=file"); r.code != 0 || r.stdout != "sent 3 messages to bulk\n" {
+		t.Fatalf("send --lines: %+v", r)
+	}
+	var got struct {
+		Messages []struct {
+			Body string
+			Tags map[string]string
+		}
+	}
+	c.okJSON(&got, "receive", "bulk", "--max", "10", "--wait", "0", "--ack", "--json")
+	if len(got.Messages) != 3 || got.Messages[1].Body != "two" || got.Messages[2].Tags["src"] != "file" {
+		t.Fatalf("received %+v", got.Messages)
+	}
+	// A FIFO queue refuses a line without a group: all or nothing stores
+	// nothing of the batch; --non-atomic stores the others.
+	c.ok("queues", "create", "f", "--fifo")
+	mixed := "a\nb\n"
+	if r := c.runIn(&mixed, "send", "f", "--lines"); r.code != 1 || !strings.Contains(r.stderr, "none of them stored") {
+		t.Fatalf("send --lines to a FIFO queue without a group: %+v", r)
+	}
+	r := c.runIn(&mixed, "send", "bulk", "--lines", "--non-atomic", "--json", "--delay", "99999999")
+	if r.code != 1 || !strings.Contains(r.stderr, "line 1: invalid_request") || !strings.Contains(r.stderr, "2 of 2 lines failed") {
+		t.Fatalf("send --lines --non-atomic with a bad delay: %+v", r)
+	}
+	var each struct {
+		Results []struct {
+			Line  int
+			Error *struct{ Code string }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &each); err != nil || len(each.Results) != 2 || each.Results[1].Line != 2 ||
+		each.Results[1].Error == nil || each.Results[1].Error.Code != "invalid_request" {
+		t.Fatalf("send --lines --non-atomic --json printed %q (%v)", r.stdout, err)
+	}
+	if r := c.runIn(&mixed, "send", "bulk", "--lines", "--non-atomic"); r.code != 0 || r.stdout != "sent 2 messages to bulk\n" {
+		t.Fatalf("send --lines --non-atomic: %+v", r)
+	}
+	c.fails(2, "send", "bulk", "x", "--non-atomic")
+	c.fails(2, "send", "bulk", "x", "--lines", "--id", "k")
 }
