@@ -8,7 +8,7 @@ import (
 )
 
 // Search's walk is a PL/pgSQL function (migrations/00022_message_search.sql,
-// with groupId 00035_message_search_group.sql):
+// with groupId 00029_message_search_group.sql):
 // it stops reading a queue once its matches are complete, which one SQL
 // statement can only say with CTEs inside a LATERAL, and sqlc parses
 // neither those nor a function's table. Written by hand as MessageInsert is;

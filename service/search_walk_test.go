@@ -11,7 +11,7 @@ import (
 	"github.com/skipq/skipq/service"
 )
 
-// The walk's cut (migration 00035) stops each queue at the oldest of the
+// The walk's cut (migration 00029) stops each queue at the oldest of the
 // matches the queues before it hold: paging through many queues whose
 // sentAt interleave, tie, and run against their sequences visits every
 // matching message once, in search order, at every page size, with a
