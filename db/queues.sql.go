@@ -168,6 +168,10 @@ WITH gone AS (
     RETURNING id
 ), retention AS (
     DELETE FROM skipq.queue_retention r WHERE r.queue_id = (SELECT gone.id FROM gone)
+), move_tasks AS (
+    DELETE FROM skipq.sqs_move_tasks t WHERE t.source_queue_id = (SELECT gone.id FROM gone)
+), attempts AS (
+    DELETE FROM skipq.sqs_receive_attempts a WHERE a.queue_id = (SELECT gone.id FROM gone)
 )
 SELECT gone.id FROM gone
 `
@@ -177,7 +181,9 @@ type QueueDeleteParams struct {
 	Name   string
 }
 
-// The queue's row beside it (skipq.queue_retention) goes with it.
+// The queue's rows beside it (skipq.queue_retention, its SQS move tasks and
+// receive attempts) go with it: those tables have no foreign key, which
+// would lock skipq.queues while a migration creates them.
 func (q *Queries) QueueDelete(ctx context.Context, arg QueueDeleteParams) (int64, error) {
 	row := q.db.QueryRow(ctx, queueDelete, arg.Tenant, arg.Name)
 	var id int64

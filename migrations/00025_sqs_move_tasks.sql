@@ -9,7 +9,7 @@
 -- is taken by the next node that lists it). Removed with the source queue.
 CREATE TABLE skipq.sqs_move_tasks (
     id              bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    source_queue_id bigint      NOT NULL REFERENCES skipq.queues (id) ON DELETE CASCADE,
+    source_queue_id bigint      NOT NULL, -- no foreign key: it would lock skipq.queues (QueueDelete deletes the rows)
     -- The destination queue's name; '' sends each message back to the
     -- queue it was dead-lettered from (the native redrive's default).
     destination     text        NOT NULL,

@@ -8,7 +8,7 @@
 -- pruned by the next recorded attempt on the queue; the queue's deletion
 -- removes its rows.
 CREATE TABLE skipq.sqs_receive_attempts (
-    queue_id   bigint      NOT NULL REFERENCES skipq.queues (id) ON DELETE CASCADE,
+    queue_id   bigint      NOT NULL, -- no foreign key: it would lock skipq.queues (QueueDelete deletes the rows)
     attempt_id text        NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
     sequences  bigint[]    NOT NULL,

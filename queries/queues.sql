@@ -52,13 +52,19 @@ ORDER BY name
 LIMIT @max_queues;
 
 -- name: QueueDelete :one
--- The queue's row beside it (skipq.queue_retention) goes with it.
+-- The queue's rows beside it (skipq.queue_retention, its SQS move tasks and
+-- receive attempts) go with it: those tables have no foreign key, which
+-- would lock skipq.queues while a migration creates them.
 WITH gone AS (
     DELETE FROM skipq.queues
     WHERE tenant = @tenant AND name = @name
     RETURNING id
 ), retention AS (
     DELETE FROM skipq.queue_retention r WHERE r.queue_id = (SELECT gone.id FROM gone)
+), move_tasks AS (
+    DELETE FROM skipq.sqs_move_tasks t WHERE t.source_queue_id = (SELECT gone.id FROM gone)
+), attempts AS (
+    DELETE FROM skipq.sqs_receive_attempts a WHERE a.queue_id = (SELECT gone.id FROM gone)
 )
 SELECT gone.id FROM gone;
 
