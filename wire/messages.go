@@ -141,6 +141,46 @@ const (
 	CauseLeaseExpired = "lease_expired"
 )
 
+// History is a traced message's life, oldest event first (SPEC §16.5).
+type History struct {
+	Events []HistoryEvent `json:"events"`
+}
+
+// HistoryEvent is one event of a message's life: Type (an Event* name),
+// when, the queue it happened in, and the API key that caused it (null for
+// the worker's events, SQL API calls and with auth off). The other fields
+// belong to some types only and are absent from the rest.
+type HistoryEvent struct {
+	Type  string `json:"type"`
+	At    Time   `json:"at"`
+	Queue string `json:"queue"`
+	KeyID *int64 `json:"keyId"`
+	// MessageID is the message's id in Queue; it differs from the id asked
+	// for in the events before a redrive.
+	MessageID    string  `json:"messageId"`
+	ReceiveCount *int    `json:"receiveCount,omitempty"` // received
+	VisibleUntil *Time   `json:"visibleUntil,omitempty"` // received, extended
+	Reason       *string `json:"reason,omitempty"`       // nacked, dead_lettered (the last failure's)
+	Cause        *string `json:"cause,omitempty"`        // dead_lettered: nack or lease_expired
+	ToQueue      *string `json:"toQueue,omitempty"`      // requeued, dead_lettered, redriven
+	NewMessageID *string `json:"newMessageId,omitempty"` // redriven
+}
+
+// History event types.
+const (
+	EventSent         = "sent"
+	EventReceived     = "received"
+	EventExtended     = "extended"
+	EventNacked       = "nacked"
+	EventLeaseExpired = "lease_expired"
+	EventRequeued     = "requeued"
+	EventDeadLettered = "dead_lettered"
+	EventRedriven     = "redriven"
+	EventAcked        = "acked"
+	EventExpired      = "expired"
+	EventDeleted      = "deleted"
+)
+
 // MessageAttribute is one SQS message attribute: a String or Number
 // (any label) has StringValue, a Binary has BinaryValue in standard base64.
 type MessageAttribute struct {

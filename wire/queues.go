@@ -18,6 +18,8 @@ type QueueSettings struct {
 	// RetainAckedSeconds: an acked message is kept this long in state
 	// acked, then removed; 0 = removed at once (0).
 	RetainAckedSeconds *int `json:"retainAckedSeconds,omitempty"`
+	// Trace: messages sent from now on record their history (false).
+	Trace *bool `json:"trace,omitempty"`
 }
 
 // Queue is a queue with its settings; Stats only where the route says so
@@ -36,6 +38,7 @@ type Queue struct {
 	// ContentBasedDeduplication: see QueueSettings.
 	ContentBasedDeduplication bool        `json:"contentBasedDeduplication"`
 	RetainAckedSeconds        int         `json:"retainAckedSeconds"` // see QueueSettings
+	Trace                     bool        `json:"trace"`              // see QueueSettings
 	Stats                     *QueueStats `json:"stats,omitempty"`
 }
 
