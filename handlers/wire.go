@@ -23,6 +23,7 @@ func toQueue(q service.Queue) wire.Queue {
 		MaxReceiveCount: q.MaxReceiveCount, DeadLetterQueue: q.DeadLetterQueue,
 		DedupWindowSeconds: q.DedupWindowSeconds, FIFO: q.FIFO,
 		ContentBasedDeduplication: q.ContentBasedDeduplication, RetainAckedSeconds: q.RetainAckedSeconds,
+		Trace: q.Trace,
 	}
 	if st := q.Stats; st != nil {
 		out.Stats = &wire.QueueStats{

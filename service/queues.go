@@ -27,7 +27,10 @@ type Queue struct {
 	// RetainAckedSeconds: an acked message is kept this long in state
 	// acked (SPEC §16.4); 0 removes it at once.
 	RetainAckedSeconds int
-	Stats              *QueueStats
+	// Trace: messages sent while it is on record their history (SPEC
+	// §16.5), which follows them when they move.
+	Trace bool
+	Stats *QueueStats
 }
 
 // QueueStats are counted at request time. States are exclusive.
@@ -61,6 +64,8 @@ type QueueSettings struct {
 	ContentBasedDeduplication *bool
 	// RetainAckedSeconds: see Queue.
 	RetainAckedSeconds *int
+	// Trace: see Queue.
+	Trace *bool
 }
 
 func (s *Service) validateSettings(name string, in QueueSettings, minVisibility int) error {
