@@ -42,15 +42,18 @@ const (
 	Backlog     = "backlog"
 	FIFO        = "fifo"
 	Search      = "search"
+	Trace       = "trace"
 )
 
 // Scenarios is every scenario, in run order.
 // Idle runs first, on the fresh database: after the other scenarios the
 // worker still fires the lease timers of their claims for a minute (most of
 // them hints of messages already acked), which is work, not idleness.
-// FIFO fills one group with a million messages. Search runs last: it adds
+// Trace runs before the scenarios that fill large queues, so its untraced
+// figures compare with the lifecycle's. FIFO fills one group with a million
+// messages. Search runs last: it adds
 // a million messages of a tenant of its own, which it reads, never claims.
-var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, Heads, Backlog, FIFO, Search}
+var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, Trace, Heads, Backlog, FIFO, Search}
 
 // Point is one lifecycle measurement: messages per send/receive/ack call and
 // producer/consumer pairs.
@@ -242,6 +245,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			rep.FIFO, err = e.fifo(ctx)
 		case Search:
 			rep.Search, err = e.search(ctx)
+		case Trace:
+			rep.Trace, err = e.trace(ctx)
 		}
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", sc, err)

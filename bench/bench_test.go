@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -275,5 +276,64 @@ func TestSearchShape(t *testing.T) {
 	}
 	if n != len(s.Cases) {
 		t.Errorf("%d search targets for %d cases", n, len(s.Cases))
+	}
+}
+
+// TestTraceShape runs a short trace scenario: both points, each with its
+// runs in the order untraced, traced, traced, untraced, the ratio made of
+// their means, a target per point, and the history rows per message
+// either counted or said to be unavailable. No speed is asserted.
+func TestTraceShape(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Options{
+		DatabaseURL: testdb.New(t), Scenarios: []string{bench.Trace}, Quick: true,
+		Duration: time.Second, Warmup: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := rep.Trace
+	if tr == nil || len(tr.Points) != 2 {
+		t.Fatalf("trace report: %+v", tr)
+	}
+	for _, p := range tr.Points {
+		var order []bool
+		var sum [2]float64
+		for _, r := range p.Runs {
+			order = append(order, r.Traced)
+			if r.Stats == nil || r.Stats.Sent < r.Stats.Acked {
+				t.Errorf("batch %d: run stats %+v, want sent ≥ acked in the window", p.Batch, r.Stats)
+			}
+			if r.Traced {
+				sum[1] += r.MsgsPerS
+			} else {
+				sum[0] += r.MsgsPerS
+			}
+		}
+		if !slices.Equal(order, []bool{false, true, true, false}) {
+			t.Errorf("batch %d: runs traced %v, want untraced, traced, traced, untraced", p.Batch, order)
+		}
+		if p.UntracedMsgsPerS <= 0 || p.TracedMsgsPerS <= 0 {
+			t.Fatalf("batch %d measured nothing: %+v", p.Batch, p)
+		}
+		if d := p.UntracedMsgsPerS - sum[0]/2; d > 1 || d < -1 {
+			t.Errorf("batch %d: untraced %v is not the mean of its runs %v", p.Batch, p.UntracedMsgsPerS, sum[0]/2)
+		}
+		if d := p.Ratio - p.TracedMsgsPerS/p.UntracedMsgsPerS; d > 0.01 || d < -0.01 {
+			t.Errorf("batch %d: ratio %v is not traced / untraced", p.Batch, p.Ratio)
+		}
+		if (p.EventsPerMessage == nil) == (tr.EventsNote == "") {
+			t.Errorf("batch %d: events per message %v with note %q: want one of them", p.Batch, p.EventsPerMessage, tr.EventsNote)
+		}
+	}
+	n := 0
+	for _, tg := range rep.Targets {
+		if strings.HasPrefix(tg.Name, "traced lifecycle") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("targets = %+v, want one per trace point", rep.Targets)
 	}
 }

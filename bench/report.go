@@ -20,6 +20,7 @@ type Report struct {
 	Heads          *HeadsResult       `json:"heads"`
 	FIFO           *FIFOResult        `json:"fifo,omitempty"`
 	Search         *SearchResult      `json:"search,omitempty"`
+	Trace          *TraceResult       `json:"trace,omitempty"`
 	HeadsEvidence  *HeadsEvidence     `json:"heads_evidence,omitempty"`
 	RSSMBPeak      float64            `json:"rss_mb_peak"`
 	RSSScope       string             `json:"rss_scope"`
@@ -123,6 +124,33 @@ type SearchStatement struct {
 	Plan       []string `json:"plan"`
 }
 
+// TraceResult is the trace scenario (SPEC §16.5): the HTTP lifecycle on
+// traced queues next to untraced ones in the same run.
+type TraceResult struct {
+	Points     []TracePoint `json:"points"`
+	EventsNote string       `json:"events_note,omitempty"` // why events_per_message is null
+}
+
+// TracePoint is one batch × pairs point: the mean of its untraced runs and
+// of its traced runs, their ratio, and the history rows the traced runs
+// wrote per message they sent (null when they could not be counted).
+type TracePoint struct {
+	Batch            int        `json:"batch"`
+	Pairs            int        `json:"pairs"`
+	UntracedMsgsPerS float64    `json:"untraced_msgs_per_s"`
+	TracedMsgsPerS   float64    `json:"traced_msgs_per_s"`
+	Ratio            float64    `json:"ratio"`
+	EventsPerMessage *float64   `json:"events_per_message"`
+	Runs             []TraceRun `json:"runs"` // in the order they ran
+}
+
+// TraceRun is one measured run of a trace point.
+type TraceRun struct {
+	Traced   bool      `json:"traced"`
+	MsgsPerS float64   `json:"msgs_per_s"`
+	Stats    *RunStats `json:"stats,omitempty"`
+}
+
 // FIFOPoint is one point of the FIFO lifecycle next to the standard one.
 type FIFOPoint struct {
 	Batch            int       `json:"batch"`
@@ -138,6 +166,7 @@ type FIFOPoint struct {
 type RunStats struct {
 	Seconds        float64     `json:"seconds"`
 	Acked          int64       `json:"acked"`
+	Sent           int64       `json:"sent"` // over the whole run: warm-up, window and drain
 	CPU            CPUShare    `json:"cpu"`
 	ActiveBackends float64     `json:"active_backends"` // average busy backends
 	Waits          []Share     `json:"waits"`           // of busy backend samples
@@ -359,6 +388,12 @@ func targets(r Report) []Target {
 		add("FIFO group wake-up after the freeing ack p50", "≤ 10 ms", f.GroupWakeP50MS, "ms", f.GroupWakeP50MS <= 10, src)
 		add("FIFO group wake-up after the freeing ack p99", "≤ 50 ms", f.GroupWakeP99MS, "ms", f.GroupWakeP99MS <= 50, src)
 	}
+	if tr := r.Trace; tr != nil {
+		for _, p := range tr.Points {
+			add(fmt.Sprintf("traced lifecycle batch %d × %d / untraced", p.Batch, p.Pairs),
+				fmt.Sprintf("≥ %.2f", traceTarget), p.Ratio, "ratio", p.Ratio >= traceTarget, "SPEC §16.5")
+		}
+	}
 	if s := r.Search; s != nil {
 		for _, c := range s.Cases {
 			add(fmt.Sprintf("search page of 100 in %s messages, %s (p99)", thousands(float64(s.Messages)), c.Name),
@@ -456,6 +491,9 @@ func (r Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  group wake-up (freeing ack answered → waiting receive answered, %s), %d samples: p50 %.2f ms   p99 %.2f ms\n\n",
 			f.GroupWakePath, f.GroupWakeSamples, f.GroupWakeP50MS, f.GroupWakeP99MS)
 	}
+	if tr := r.Trace; tr != nil {
+		writeTrace(w, tr)
+	}
 	if sq := r.SQS; sq != nil {
 		fmt.Fprintf(w, "SQS (aws-sdk-go-v2) next to the native HTTP API, lifecycle messages/s acked\n")
 		fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s\n", "batch", "pairs", "SQS", "native", "SQS/nat")
@@ -545,6 +583,27 @@ func writeHeads(w io.Writer, h *HeadsResult, ev *HeadsEvidence) {
 	}
 	fmt.Fprintf(w, "  fills: %s delayed in %.1f s (%s); %s in flight in %.1f s (%s); VACUUM ANALYZE %.1f s\n\n",
 		thousands(float64(h.DelayedCount)), ev.DelayedFillS, ev.DelayedFill, thousands(float64(h.InFlightCount)), ev.InFlightFillS, ev.InFlightFill, ev.VacuumS)
+}
+
+func writeTrace(w io.Writer, tr *TraceResult) {
+	fmt.Fprintf(w, "trace: lifecycle over HTTP on traced queues next to untraced ones, messages/s acked (runs in order)\n")
+	fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s  %12s  %s\n", "batch", "pairs", "untraced", "traced", "tr/untr", "history/msg", "runs (u untraced, t traced)")
+	for _, p := range tr.Points {
+		var runs []string
+		for _, r := range p.Runs {
+			side := "u"
+			if r.Traced {
+				side = "t"
+			}
+			runs = append(runs, side+" "+thousands(r.MsgsPerS))
+		}
+		fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f  %12s  %s\n", p.Batch, p.Pairs, thousands(p.UntracedMsgsPerS),
+			thousands(p.TracedMsgsPerS), p.Ratio, eventsPerMessage(p.EventsPerMessage), strings.Join(runs, ", "))
+	}
+	if tr.EventsNote != "" {
+		fmt.Fprintf(w, "  history rows per message n/a: %s\n", tr.EventsNote)
+	}
+	fmt.Fprintln(w)
 }
 
 func writeSearch(w io.Writer, s *SearchResult) {

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+)
+
+// tracePoints are the points SPEC §16.5's cost line names.
+var tracePoints = []Point{{Batch: 1, Pairs: 16}, {Batch: 100, Pairs: 4}}
+
+// traceOrder is the order of a point's runs, traced or not: untraced,
+// traced, traced, untraced. Drift over a point (autovacuum, the events
+// table growing, other load coming or going) then falls on both sides
+// alike, and neither side always runs first on fresh nodes.
+var traceOrder = []bool{false, true, true, false}
+
+// traceTarget is SPEC §16.5's floor for traced / untraced msgs/s.
+const traceTarget = 0.6
+
+// trace measures what message history costs (SPEC §16.5): the HTTP
+// lifecycle on traced queues next to untraced ones at the same points, in
+// the order of traceOrder, each run on a fresh queue with the same
+// warm-up, window and drain, and the history rows the traced runs wrote
+// per message sent.
+func (e *env) trace(ctx context.Context) (*TraceResult, error) {
+	ns, err := e.startNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.stop()
+	res := &TraceResult{}
+	for _, p := range tracePoints {
+		tp := TracePoint{Batch: p.Batch, Pairs: p.Pairs}
+		var sum, runs [2]float64 // by traced
+		var rows, sent int64
+		counted := true
+		for i, traced := range traceOrder {
+			kind, settings := "untraced", ""
+			if traced {
+				kind, settings = "traced", `{"trace":true}`
+			}
+			q := queueName(fmt.Sprintf("trace-%s-b%d-p%d", kind, p.Batch, p.Pairs))
+			if err := e.http.createQueue(ctx, ns.at(0), q, settings); err != nil {
+				return res, err
+			}
+			e.checkpoint(ctx)
+			e.logf("trace: %s lifecycle batch %d × %d pairs over HTTP (run %d of %d)", kind, p.Batch, p.Pairs, i+1, len(traceOrder))
+			rate, stats, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p), p, nil)
+			if err != nil {
+				return res, fmt.Errorf("%s batch %d × %d: %w", kind, p.Batch, p.Pairs, err)
+			}
+			// Counted before the leftovers go, so only what the lifecycle
+			// wrote is counted.
+			if traced && counted {
+				n, note, err := e.historyRows(ctx, q)
+				if err != nil {
+					return res, err
+				}
+				if note != "" {
+					counted, res.EventsNote = false, note
+				}
+				rows, sent = rows+n, sent+stats.Sent
+			}
+			if err := e.deleteLeftovers(ctx, q); err != nil {
+				return res, err
+			}
+			side := 0
+			if traced {
+				side = 1
+			}
+			sum[side] += rate
+			runs[side]++
+			tp.Runs = append(tp.Runs, TraceRun{Traced: traced, MsgsPerS: round(rate, 0), Stats: stats})
+		}
+		tp.UntracedMsgsPerS, tp.TracedMsgsPerS = round(sum[0]/runs[0], 0), round(sum[1]/runs[1], 0)
+		if tp.UntracedMsgsPerS > 0 {
+			tp.Ratio = round(tp.TracedMsgsPerS/tp.UntracedMsgsPerS, 3)
+		}
+		if counted && sent > 0 {
+			v := round(float64(rows)/float64(sent), 2)
+			tp.EventsPerMessage = &v
+		}
+		e.logf("  untraced %.0f msgs/s, traced %.0f msgs/s, ratio %.2f, %s history rows per message",
+			tp.UntracedMsgsPerS, tp.TracedMsgsPerS, tp.Ratio, eventsPerMessage(tp.EventsPerMessage))
+		res.Points = append(res.Points, tp)
+	}
+	return res, nil
+}
+
+// historyRows counts the rows of skipq.message_events of queue. A database
+// without that table (history not yet built, or an older one under --url)
+// answers a note instead of a count.
+func (e *env) historyRows(ctx context.Context, queue string) (int64, string, error) {
+	var exists bool
+	if err := e.mon.QueryRow(ctx, monitorMark+"SELECT to_regclass('skipq.message_events') IS NOT NULL").Scan(&exists); err != nil {
+		return 0, "", fmt.Errorf("trace: history table: %w", err)
+	}
+	if !exists {
+		return 0, "the database has no skipq.message_events", nil
+	}
+	var n int64
+	err := e.mon.QueryRow(ctx, monitorMark+`SELECT count(*) FROM skipq.message_events ev
+JOIN skipq.queues q ON ev.tenant = q.tenant AND ev.queue = q.name
+WHERE q.name = $1`, queue).Scan(&n)
+	if err != nil {
+		return 0, "", fmt.Errorf("trace: count history rows of %s: %w", queue, err)
+	}
+	return n, "", nil
+}
+
+func eventsPerMessage(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", *v)
+}
