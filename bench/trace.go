@@ -99,9 +99,8 @@ func (e *env) historyRows(ctx context.Context, queue string) (int64, string, err
 		return 0, "the database has no skipq.message_events", nil
 	}
 	var n int64
-	err := e.mon.QueryRow(ctx, monitorMark+`SELECT count(*) FROM skipq.message_events ev
-JOIN skipq.queues q ON ev.tenant = q.tenant AND ev.queue = q.name
-WHERE q.name = $1`, queue).Scan(&n)
+	err := e.mon.QueryRow(ctx, monitorMark+`SELECT count(*) FROM skipq.message_events
+WHERE queue_id = (SELECT id FROM skipq.queues WHERE name = $1)`, queue).Scan(&n)
 	if err != nil {
 		return 0, "", fmt.Errorf("trace: count history rows of %s: %w", queue, err)
 	}
