@@ -281,8 +281,8 @@ func TestSearchShape(t *testing.T) {
 
 // TestTraceShape runs a short trace scenario: both points, each with its
 // runs in the order untraced, traced, traced, untraced, the ratio made of
-// their means, a target per point, and at least one history row per
-// message sent to the traced queues. No speed is asserted.
+// their means, a target per point, and more than one history row per
+// message of the traced queues. No speed is asserted.
 func TestTraceShape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -302,9 +302,6 @@ func TestTraceShape(t *testing.T) {
 		var sum [2]float64
 		for _, r := range p.Runs {
 			order = append(order, r.Traced)
-			if r.Stats == nil || r.Stats.Sent < r.Stats.Acked {
-				t.Errorf("batch %d: run stats %+v, want sent ≥ acked in the window", p.Batch, r.Stats)
-			}
 			if r.Traced {
 				sum[1] += r.MsgsPerS
 			} else {
@@ -323,9 +320,10 @@ func TestTraceShape(t *testing.T) {
 		if d := p.Ratio - p.TracedMsgsPerS/p.UntracedMsgsPerS; d > 0.01 || d < -0.01 {
 			t.Errorf("batch %d: ratio %v is not traced / untraced", p.Batch, p.Ratio)
 		}
-		// Every message sent to a traced queue has at least its sent event.
-		if p.EventsPerMessage == nil || *p.EventsPerMessage < 1 {
-			t.Errorf("batch %d: history rows per message %v (%s), want ≥ 1", p.Batch, p.EventsPerMessage, tr.EventsNote)
+		// Each message has its sent event, and the traced runs acked some:
+		// their received and acked events make more than one a message.
+		if p.EventsPerMessage == nil || *p.EventsPerMessage <= 1 {
+			t.Errorf("batch %d: history rows per message %v (%s), want more than 1", p.Batch, p.EventsPerMessage, tr.EventsNote)
 		}
 	}
 	n := 0

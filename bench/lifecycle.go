@@ -152,7 +152,6 @@ func (e *env) drive(ctx context.Context, w workload, p Point, profile io.Writer)
 	if firstErr != nil {
 		return 0, nil, firstErr
 	}
-	stats.Sent = sent.Load()
 	return rate, stats, ctx.Err()
 }
 

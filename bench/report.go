@@ -133,7 +133,7 @@ type TraceResult struct {
 
 // TracePoint is one batch × pairs point: the mean of its untraced runs and
 // of its traced runs, their ratio, and the history rows the traced runs
-// wrote per message they sent (null when they could not be counted).
+// wrote per message (null when they could not be counted).
 type TracePoint struct {
 	Batch            int        `json:"batch"`
 	Pairs            int        `json:"pairs"`
@@ -166,7 +166,6 @@ type FIFOPoint struct {
 type RunStats struct {
 	Seconds        float64     `json:"seconds"`
 	Acked          int64       `json:"acked"`
-	Sent           int64       `json:"sent"` // over the whole run: warm-up, window and drain
 	CPU            CPUShare    `json:"cpu"`
 	ActiveBackends float64     `json:"active_backends"` // average busy backends
 	Waits          []Share     `json:"waits"`           // of busy backend samples

@@ -21,7 +21,7 @@ const traceTarget = 0.6
 // lifecycle on traced queues next to untraced ones at the same points, in
 // the order of traceOrder, each run on a fresh queue with the same
 // warm-up, window and drain, and the history rows the traced runs wrote
-// per message sent.
+// per message.
 func (e *env) trace(ctx context.Context) (*TraceResult, error) {
 	ns, err := e.startNodes(ctx)
 	if err != nil {
@@ -32,7 +32,7 @@ func (e *env) trace(ctx context.Context) (*TraceResult, error) {
 	for _, p := range tracePoints {
 		tp := TracePoint{Batch: p.Batch, Pairs: p.Pairs}
 		var sum, runs [2]float64 // by traced
-		var rows, sent int64
+		var rows, messages int64
 		counted := true
 		for i, traced := range traceOrder {
 			kind, settings := "untraced", ""
@@ -52,14 +52,14 @@ func (e *env) trace(ctx context.Context) (*TraceResult, error) {
 			// Counted before the leftovers go, so only what the lifecycle
 			// wrote is counted.
 			if traced && counted {
-				n, note, err := e.historyRows(ctx, q)
+				n, m, note, err := e.historyRows(ctx, q)
 				if err != nil {
 					return res, err
 				}
 				if note != "" {
 					counted, res.EventsNote = false, note
 				}
-				rows, sent = rows+n, sent+stats.Sent
+				rows, messages = rows+n, messages+m
 			}
 			if err := e.deleteLeftovers(ctx, q); err != nil {
 				return res, err
@@ -76,8 +76,8 @@ func (e *env) trace(ctx context.Context) (*TraceResult, error) {
 		if tp.UntracedMsgsPerS > 0 {
 			tp.Ratio = round(tp.TracedMsgsPerS/tp.UntracedMsgsPerS, 3)
 		}
-		if counted && sent > 0 {
-			v := round(float64(rows)/float64(sent), 2)
+		if counted && messages > 0 {
+			v := round(float64(rows)/float64(messages), 2)
 			tp.EventsPerMessage = &v
 		}
 		e.logf("  untraced %.0f msgs/s, traced %.0f msgs/s, ratio %.2f, %s history rows per message",
@@ -87,24 +87,26 @@ func (e *env) trace(ctx context.Context) (*TraceResult, error) {
 	return res, nil
 }
 
-// historyRows counts the rows of skipq.message_events of queue. A database
-// without that table (history not yet built, or an older one under --url)
-// answers a note instead of a count.
-func (e *env) historyRows(ctx context.Context, queue string) (int64, string, error) {
+// historyRows counts the rows of skipq.message_events of queue and the
+// messages they are of: each message sent to a traced queue has its sent
+// event, so that is every message the queue got, whether or not its
+// sender saw the answer before the run ended. A database without that
+// table (history not yet built, or an older one under --url) answers a
+// note instead of counts.
+func (e *env) historyRows(ctx context.Context, queue string) (rows, messages int64, note string, err error) {
 	var exists bool
 	if err := e.mon.QueryRow(ctx, monitorMark+"SELECT to_regclass('skipq.message_events') IS NOT NULL").Scan(&exists); err != nil {
-		return 0, "", fmt.Errorf("trace: history table: %w", err)
+		return 0, 0, "", fmt.Errorf("trace: history table: %w", err)
 	}
 	if !exists {
-		return 0, "the database has no skipq.message_events", nil
+		return 0, 0, "the database has no skipq.message_events", nil
 	}
-	var n int64
-	err := e.mon.QueryRow(ctx, monitorMark+`SELECT count(*) FROM skipq.message_events
-WHERE queue_id = (SELECT id FROM skipq.queues WHERE name = $1)`, queue).Scan(&n)
+	err = e.mon.QueryRow(ctx, monitorMark+`SELECT count(*), count(DISTINCT message_id) FROM skipq.message_events
+WHERE queue_id = (SELECT id FROM skipq.queues WHERE name = $1)`, queue).Scan(&rows, &messages)
 	if err != nil {
-		return 0, "", fmt.Errorf("trace: count history rows of %s: %w", queue, err)
+		return 0, 0, "", fmt.Errorf("trace: count history rows of %s: %w", queue, err)
 	}
-	return n, "", nil
+	return rows, messages, "", nil
 }
 
 func eventsPerMessage(v *float64) string {
