@@ -146,7 +146,7 @@ func messageHistory(ctx context.Context, c *client.Client, o *cliOptions, queue,
 		if e.KeyID != nil {
 			key = strconv.FormatInt(*e.KeyID, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(milliTime), e.Queue, e.Type, key, historyDetail(e))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(milliTime), orDash(e.Queue), e.Type, key, historyDetail(e))
 	}
 	return tw.Flush()
 }
