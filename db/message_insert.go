@@ -18,7 +18,8 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) ([
 		arg.Tenant, arg.Queue, arg.Now, arg.ServerMaxReceiveCount,
 		arg.MessageIds, arg.Keyed, arg.ClientIds, arg.Metadatas, arg.BodyBinaries, arg.Tags,
 		arg.DelaySeconds, arg.ExpirationSeconds, arg.MaxReceiveCounts,
-		arg.DeadLetterQueues, arg.DeadLetterQueueGiven, arg.BodyOffsets, arg.BodyLengths, arg.BodyData, arg.GroupIds, arg.DedupIds)
+		arg.DeadLetterQueues, arg.DeadLetterQueueGiven, arg.BodyOffsets, arg.BodyLengths, arg.BodyData, arg.GroupIds, arg.DedupIds,
+		arg.KeyIds)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +30,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) ([
 // do (skipq bench reports statements by it).
 const messageInsert = `-- name: MessageInsert :many
 SELECT pos, queue_id, message_id, sequence, sent_at, delayed_to, expires_at, outcome
-FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
 
 // MessageInsertParams are one send's messages, one array element each.
 // DelaySeconds and ExpirationSeconds of -1, MaxReceiveCounts of 0 and
@@ -38,7 +39,9 @@ FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
 // Bodies are BodyData cut at BodyOffsets (1-based) and BodyLengths.
 // GroupIds is nil for a standard queue's messages, one group each for a
 // FIFO queue's. DedupIds is nil, or one SQS MessageDeduplicationId (or nil)
-// per message (migrations/00024_sqs_fifo_dedup.sql).
+// per message (migrations/00024_sqs_fifo_dedup.sql). KeyIds is nil, or the
+// API key (or nil) that sent each message, for its history
+// (migrations/00030_message_history.sql).
 type MessageInsertParams struct {
 	Tenant                string
 	Queue                 string
@@ -60,6 +63,7 @@ type MessageInsertParams struct {
 	BodyData              []byte
 	GroupIds              []*string
 	DedupIds              []*string
+	KeyIds                []*int64
 }
 
 // Outcomes of one position of a MessageInsert.

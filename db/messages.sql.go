@@ -8,6 +8,8 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const groupEnterForRedrive = `-- name: GroupEnterForRedrive :exec
@@ -66,13 +68,16 @@ func (q *Queries) GroupRelease(ctx context.Context, arg GroupReleaseParams) erro
 
 const messageAckByReceipt = `-- name: MessageAckByReceipt :many
 SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token, (a.group_id IS NOT NULL)::boolean AS grouped
-FROM skipq.message_ack($1::bigint[], $2::bigint[], $3::bytea[]) a
+FROM skipq.message_ack($1::bigint[], $2::bigint[], $3::bytea[],
+    array_replace($4::bigint[], 0, NULL), $5::timestamptz) a
 `
 
 type MessageAckByReceiptParams struct {
 	QueueIds  []int64
 	Sequences []int64
 	Tokens    [][]byte
+	KeyIds    []int64
+	Now       *time.Time
 }
 
 type MessageAckByReceiptRow struct {
@@ -88,7 +93,13 @@ type MessageAckByReceiptRow struct {
 // handle that settled the row, and whether the message was in a group
 // (its group may have become receivable: waiting receivers are woken).
 func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByReceiptParams) ([]MessageAckByReceiptRow, error) {
-	rows, err := q.db.Query(ctx, messageAckByReceipt, arg.QueueIds, arg.Sequences, arg.Tokens)
+	rows, err := q.db.Query(ctx, messageAckByReceipt,
+		arg.QueueIds,
+		arg.Sequences,
+		arg.Tokens,
+		arg.KeyIds,
+		arg.Now,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +234,7 @@ const messageClaim = `-- name: MessageClaim :many
 
 SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim($1::text, $2::text, $3::timestamptz,
     $4::integer, $5::integer, $6::bigint,
-    $7::bigint)
+    $7::bigint, $8::bigint)
 `
 
 type MessageClaimParams struct {
@@ -234,6 +245,7 @@ type MessageClaimParams struct {
 	MaxMessages       int32
 	MaxResponseBytes  int64
 	MessageOverhead   int64
+	KeyID             *int64
 }
 
 // Messages: send, claim, settle and move. Every statement here touches one
@@ -250,6 +262,12 @@ type MessageClaimParams struct {
 // Sends go through skipq.message_insert (migrations/00009_one_send.sql,
 // called by db/message_insert.go), the one implementation shared with the
 // SQL API.
+//
+// Statements that change a message record an event for each changed row
+// that carries a trace id ("skipq.trace" in its tags, SPEC §16.5,
+// migrations/00030_message_history.sql) in skipq.message_events, in the
+// same statement; the functions do it for their own changes. @key_id(s):
+// the API key of the request, NULL for the worker's.
 // Claims up to @max_messages available messages, oldest sequence first, for
 // @visibility_seconds (NULL: the queue's default), within the response
 // budget: skipq.message_claim (migrations/00011_claim_settle_functions.sql,
@@ -263,6 +281,7 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 		arg.MaxMessages,
 		arg.MaxResponseBytes,
 		arg.MessageOverhead,
+		arg.KeyID,
 	)
 	if err != nil {
 		return nil, err
@@ -306,7 +325,7 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 
 const messageClaimAndDelete = `-- name: MessageClaimAndDelete :many
 SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim_and_delete($1::text, $2::text, $3::timestamptz,
-    $4::integer, $5::bigint, $6::bigint)
+    $4::integer, $5::bigint, $6::bigint, $7::bigint)
 `
 
 type MessageClaimAndDeleteParams struct {
@@ -316,6 +335,7 @@ type MessageClaimAndDeleteParams struct {
 	MaxMessages      int32
 	MaxResponseBytes int64
 	MessageOverhead  int64
+	KeyID            *int64
 }
 
 // autoAck receive: claims like MessageClaim and removes what it returns, or
@@ -330,6 +350,7 @@ func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAnd
 		arg.MaxMessages,
 		arg.MaxResponseBytes,
 		arg.MessageOverhead,
+		arg.KeyID,
 	)
 	if err != nil {
 		return nil, err
@@ -374,7 +395,7 @@ func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAnd
 const messageClaimGrouped = `-- name: MessageClaimGrouped :many
 SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim_grouped($1::text, $2::text, $3::timestamptz,
     $4::integer, $5::integer, $6::integer,
-    $7::bigint, $8::bigint, $9::text)
+    $7::bigint, $8::bigint, $9::text, $10::bigint)
 `
 
 type MessageClaimGroupedParams struct {
@@ -387,6 +408,7 @@ type MessageClaimGroupedParams struct {
 	MaxResponseBytes  int64
 	MessageOverhead   int64
 	Mode              string
+	KeyID             *int64
 }
 
 // A receive on a FIFO queue (@mode 'claim', 'delete' for autoAck, 'peek'):
@@ -404,6 +426,7 @@ func (q *Queries) MessageClaimGrouped(ctx context.Context, arg MessageClaimGroup
 		arg.MaxResponseBytes,
 		arg.MessageOverhead,
 		arg.Mode,
+		arg.KeyID,
 	)
 	if err != nil {
 		return nil, err
@@ -631,7 +654,12 @@ const messageDeleteByID = `-- name: MessageDeleteByID :one
 WITH gone AS (
     DELETE FROM skipq.messages m
     WHERE m.queue_id = $1 AND m.message_id = $2
-    RETURNING m.queue_id, m.sequence, m.ready, m.group_id
+    RETURNING m.queue_id, m.sequence, m.ready, m.group_id, m.message_id, m.tags
+), traced AS (
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
+    SELECT (g.tags->>'skipq.trace')::uuid, g.queue_id, g.message_id, 'deleted', coalesce($3::timestamptz, now()),
+           $4::bigint, coalesce($3::timestamptz, now())
+    FROM gone g WHERE g.tags ? 'skipq.trace'
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -645,6 +673,8 @@ SELECT count(*)::bigint AS deleted, coalesce(min(gone.group_id), '')::text AS gr
 type MessageDeleteByIDParams struct {
 	QueueID   int64
 	MessageID string
+	Now       *time.Time
+	KeyID     *int64
 }
 
 type MessageDeleteByIDRow struct {
@@ -656,7 +686,12 @@ type MessageDeleteByIDRow struct {
 // stale with it. Returns how many messages (0 or 1), and the message's
 // group (” for none), whose lease may end with it (GroupRelease).
 func (q *Queries) MessageDeleteByID(ctx context.Context, arg MessageDeleteByIDParams) (MessageDeleteByIDRow, error) {
-	row := q.db.QueryRow(ctx, messageDeleteByID, arg.QueueID, arg.MessageID)
+	row := q.db.QueryRow(ctx, messageDeleteByID,
+		arg.QueueID,
+		arg.MessageID,
+		arg.Now,
+		arg.KeyID,
+	)
 	var i MessageDeleteByIDRow
 	err := row.Scan(&i.Deleted, &i.GroupID)
 	return i, err
@@ -667,7 +702,12 @@ const messageDeleteByQueue = `-- name: MessageDeleteByQueue :one
 
 WITH gone AS (
     DELETE FROM skipq.messages m WHERE m.queue_id = $1
-    RETURNING m.queue_id, m.sequence, m.ready
+    RETURNING m.queue_id, m.sequence, m.ready, m.message_id, m.tags
+), traced AS (
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
+    SELECT (g.tags->>'skipq.trace')::uuid, g.queue_id, g.message_id, 'deleted', coalesce($2::timestamptz, now()),
+           $3::bigint, coalesce($2::timestamptz, now())
+    FROM gone g WHERE g.tags ? 'skipq.trace'
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -678,6 +718,12 @@ WITH gone AS (
 SELECT count(*)::bigint AS deleted FROM gone
 `
 
+type MessageDeleteByQueueParams struct {
+	QueueID int64
+	Now     *time.Time
+	KeyID   *int64
+}
+
 // Nacks (and the dead-letter move of last deliveries) are
 // skipq.message_nack and skipq.message_dead_letter
 // (migrations/00013_nack_functions.sql), called by db/settle_moves.go: the
@@ -687,8 +733,8 @@ SELECT count(*)::bigint AS deleted FROM gone
 // it too.
 // Purge and queue deletion: every message of the queue, in every state, and
 // their ready rows. Returns how many messages.
-func (q *Queries) MessageDeleteByQueue(ctx context.Context, queueID int64) (int64, error) {
-	row := q.db.QueryRow(ctx, messageDeleteByQueue, queueID)
+func (q *Queries) MessageDeleteByQueue(ctx context.Context, arg MessageDeleteByQueueParams) (int64, error) {
+	row := q.db.QueryRow(ctx, messageDeleteByQueue, arg.QueueID, arg.Now, arg.KeyID)
 	var deleted int64
 	err := row.Scan(&deleted)
 	return deleted, err
@@ -704,7 +750,20 @@ WITH gone AS (
         ORDER BY c.expires_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED)
-    RETURNING m.queue_id, m.sequence, m.ready, m.lease_token
+    RETURNING m.queue_id, m.sequence, m.ready, m.lease_token, m.message_id, m.tags
+), traced AS (
+    -- An expired message's last event; a retained one's acked event gets
+    -- the end of its retention as the time it was gone.
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, gone_at)
+    SELECT (g.tags->>'skipq.trace')::uuid, g.queue_id, g.message_id, 'expired',
+           coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now())
+    FROM gone g WHERE g.tags ? 'skipq.trace' AND g.lease_token IS DISTINCT FROM '\x'::bytea
+), retained AS (
+    UPDATE skipq.message_events e SET gone_at = coalesce($1::timestamptz, now())
+    FROM gone g
+    WHERE g.tags ? 'skipq.trace' AND g.lease_token = '\x'::bytea
+      AND e.trace_id = (g.tags->>'skipq.trace')::uuid AND e.queue_id = g.queue_id AND e.message_id = g.message_id
+      AND e.type = 'acked'
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -806,6 +865,89 @@ func (q *Queries) MessageDeleteOrphaned(ctx context.Context, maxMessages int32) 
 		return nil, err
 	}
 	return items, nil
+}
+
+const messageEventsOfTrace = `-- name: MessageEventsOfTrace :many
+SELECT e.type, e.at, coalesce(q.name, '')::text AS queue, e.message_id, e.key_id, e.detail
+FROM skipq.message_events e
+LEFT JOIN skipq.queues q ON q.id = e.queue_id
+WHERE e.trace_id = $1::uuid
+ORDER BY e.id
+LIMIT $2
+`
+
+type MessageEventsOfTraceParams struct {
+	TraceID   pgtype.UUID
+	MaxEvents int32
+}
+
+type MessageEventsOfTraceRow struct {
+	Type      string
+	At        time.Time
+	Queue     string
+	MessageID string
+	KeyID     *int64
+	Detail    []byte
+}
+
+// A trace's events, oldest first, with the name of the queue each happened
+// in (” if it was deleted since).
+func (q *Queries) MessageEventsOfTrace(ctx context.Context, arg MessageEventsOfTraceParams) ([]MessageEventsOfTraceRow, error) {
+	rows, err := q.db.Query(ctx, messageEventsOfTrace, arg.TraceID, arg.MaxEvents)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageEventsOfTraceRow
+	for rows.Next() {
+		var i MessageEventsOfTraceRow
+		if err := rows.Scan(
+			&i.Type,
+			&i.At,
+			&i.Queue,
+			&i.MessageID,
+			&i.KeyID,
+			&i.Detail,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageEventsPrune = `-- name: MessageEventsPrune :execrows
+WITH old AS (
+    SELECT e.trace_id FROM skipq.message_events e
+    WHERE e.gone_at < coalesce($1::timestamptz, now()) - make_interval(secs => $2::integer)
+      AND NOT EXISTS (SELECT 1 FROM skipq.messages m
+                      WHERE m.queue_id = e.queue_id AND m.message_id = e.message_id
+                        AND m.tags->>'skipq.trace' = e.trace_id::text)
+    ORDER BY e.gone_at
+    LIMIT $3
+)
+DELETE FROM skipq.message_events x WHERE x.trace_id IN (SELECT old.trace_id FROM old)
+`
+
+type MessageEventsPruneParams struct {
+	Now         *time.Time
+	KeepSeconds int32
+	MaxTraces   int32
+}
+
+// Worker: removes the history of up to @max_traces messages gone more than
+// @keep_seconds ago (message_events_gone_idx). The recheck of the message
+// keeps a trace whose message came back under it (a retained message's
+// acked event is marked gone only when its retention ends).
+func (q *Queries) MessageEventsPrune(ctx context.Context, arg MessageEventsPruneParams) (int64, error) {
+	result, err := q.db.Exec(ctx, messageEventsPrune, arg.Now, arg.KeepSeconds, arg.MaxTraces)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const messageGetByID = `-- name: MessageGetByID :one
@@ -1142,7 +1284,12 @@ WITH readied AS (
                              coalesce($1::timestamptz, now()), m.receive_count)::text) END
     FROM (SELECT unnest($2::bigint[]) AS queue_id, unnest($3::bigint[]) AS sequence) k
     WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
-    RETURNING m.queue_id, m.sequence
+    RETURNING m.queue_id, m.sequence, m.message_id, m.tags, m.lease_token IS NOT NULL AS expired
+), traced AS (
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at)
+    SELECT (r.tags->>'skipq.trace')::uuid, r.queue_id, r.message_id, 'lease_expired',
+           coalesce($1::timestamptz, now())
+    FROM readied r WHERE r.expired AND r.tags ? 'skipq.trace'
 )
 INSERT INTO skipq.ready (queue_id, sequence)
 SELECT r.queue_id, r.sequence FROM readied r
@@ -1221,13 +1368,23 @@ WITH src AS (
     FROM moved, src, t, skipq.queues dq
     WHERE dq.tenant = src.tenant
       AND dq.name = CASE WHEN $3::text = '' THEN moved.re_routed_from ELSE $3::text END
-    RETURNING queue_id, message_id, sequence, delayed_to, visible_at, ready
+    RETURNING queue_id, message_id, sequence, delayed_to, visible_at, ready, tags
 ), readied AS (
     INSERT INTO skipq.ready (queue_id, sequence)
     SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
 ), timed AS (
     INSERT INTO skipq.timers (due_at, queue_id, sequence)
     SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
+), traced AS (
+    -- Recorded in the queue it leaves, with its new id; the new message
+    -- has the same trace id (one per message: matched by it).
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+    SELECT (moved.tags->>'skipq.trace')::uuid, moved.queue_id, moved.message_id, 'redriven', t.now,
+           $6::bigint,
+           jsonb_build_object('toQueue', (SELECT dq3.name FROM skipq.queues dq3 WHERE dq3.id = n.queue_id),
+                              'newMessageId', n.message_id)
+    FROM moved JOIN inserted n ON n.tags->>'skipq.trace' = moved.tags->>'skipq.trace', t
+    WHERE moved.tags ? 'skipq.trace'
 )
 SELECT inserted.queue_id, inserted.message_id, inserted.sequence,
        (SELECT dq2.name FROM skipq.queues dq2 WHERE dq2.id = inserted.queue_id)::text AS queue_name,
@@ -1241,6 +1398,7 @@ type MessageRedriveParams struct {
 	ToQueue               string
 	Now                   *time.Time
 	ServerMaxReceiveCount int32
+	KeyID                 *int64
 }
 
 type MessageRedriveRow struct {
@@ -1265,6 +1423,7 @@ func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) 
 		arg.ToQueue,
 		arg.Now,
 		arg.ServerMaxReceiveCount,
+		arg.KeyID,
 	)
 	if err != nil {
 		return nil, err
@@ -1385,7 +1544,8 @@ func (q *Queries) MessageSearchByID(ctx context.Context, arg MessageSearchByIDPa
 const messageSetVisibilityByReceipt = `-- name: MessageSetVisibilityByReceipt :many
 SELECT e.queue_id, e.sequence, e.lease_token::bytea AS token, e.visible_at
 FROM skipq.message_set_visibility($1::timestamptz, $2::bigint[], $3::bigint[],
-    $4::bytea[], $5::integer[]) e
+    $4::bytea[], $5::integer[],
+    array_replace($6::bigint[], 0, NULL)) e
 `
 
 type MessageSetVisibilityByReceiptParams struct {
@@ -1394,6 +1554,7 @@ type MessageSetVisibilityByReceiptParams struct {
 	Sequences         []int64
 	Tokens            [][]byte
 	VisibilitySeconds []int32
+	KeyIds            []int64
 }
 
 type MessageSetVisibilityByReceiptRow struct {
@@ -1412,6 +1573,7 @@ func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg Message
 		arg.Sequences,
 		arg.Tokens,
 		arg.VisibilitySeconds,
+		arg.KeyIds,
 	)
 	if err != nil {
 		return nil, err
@@ -1434,6 +1596,39 @@ func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg Message
 		return nil, err
 	}
 	return items, nil
+}
+
+const messageTraceOf = `-- name: MessageTraceOf :one
+SELECT t.trace_id, t.present FROM (
+    SELECT coalesce(m.tags->>'skipq.trace', '')::text AS trace_id, true AS present
+    FROM skipq.messages m WHERE m.queue_id = $1 AND m.message_id = $2
+    UNION ALL
+    (SELECT e.trace_id::text, false FROM skipq.message_events e
+     WHERE e.queue_id = $1 AND e.message_id = $2
+     ORDER BY e.id DESC LIMIT 1)) t
+ORDER BY t.present DESC
+LIMIT 1
+`
+
+type MessageTraceOfParams struct {
+	QueueID   int64
+	MessageID string
+}
+
+type MessageTraceOfRow struct {
+	TraceID string
+	Present bool
+}
+
+// The trace of a message of the queue (SPEC §16.5): its own while it
+// exists (” when untraced), else that of its latest event there (a message
+// gone, or moved on). No row: the message never existed (or its history
+// was pruned).
+func (q *Queries) MessageTraceOf(ctx context.Context, arg MessageTraceOfParams) (MessageTraceOfRow, error) {
+	row := q.db.QueryRow(ctx, messageTraceOf, arg.QueueID, arg.MessageID)
+	var i MessageTraceOfRow
+	err := row.Scan(&i.TraceID, &i.Present)
+	return i, err
 }
 
 const messageVacuum = `-- name: MessageVacuum :exec

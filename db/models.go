@@ -75,6 +75,18 @@ type SkipqMessage struct {
 	GroupID         *string
 }
 
+type SkipqMessageEvent struct {
+	TraceID   pgtype.UUID
+	ID        int64
+	QueueID   int64
+	MessageID string
+	Type      string
+	At        time.Time
+	KeyID     *int64
+	Detail    []byte
+	GoneAt    *time.Time
+}
+
 type SkipqMessageGroup struct {
 	QueueID     int64
 	GroupID     string
@@ -113,6 +125,10 @@ type SkipqQueueCount struct {
 type SkipqQueueRetention struct {
 	QueueID int64
 	Seconds int32
+}
+
+type SkipqQueueTrace struct {
+	QueueID int64
 }
 
 type SkipqReady struct {

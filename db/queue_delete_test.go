@@ -33,7 +33,7 @@ func TestSendRacingQueueDeleteLeavesNothingReachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := qb.MessageDeleteByQueue(ctx, id); err != nil || n != 0 {
+	if n, err := qb.MessageDeleteByQueue(ctx, db.MessageDeleteByQueueParams{QueueID: id}); err != nil || n != 0 {
 		t.Fatalf("B deleted %d messages (%v); it should not see A's", n, err)
 	}
 	if err := txB.Commit(ctx); err != nil {

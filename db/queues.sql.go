@@ -172,6 +172,12 @@ WITH gone AS (
     DELETE FROM skipq.sqs_move_tasks t WHERE t.source_queue_id = (SELECT gone.id FROM gone)
 ), attempts AS (
     DELETE FROM skipq.sqs_receive_attempts a WHERE a.queue_id = (SELECT gone.id FROM gone)
+), trace AS (
+    DELETE FROM skipq.queue_trace x WHERE x.queue_id = (SELECT gone.id FROM gone)
+), events AS (
+    -- The history recorded in the queue goes with it (a message that
+    -- moved on keeps the rest of its history).
+    DELETE FROM skipq.message_events e WHERE e.queue_id = (SELECT gone.id FROM gone)
 )
 SELECT gone.id FROM gone
 `
@@ -181,8 +187,8 @@ type QueueDeleteParams struct {
 	Name   string
 }
 
-// The queue's rows beside it (skipq.queue_retention, its SQS move tasks and
-// receive attempts) go with it: those tables have no foreign key, which
+// The queue's rows beside it (skipq.queue_retention, skipq.queue_trace,
+// its SQS move tasks and receive attempts, its history events) go with it: those tables have no foreign key, which
 // would lock skipq.queues while a migration creates them.
 func (q *Queries) QueueDelete(ctx context.Context, arg QueueDeleteParams) (int64, error) {
 	row := q.db.QueryRow(ctx, queueDelete, arg.Tenant, arg.Name)
@@ -537,6 +543,52 @@ func (q *Queries) QueueTenantsByID(ctx context.Context, ids []int64) ([]QueueTen
 		return nil, err
 	}
 	return items, nil
+}
+
+const queueTraceList = `-- name: QueueTraceList :many
+SELECT x.queue_id FROM skipq.queue_trace x WHERE x.queue_id = ANY($1::bigint[])
+`
+
+// Those of the queues that trace.
+func (q *Queries) QueueTraceList(ctx context.Context, queueIds []int64) ([]int64, error) {
+	rows, err := q.db.Query(ctx, queueTraceList, queueIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var queue_id int64
+		if err := rows.Scan(&queue_id); err != nil {
+			return nil, err
+		}
+		items = append(items, queue_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueTraceSet = `-- name: QueueTraceSet :exec
+WITH off AS (
+    DELETE FROM skipq.queue_trace x WHERE x.queue_id = $1 AND NOT $2::boolean
+)
+INSERT INTO skipq.queue_trace (queue_id)
+SELECT $1 WHERE $2::boolean
+ON CONFLICT (queue_id) DO NOTHING
+`
+
+type QueueTraceSetParams struct {
+	QueueID int64
+	Trace   bool
+}
+
+// PUT with trace: the queue's row in skipq.queue_trace (migration 00030),
+// none when off.
+func (q *Queries) QueueTraceSet(ctx context.Context, arg QueueTraceSetParams) error {
+	_, err := q.db.Exec(ctx, queueTraceSet, arg.QueueID, arg.Trace)
+	return err
 }
 
 const wakeNotify = `-- name: WakeNotify :exec

@@ -23,6 +23,9 @@ type MessageNackParams struct {
 	// Reasons are the nacks' reasons, one per delivery (nil: none).
 	Reasons               []*string
 	ServerMaxReceiveCount int32
+	// KeyIds are the API keys of the nacks, one per delivery (nil: none),
+	// for the messages' history.
+	KeyIds []*int64
 }
 
 // MessageNackRow is one delivery the nack settled: its message is available
@@ -37,12 +40,12 @@ type MessageNackRow struct {
 }
 
 const messageNack = `-- name: MessageNack :many
-SELECT queue_id, sequence, token, moved_to, discarded FROM skipq.message_nack($1, $2, $3, $4, $5, $6)`
+SELECT queue_id, sequence, token, moved_to, discarded FROM skipq.message_nack($1, $2, $3, $4, $5, $6, $7)`
 
 // MessageNack calls skipq.message_nack.
 func (q *Queries) MessageNack(ctx context.Context, arg MessageNackParams) ([]MessageNackRow, error) {
 	rows, err := q.db.Query(ctx, messageNack, arg.Now, arg.QueueIds, arg.Sequences, arg.Tokens, arg.Reasons,
-		arg.ServerMaxReceiveCount)
+		arg.ServerMaxReceiveCount, arg.KeyIds)
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +59,7 @@ type MessageDeadLetterParams struct {
 	QueueIds              []int64
 	Sequences             []int64
 	ServerMaxReceiveCount int32
+	KeyIds                []*int64 // as MessageNackParams'
 }
 
 // MessageDeadLetterRow is one message moved (DeadLetterQueueID set) or
@@ -70,12 +74,13 @@ type MessageDeadLetterRow struct {
 
 const messageDeadLetter = `-- name: MessageDeadLetter :many
 SELECT source_queue_id, source_sequence, tenant, dead_letter_queue_id, dead_letter_queue_name
-FROM skipq.message_dead_letter($1, $2, $3, $4)`
+FROM skipq.message_dead_letter($1, $2, $3, $4, $5)`
 
 // MessageDeadLetter calls skipq.message_dead_letter, which also creates the
 // missing dead-letter queues.
 func (q *Queries) MessageDeadLetter(ctx context.Context, arg MessageDeadLetterParams) ([]MessageDeadLetterRow, error) {
-	rows, err := q.db.Query(ctx, messageDeadLetter, arg.Now, arg.QueueIds, arg.Sequences, arg.ServerMaxReceiveCount)
+	rows, err := q.db.Query(ctx, messageDeadLetter, arg.Now, arg.QueueIds, arg.Sequences, arg.ServerMaxReceiveCount,
+		arg.KeyIds)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +96,7 @@ type MessageRequeueParams struct {
 	Tokens                [][]byte
 	ToQueue               string
 	ServerMaxReceiveCount int32
+	KeyIds                []*int64 // as MessageNackParams'
 }
 
 // MessageRequeueRow is one delivery moved, and the queue it went to.
@@ -103,13 +109,13 @@ type MessageRequeueRow struct {
 
 const messageRequeue = `-- name: MessageRequeue :many
 SELECT source_queue_id, source_sequence, source_token, destination_queue_id
-FROM skipq.message_requeue($1, $2, $3, $4, $5, $6)`
+FROM skipq.message_requeue($1, $2, $3, $4, $5, $6, $7)`
 
 // MessageRequeue calls skipq.message_requeue, which also creates the
 // destination where it is missing.
 func (q *Queries) MessageRequeue(ctx context.Context, arg MessageRequeueParams) ([]MessageRequeueRow, error) {
 	rows, err := q.db.Query(ctx, messageRequeue, arg.Now, arg.QueueIds, arg.Sequences, arg.Tokens, arg.ToQueue,
-		arg.ServerMaxReceiveCount)
+		arg.ServerMaxReceiveCount, arg.KeyIds)
 	if err != nil {
 		return nil, err
 	}

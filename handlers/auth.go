@@ -78,7 +78,7 @@ func authenticate(svc *service.Service, authOff bool, failures *rateLimiter) gin
 		if failures != nil {
 			if empty, wait := failures.empty(ip, time.Now()); empty {
 				if key, ok := svc.CachedKey(secret); ok {
-					c.Set(identityKey, identityOfKey(key))
+					setIdentity(c, identityOfKey(key))
 					c.Next()
 					return
 				}
@@ -95,8 +95,50 @@ func authenticate(svc *service.Service, authOff bool, failures *rateLimiter) gin
 			fail(c, err)
 			return
 		}
-		c.Set(identityKey, identityOfKey(key))
+		setIdentity(c, identityOfKey(key))
 		c.Next()
+	}
+}
+
+// setIdentity makes id the request's; the service records its key in the
+// history of the messages the request changes.
+func setIdentity(c *gin.Context, id Identity) {
+	c.Set(identityKey, id)
+	c.Request = c.Request.WithContext(service.WithKeyID(c.Request.Context(), id.KeyID))
+}
+
+// identifyCaller names the API key a receipt route's request came with,
+// when it is valid: receipts need no credentials (the handle is the
+// capability), but the history of the messages they change records the key
+// (SPEC §16.5). A missing, unknown or revoked key changes nothing; unknown
+// ones count against the address's failed authentications as on the
+// authenticated routes, and once those are spent only cached keys are
+// looked at.
+func identifyCaller(svc *service.Service, authOff bool, failures *rateLimiter) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		secret, ok := bearerToken(c.GetHeader("Authorization"))
+		if authOff || !ok {
+			return
+		}
+		if key, ok := svc.CachedKey(secret); ok {
+			setIdentity(c, identityOfKey(key))
+			return
+		}
+		ip := "ip:" + c.ClientIP()
+		if failures != nil {
+			if empty, _ := failures.empty(ip, time.Now()); empty {
+				return
+			}
+		}
+		key, err := svc.Authenticate(c.Request.Context(), secret)
+		switch {
+		case errors.Is(err, service.ErrUnauthenticated):
+			if failures != nil {
+				failures.allow(ip, time.Now())
+			}
+		case err == nil:
+			setIdentity(c, identityOfKey(key))
+		}
 	}
 }
 

@@ -35,6 +35,19 @@ func (h *api) getMessage(c *gin.Context) {
 	c.JSON(http.StatusOK, toBrowsed(m))
 }
 
+func (h *api) messageHistory(c *gin.Context) {
+	events, err := h.svc.MessageHistory(c.Request.Context(), tenant(c), c.Param("queue"), c.Param("messageId"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := wire.History{Events: make([]wire.HistoryEvent, len(events))}
+	for i, e := range events {
+		out.Events[i] = toHistoryEvent(e)
+	}
+	c.JSON(http.StatusOK, out)
+}
+
 func (h *api) deleteMessage(c *gin.Context) {
 	if err := h.svc.DeleteMessage(c.Request.Context(), tenant(c), c.Param("queue"), c.Param("messageId")); err != nil {
 		fail(c, err)

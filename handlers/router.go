@@ -153,7 +153,8 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		r.Any("/console/*path", chain...)
 	}
 	// Receipts need no credentials: the handle is the capability.
-	receipts := v1.Group("/receipts", append(perCaller, deadline(RequestTimeout))...)
+	receipts := v1.Group("/receipts", append(append(gin.HandlersChain{identifyCaller(svc, cfg.AuthOff, authFailures)},
+		perCaller...), deadline(RequestTimeout))...)
 	receipts.POST("/ack", h.ack)
 	receipts.POST("/nack", h.nack)
 	receipts.POST("/visibility", h.visibility)
@@ -177,6 +178,7 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	authed.GET("/queues/:queue/messages/:messageId", read, h.getMessage)
 	authed.DELETE("/queues/:queue/messages/:messageId", write, h.deleteMessage)
 	authed.POST("/queues/:queue/messages/:messageId/redrive", write, h.redrive)
+	authed.GET("/queues/:queue/messages/:messageId/history", read, h.messageHistory)
 	authed.POST("/queues/:queue/redrive", write, h.redriveQueue)
 	authed.GET("/dlq", read, h.listDeadLettered)
 	authed.GET("/messages", read, h.search)

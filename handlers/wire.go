@@ -130,3 +130,11 @@ func writePage(c *gin.Context, n int, item func(i int) wire.Message, next string
 	}
 	_, _ = io.WriteString(w, end)
 }
+
+func toHistoryEvent(e service.HistoryEvent) wire.HistoryEvent {
+	return wire.HistoryEvent{
+		Type: e.Type, At: wire.At(e.At), Queue: e.Queue, KeyID: e.KeyID, MessageID: e.MessageID,
+		ReceiveCount: e.ReceiveCount, VisibleUntil: wire.AtPtr(e.VisibleUntil), Reason: e.Reason,
+		Cause: e.Cause, ToQueue: e.ToQueue, NewMessageID: e.NewMessageID,
+	}
+}

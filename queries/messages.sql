@@ -13,6 +13,12 @@
 -- Sends go through skipq.message_insert (migrations/00009_one_send.sql,
 -- called by db/message_insert.go), the one implementation shared with the
 -- SQL API.
+--
+-- Statements that change a message record an event for each changed row
+-- that carries a trace id ("skipq.trace" in its tags, SPEC §16.5,
+-- migrations/00030_message_history.sql) in skipq.message_events, in the
+-- same statement; the functions do it for their own changes. @key_id(s):
+-- the API key of the request, NULL for the worker's.
 
 -- name: MessageClaim :many
 -- Claims up to @max_messages available messages, oldest sequence first, for
@@ -21,7 +27,7 @@
 -- where the statement and why it is shaped so are).
 SELECT * FROM skipq.message_claim(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
     sqlc.narg('visibility_seconds')::integer, @max_messages::integer, @max_response_bytes::bigint,
-    @message_overhead::bigint);
+    @message_overhead::bigint, sqlc.narg('key_id')::bigint);
 
 -- name: MessageClaimAndDelete :many
 -- autoAck receive: claims like MessageClaim and removes what it returns, or
@@ -29,7 +35,7 @@ SELECT * FROM skipq.message_claim(@tenant::text, @queue::text, sqlc.narg('now'):
 -- (skipq.message_claim_and_delete). receive_count is reported as it was
 -- before this delivery.
 SELECT * FROM skipq.message_claim_and_delete(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
-    @max_messages::integer, @max_response_bytes::bigint, @message_overhead::bigint);
+    @max_messages::integer, @max_response_bytes::bigint, @message_overhead::bigint, sqlc.narg('key_id')::bigint);
 
 -- name: MessageClaimGrouped :many
 -- A receive on a FIFO queue (@mode 'claim', 'delete' for autoAck, 'peek'):
@@ -38,7 +44,7 @@ SELECT * FROM skipq.message_claim_and_delete(@tenant::text, @queue::text, sqlc.n
 -- (migrations/00016_fifo_queues.sql). Rows come back in answer order.
 SELECT * FROM skipq.message_claim_grouped(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
     sqlc.narg('visibility_seconds')::integer, @max_messages::integer, @max_per_group::integer,
-    @max_response_bytes::bigint, @message_overhead::bigint, @mode::text);
+    @max_response_bytes::bigint, @message_overhead::bigint, @mode::text, sqlc.narg('key_id')::bigint);
 
 -- name: MessagePeek :many
 -- isPeek receive: the messages a claim would take (the same walk and
@@ -79,14 +85,16 @@ WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND
 -- handle that settled the row, and whether the message was in a group
 -- (its group may have become receivable: waiting receivers are woken).
 SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token, (a.group_id IS NOT NULL)::boolean AS grouped
-FROM skipq.message_ack(@queue_ids::bigint[], @sequences::bigint[], @tokens::bytea[]) a;
+FROM skipq.message_ack(@queue_ids::bigint[], @sequences::bigint[], @tokens::bytea[],
+    array_replace(@key_ids::bigint[], 0, NULL), sqlc.narg('now')::timestamptz) a;
 
 -- name: MessageSetVisibilityByReceipt :many
 -- Each lease now ends its @visibility_seconds (>= 1, one per handle)
 -- from now; the handles stay valid (skipq.message_set_visibility).
 SELECT e.queue_id, e.sequence, e.lease_token::bytea AS token, e.visible_at
 FROM skipq.message_set_visibility(sqlc.narg('now')::timestamptz, @queue_ids::bigint[], @sequences::bigint[],
-    @tokens::bytea[], @visibility_seconds::integer[]) e;
+    @tokens::bytea[], @visibility_seconds::integer[],
+    array_replace(@key_ids::bigint[], 0, NULL)) e;
 
 -- Nacks (and the dead-letter move of last deliveries) are
 -- skipq.message_nack and skipq.message_dead_letter
@@ -102,7 +110,12 @@ FROM skipq.message_set_visibility(sqlc.narg('now')::timestamptz, @queue_ids::big
 -- their ready rows. Returns how many messages.
 WITH gone AS (
     DELETE FROM skipq.messages m WHERE m.queue_id = @queue_id
-    RETURNING m.queue_id, m.sequence, m.ready
+    RETURNING m.queue_id, m.sequence, m.ready, m.message_id, m.tags
+), traced AS (
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
+    SELECT (g.tags->>'skipq.trace')::uuid, g.queue_id, g.message_id, 'deleted', coalesce(sqlc.narg('now')::timestamptz, now()),
+           sqlc.narg('key_id')::bigint, coalesce(sqlc.narg('now')::timestamptz, now())
+    FROM gone g WHERE g.tags ? 'skipq.trace'
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -222,7 +235,12 @@ WITH readied AS (
                              coalesce(sqlc.narg('now')::timestamptz, now()), m.receive_count)::text) END
     FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
     WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
-    RETURNING m.queue_id, m.sequence
+    RETURNING m.queue_id, m.sequence, m.message_id, m.tags, m.lease_token IS NOT NULL AS expired
+), traced AS (
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at)
+    SELECT (r.tags->>'skipq.trace')::uuid, r.queue_id, r.message_id, 'lease_expired',
+           coalesce(sqlc.narg('now')::timestamptz, now())
+    FROM readied r WHERE r.expired AND r.tags ? 'skipq.trace'
 )
 INSERT INTO skipq.ready (queue_id, sequence)
 SELECT r.queue_id, r.sequence FROM readied r
@@ -244,7 +262,20 @@ WITH gone AS (
         ORDER BY c.expires_at
         LIMIT @max_messages
         FOR UPDATE SKIP LOCKED)
-    RETURNING m.queue_id, m.sequence, m.ready, m.lease_token
+    RETURNING m.queue_id, m.sequence, m.ready, m.lease_token, m.message_id, m.tags
+), traced AS (
+    -- An expired message's last event; a retained one's acked event gets
+    -- the end of its retention as the time it was gone.
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, gone_at)
+    SELECT (g.tags->>'skipq.trace')::uuid, g.queue_id, g.message_id, 'expired',
+           coalesce(sqlc.narg('now')::timestamptz, now()), coalesce(sqlc.narg('now')::timestamptz, now())
+    FROM gone g WHERE g.tags ? 'skipq.trace' AND g.lease_token IS DISTINCT FROM '\x'::bytea
+), retained AS (
+    UPDATE skipq.message_events e SET gone_at = coalesce(sqlc.narg('now')::timestamptz, now())
+    FROM gone g
+    WHERE g.tags ? 'skipq.trace' AND g.lease_token = '\x'::bytea
+      AND e.trace_id = (g.tags->>'skipq.trace')::uuid AND e.queue_id = g.queue_id AND e.message_id = g.message_id
+      AND e.type = 'acked'
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -308,7 +339,12 @@ WHERE m.queue_id = @queue_id AND m.message_id = @message_id
 WITH gone AS (
     DELETE FROM skipq.messages m
     WHERE m.queue_id = @queue_id AND m.message_id = @message_id
-    RETURNING m.queue_id, m.sequence, m.ready, m.group_id
+    RETURNING m.queue_id, m.sequence, m.ready, m.group_id, m.message_id, m.tags
+), traced AS (
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
+    SELECT (g.tags->>'skipq.trace')::uuid, g.queue_id, g.message_id, 'deleted', coalesce(sqlc.narg('now')::timestamptz, now()),
+           sqlc.narg('key_id')::bigint, coalesce(sqlc.narg('now')::timestamptz, now())
+    FROM gone g WHERE g.tags ? 'skipq.trace'
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
@@ -431,13 +467,23 @@ WITH src AS (
     FROM moved, src, t, skipq.queues dq
     WHERE dq.tenant = src.tenant
       AND dq.name = CASE WHEN @to_queue::text = '' THEN moved.re_routed_from ELSE @to_queue::text END
-    RETURNING queue_id, message_id, sequence, delayed_to, visible_at, ready
+    RETURNING queue_id, message_id, sequence, delayed_to, visible_at, ready, tags
 ), readied AS (
     INSERT INTO skipq.ready (queue_id, sequence)
     SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
 ), timed AS (
     INSERT INTO skipq.timers (due_at, queue_id, sequence)
     SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
+), traced AS (
+    -- Recorded in the queue it leaves, with its new id; the new message
+    -- has the same trace id (one per message: matched by it).
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+    SELECT (moved.tags->>'skipq.trace')::uuid, moved.queue_id, moved.message_id, 'redriven', t.now,
+           sqlc.narg('key_id')::bigint,
+           jsonb_build_object('toQueue', (SELECT dq3.name FROM skipq.queues dq3 WHERE dq3.id = n.queue_id),
+                              'newMessageId', n.message_id)
+    FROM moved JOIN inserted n ON n.tags->>'skipq.trace' = moved.tags->>'skipq.trace', t
+    WHERE moved.tags ? 'skipq.trace'
 )
 SELECT inserted.queue_id, inserted.message_id, inserted.sequence,
        (SELECT dq2.name FROM skipq.queues dq2 WHERE dq2.id = inserted.queue_id)::text AS queue_name,
@@ -522,3 +568,44 @@ FROM skipq.queues q
 JOIN skipq.messages m ON m.message_id = ANY(@message_ids::text[]) AND m.queue_id = q.id
 WHERE q.tenant = @tenant AND q.name = @queue
   AND NOT EXISTS (SELECT 1 FROM skipq.dedup_keys d WHERE d.queue_id = m.queue_id AND d.message_id = m.message_id);
+
+-- name: MessageTraceOf :one
+-- The trace of a message of the queue (SPEC §16.5): its own while it
+-- exists ('' when untraced), else that of its latest event there (a message
+-- gone, or moved on). No row: the message never existed (or its history
+-- was pruned).
+SELECT t.trace_id, t.present FROM (
+    SELECT coalesce(m.tags->>'skipq.trace', '')::text AS trace_id, true AS present
+    FROM skipq.messages m WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+    UNION ALL
+    (SELECT e.trace_id::text, false FROM skipq.message_events e
+     WHERE e.queue_id = @queue_id AND e.message_id = @message_id
+     ORDER BY e.id DESC LIMIT 1)) t
+ORDER BY t.present DESC
+LIMIT 1;
+
+-- name: MessageEventsOfTrace :many
+-- A trace's events, oldest first, with the name of the queue each happened
+-- in ('' if it was deleted since).
+SELECT e.type, e.at, coalesce(q.name, '')::text AS queue, e.message_id, e.key_id, e.detail
+FROM skipq.message_events e
+LEFT JOIN skipq.queues q ON q.id = e.queue_id
+WHERE e.trace_id = @trace_id::uuid
+ORDER BY e.id
+LIMIT @max_events;
+
+-- name: MessageEventsPrune :execrows
+-- Worker: removes the history of up to @max_traces messages gone more than
+-- @keep_seconds ago (message_events_gone_idx). The recheck of the message
+-- keeps a trace whose message came back under it (a retained message's
+-- acked event is marked gone only when its retention ends).
+WITH old AS (
+    SELECT e.trace_id FROM skipq.message_events e
+    WHERE e.gone_at < coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => @keep_seconds::integer)
+      AND NOT EXISTS (SELECT 1 FROM skipq.messages m
+                      WHERE m.queue_id = e.queue_id AND m.message_id = e.message_id
+                        AND m.tags->>'skipq.trace' = e.trace_id::text)
+    ORDER BY e.gone_at
+    LIMIT @max_traces
+)
+DELETE FROM skipq.message_events x WHERE x.trace_id IN (SELECT old.trace_id FROM old);

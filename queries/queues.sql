@@ -52,8 +52,8 @@ ORDER BY name
 LIMIT @max_queues;
 
 -- name: QueueDelete :one
--- The queue's rows beside it (skipq.queue_retention, its SQS move tasks and
--- receive attempts) go with it: those tables have no foreign key, which
+-- The queue's rows beside it (skipq.queue_retention, skipq.queue_trace,
+-- its SQS move tasks and receive attempts, its history events) go with it: those tables have no foreign key, which
 -- would lock skipq.queues while a migration creates them.
 WITH gone AS (
     DELETE FROM skipq.queues
@@ -65,6 +65,12 @@ WITH gone AS (
     DELETE FROM skipq.sqs_move_tasks t WHERE t.source_queue_id = (SELECT gone.id FROM gone)
 ), attempts AS (
     DELETE FROM skipq.sqs_receive_attempts a WHERE a.queue_id = (SELECT gone.id FROM gone)
+), trace AS (
+    DELETE FROM skipq.queue_trace x WHERE x.queue_id = (SELECT gone.id FROM gone)
+), events AS (
+    -- The history recorded in the queue goes with it (a message that
+    -- moved on keeps the rest of its history).
+    DELETE FROM skipq.message_events e WHERE e.queue_id = (SELECT gone.id FROM gone)
 )
 SELECT gone.id FROM gone;
 
@@ -77,6 +83,20 @@ WITH off AS (
 INSERT INTO skipq.queue_retention (queue_id, seconds)
 SELECT @queue_id, @seconds::integer WHERE @seconds::integer > 0
 ON CONFLICT (queue_id) DO UPDATE SET seconds = excluded.seconds;
+
+-- name: QueueTraceSet :exec
+-- PUT with trace: the queue's row in skipq.queue_trace (migration 00030),
+-- none when off.
+WITH off AS (
+    DELETE FROM skipq.queue_trace x WHERE x.queue_id = @queue_id AND NOT @trace::boolean
+)
+INSERT INTO skipq.queue_trace (queue_id)
+SELECT @queue_id WHERE @trace::boolean
+ON CONFLICT (queue_id) DO NOTHING;
+
+-- name: QueueTraceList :many
+-- Those of the queues that trace.
+SELECT x.queue_id FROM skipq.queue_trace x WHERE x.queue_id = ANY(@queue_ids::bigint[]);
 
 -- name: QueueRetentionList :many
 -- The retainAckedSeconds of those of the queues that retain.

@@ -109,7 +109,8 @@ func (s *Service) DeleteMessage(ctx context.Context, tenant, queue, messageID st
 	if err != nil {
 		return err
 	}
-	gone, err := s.q.MessageDeleteByID(ctx, db.MessageDeleteByIDParams{QueueID: q.ID, MessageID: messageID})
+	gone, err := s.q.MessageDeleteByID(ctx, db.MessageDeleteByIDParams{QueueID: q.ID, MessageID: messageID,
+		KeyID: keyIDOf(ctx), Now: s.now()})
 	if err != nil {
 		return fromDB("delete message", err)
 	}
@@ -340,7 +341,7 @@ func (s *Service) redriveLocked(ctx context.Context, tx *db.Queries, q db.SkipqQ
 	}
 	return tx.MessageRedrive(ctx, db.MessageRedriveParams{
 		QueueID: q.ID, Sequences: seqs, ToQueue: toQueue, Now: s.now(),
-		ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount)})
+		ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount), KeyID: keyIDOf(ctx)})
 }
 
 // publishRedriven wakes receivers of the queues that redriven messages

@@ -140,8 +140,13 @@ func (s *Service) putQueue(ctx context.Context, tenant, name string, in QueueSet
 				return err
 			}
 		}
+		if in.Trace != nil {
+			if err := tx.QueueTraceSet(ctx, db.QueueTraceSetParams{QueueID: row.ID, Trace: *in.Trace}); err != nil {
+				return err
+			}
+		}
 		q = queueFromRow(row)
-		return s.addRetention(ctx, tx, []*Queue{&q}, []int64{row.ID})
+		return s.addSideSettings(ctx, tx, []*Queue{&q}, []int64{row.ID})
 	})
 	if err != nil {
 		return Queue{}, false, fromDB("put queue", err)
@@ -150,9 +155,17 @@ func (s *Service) putQueue(ctx context.Context, tenant, name string, in QueueSet
 	return q, created, nil
 }
 
-// addRetention sets the RetainAckedSeconds of queues (ids[i] is qs[i]'s),
-// which skipq.queue_retention holds beside them.
-func (s *Service) addRetention(ctx context.Context, q *db.Queries, qs []*Queue, ids []int64) error {
+// addSideSettings sets the settings of queues (ids[i] is qs[i]'s) that
+// tables beside skipq.queues hold: RetainAckedSeconds
+// (skipq.queue_retention) and Trace (skipq.queue_trace).
+func (s *Service) addSideSettings(ctx context.Context, q *db.Queries, qs []*Queue, ids []int64) error {
+	traced, err := q.QueueTraceList(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range traced {
+		qs[slices.Index(ids, id)].Trace = true
+	}
 	rows, err := q.QueueRetentionList(ctx, ids)
 	if err != nil {
 		return err
@@ -207,8 +220,8 @@ func (s *Service) GetQueue(ctx context.Context, tenant, name string) (Queue, err
 		return Queue{}, fromDB("queue stats", err)
 	}
 	q := queueFromRow(row)
-	if err := s.addRetention(ctx, s.q, []*Queue{&q}, []int64{row.ID}); err != nil {
-		return Queue{}, fromDB("queue retention", err)
+	if err := s.addSideSettings(ctx, s.q, []*Queue{&q}, []int64{row.ID}); err != nil {
+		return Queue{}, fromDB("queue settings", err)
 	}
 	q.Stats = &QueueStats{Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight, Acked: st.Acked,
 		Groups: st.Groups}
@@ -264,7 +277,7 @@ func (s *Service) ListQueues(ctx context.Context, tenant, prefix string, limit i
 	for i, r := range rows {
 		qs[i], ptrs[i], ids[i] = queueFromRow(r), &qs[i], r.ID
 	}
-	if err := s.addRetention(ctx, s.q, ptrs, ids); err != nil {
+	if err := s.addSideSettings(ctx, s.q, ptrs, ids); err != nil {
 		return nil, "", fromDB("list queues", err)
 	}
 	return qs, nextCursor, nil
@@ -283,7 +296,7 @@ func (s *Service) DeleteQueue(ctx context.Context, tenant, name string) error {
 			}
 			return err
 		}
-		_, err = q.MessageDeleteByQueue(ctx, id)
+		_, err = q.MessageDeleteByQueue(ctx, db.MessageDeleteByQueueParams{QueueID: id, Now: s.now()})
 		return err
 	})
 	return fromDB("delete queue", err)
@@ -298,7 +311,8 @@ func (s *Service) PurgeQueue(ctx context.Context, tenant, name string) (int64, e
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.q.MessageDeleteByQueue(ctx, row.ID)
+	n, err := s.q.MessageDeleteByQueue(ctx, db.MessageDeleteByQueueParams{QueueID: row.ID, KeyID: keyIDOf(ctx),
+		Now: s.now()})
 	return n, fromDB("purge queue", err)
 }
 

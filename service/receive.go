@@ -240,7 +240,7 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 		rows, err = s.direct.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: tenant, Queue: queue,
 			Now: s.now(), VisibilitySeconds: int32Ptr(o.VisibilitySeconds), MaxMessages: int32(max),
 			MaxPerGroup: intOr(o.MaxMessagesPerGroup, 1), MaxResponseBytes: budget, MessageOverhead: overhead,
-			Mode: mode})
+			Mode: mode, KeyID: keyIDOf(ctx)})
 		if o.AutoAck {
 			autoAcked(rows, s.nowOr(time.Now()))
 		}
@@ -253,14 +253,14 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 		}
 	case o.AutoAck:
 		rows, err = s.direct.MessageClaimAndDelete(ctx, db.MessageClaimAndDeleteParams{Tenant: tenant, Queue: queue, Now: s.now(),
-			MaxMessages: int32(max), MaxResponseBytes: budget, MessageOverhead: overhead})
+			MaxMessages: int32(max), MaxResponseBytes: budget, MessageOverhead: overhead, KeyID: keyIDOf(ctx)})
 		autoAcked(rows, s.nowOr(time.Now()))
 	case max == 1:
 		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, false)
 	default:
 		rows, err = s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
 			MaxMessages: int32(max), VisibilitySeconds: int32Ptr(o.VisibilitySeconds),
-			MaxResponseBytes: budget, MessageOverhead: overhead})
+			MaxResponseBytes: budget, MessageOverhead: overhead, KeyID: keyIDOf(ctx)})
 	}
 	if err != nil {
 		if errors.Is(reqCtx.Err(), context.Canceled) {
@@ -422,6 +422,7 @@ func deadLetterOf(f *Failure, r db.SkipqMessage) *DeadLetter {
 // claimCall is one single-message receive's part of a shared claim.
 type claimCall struct {
 	tenant, queue string
+	keyID         *int64 // recorded in the history of what it receives
 	fifo          bool
 	visibility    *int
 	rows          []db.SkipqMessage
@@ -437,7 +438,7 @@ func claimSize(*claimCall) int { return 1 }
 // own: they already share a commit among their messages, and splitting a
 // batch would have to respect each request's response budget.
 func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibility *int, fifo bool) ([]db.SkipqMessage, error) {
-	call := &claimCall{tenant: tenant, queue: queue, fifo: fifo, visibility: visibility}
+	call := &claimCall{tenant: tenant, queue: queue, keyID: keyIDOf(ctx), fifo: fifo, visibility: visibility}
 	if err := s.claims.do(ctx, call); err != nil {
 		return nil, err
 	}
@@ -449,15 +450,21 @@ func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibil
 // A call left without a message (the queue had fewer) answers empty, as a
 // claim of its own would have.
 func (s *Service) runClaims(ctx context.Context, calls []*claimCall) {
+	// Calls share a claim when they would make the same one, under the
+	// same API key (the history names one per statement).
 	type key struct {
 		tenant, queue string
 		fifo          bool
-		visibility    int // -1: the queue's default
+		visibility    int   // -1: the queue's default
+		keyID         int64 // 0: none
 	}
 	groups := map[key][]*claimCall{}
 	var order []key
 	for _, c := range calls {
-		k := key{c.tenant, c.queue, c.fifo, -1}
+		k := key{c.tenant, c.queue, c.fifo, -1, 0}
+		if c.keyID != nil {
+			k.keyID = *c.keyID
+		}
 		if c.visibility != nil {
 			k.visibility = *c.visibility
 		}
@@ -476,12 +483,12 @@ func (s *Service) runClaims(ctx context.Context, calls []*claimCall) {
 			rows, err = s.direct.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: k.tenant, Queue: k.queue,
 				Now: s.now(), VisibilitySeconds: int32Ptr(group[0].visibility), MaxMessages: int32(len(group)),
 				MaxPerGroup: 1, MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
-				MessageOverhead: messageOverhead(k.queue), Mode: "claim"})
+				MessageOverhead: messageOverhead(k.queue), Mode: "claim", KeyID: group[0].keyID})
 		} else {
 			rows, err = s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
 				MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility),
 				MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
-				MessageOverhead:  messageOverhead(k.queue)})
+				MessageOverhead:  messageOverhead(k.queue), KeyID: group[0].keyID})
 			slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
 		}
 		if err != nil {

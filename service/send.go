@@ -56,6 +56,7 @@ type prepared struct {
 	binary      bool
 	tagsJSON    string
 	clientGiven bool
+	keyID       *int64 // the API key that sends it, for its history
 }
 
 // Send sends one message (the single-message route).
@@ -124,6 +125,9 @@ func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageIn
 // The error is the sharer's (the request's context ended); the send's own
 // verdict is in the call.
 func (s *Service) store(ctx context.Context, tenant, queue string, msgs []prepared, pathOf func(int) string) (*sendCall, error) {
+	for i := range msgs {
+		msgs[i].keyID = keyIDOf(ctx)
+	}
 	call := &sendCall{tenant: tenant, queue: queue, msgs: msgs, pathOf: pathOf}
 	if err := s.sends.do(ctx, call); err != nil {
 		return nil, fromDB("send", err)
@@ -384,6 +388,15 @@ func (s *Service) insertParams(tenant, queue string, msgs []prepared) db.Message
 			p.GroupIds = make([]*string, len(msgs))
 		}
 		p.GroupIds[i] = &msgs[i].GroupID
+	}
+	for i, m := range msgs {
+		if m.keyID == nil {
+			continue
+		}
+		if p.KeyIds == nil {
+			p.KeyIds = make([]*int64, len(msgs))
+		}
+		p.KeyIds[i] = m.keyID
 	}
 	for i, m := range msgs {
 		if m.SQSDedupID == "" {

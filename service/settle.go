@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/skipq/skipq/db"
@@ -43,6 +44,7 @@ const (
 type settleArgs struct {
 	seconds int     // extends: the new lease length
 	reason  *string // nacks: why
+	keyID   *int64  // the request's API key, for the messages' history
 }
 
 // settleCall is one request's part of a shared settle: concurrent acks,
@@ -60,6 +62,7 @@ func settleSize(c *settleCall) int { return len(c.rs.tokens) }
 
 // settle runs one request's settle through its sharer.
 func (s *Service) settle(ctx context.Context, sh *sharer[settleCall], handles []string, args settleArgs, op string) (*settleCall, error) {
+	args.keyID = keyIDOf(ctx)
 	c := &settleCall{rs: parseReceipts(handles), args: args}
 	if len(c.rs.tokens) == 0 {
 		c.res = c.rs.result(nil)
@@ -82,7 +85,20 @@ type merged struct {
 	tokens              [][]byte
 	seconds             []int32
 	reasons             []*string
+	keyIDs              []*int64
 	owner               map[string]*settleCall
+}
+
+// keyIDsOrZero is keyIDs for the sqlc statements, 0 for none (they read 0
+// as NULL).
+func (m merged) keyIDsOrZero() []int64 {
+	ids := make([]int64, len(m.keyIDs))
+	for i, id := range m.keyIDs {
+		if id != nil {
+			ids[i] = *id
+		}
+	}
+	return ids
 }
 
 func merge(calls []*settleCall) merged {
@@ -99,6 +115,7 @@ func merge(calls []*settleCall) merged {
 			m.tokens = append(m.tokens, r.token)
 			m.seconds = append(m.seconds, int32(c.args.seconds))
 			m.reasons = append(m.reasons, c.args.reason)
+			m.keyIDs = append(m.keyIDs, c.args.keyID)
 		}
 	}
 	return m
@@ -128,7 +145,7 @@ func failed(ctx context.Context, calls []*settleCall, err error, run func(contex
 func (s *Service) runAcks(ctx context.Context, calls []*settleCall) {
 	m := merge(calls)
 	rows, err := s.direct.MessageAckByReceipt(ctx, db.MessageAckByReceiptParams{
-		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens})
+		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, KeyIds: m.keyIDsOrZero(), Now: s.now()})
 	if err != nil {
 		failed(ctx, calls, err, s.runAcks)
 		return
@@ -156,7 +173,7 @@ func (s *Service) runNacks(ctx context.Context, calls []*settleCall) {
 	m := merge(calls)
 	rows, err := s.direct.MessageNack(ctx, db.MessageNackParams{
 		Now: s.now(), QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, Reasons: m.reasons,
-		ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount)})
+		ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount), KeyIds: m.keyIDs})
 	if err != nil {
 		failed(ctx, calls, err, s.runNacks)
 		return
@@ -191,7 +208,7 @@ func (s *Service) runExtends(ctx context.Context, calls []*settleCall) {
 	m := merge(calls)
 	rows, err := s.direct.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{
 		Now: s.now(), VisibilitySeconds: m.seconds,
-		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens})
+		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, KeyIds: m.keyIDsOrZero()})
 	if err != nil {
 		failed(ctx, calls, err, s.runExtends)
 		return
@@ -271,7 +288,8 @@ func (s *Service) Requeue(ctx context.Context, handles []string, queue string) (
 	// credentials, so the function takes the tenant from the source queue.
 	rows, err := s.direct.MessageRequeue(ctx, db.MessageRequeueParams{
 		Now: s.now(), QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens,
-		ToQueue: queue, ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount)})
+		ToQueue: queue, ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount),
+		KeyIds: slices.Repeat([]*int64{keyIDOf(ctx)}, len(rs.tokens))})
 	if db.IsQueueTypeMismatch(err) {
 		return SettleResult{}, &Error{Kind: KindQueueTypeMismatch,
 			Message: fmt.Sprintf("cannot requeue between a FIFO and a standard queue (%q)", queue), Err: err}

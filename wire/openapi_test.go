@@ -49,6 +49,7 @@ func TestWireTypesMatchOpenAPI(t *testing.T) {
 		"SettleRequest": wire.SettleRequest{}, "VisibilityRequest": wire.VisibilityRequest{},
 		"RequeueRequest": wire.RequeueRequest{}, "SettleResult": wire.SettleResult{},
 		"SettleFailure": wire.SettleFailure{}, "VisibilityResult": wire.VisibilityResult{},
+		"History":        wire.History{},
 		"RedriveRequest": wire.RedriveRequest{}, "RedriveResult": wire.RedriveResult{},
 		"RedriveQueueRequest": wire.RedriveQueueRequest{}, "RedriveQueueResult": wire.RedriveQueueResult{},
 	} {
