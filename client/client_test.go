@@ -931,6 +931,69 @@ func TestOperate(t *testing.T) {
 	}
 }
 
+// History: a traced queue's message lists its events, oldest first, with
+// each type's fields, and stays listed after the ack; an untraced queue's
+// message has none; a message that never existed is not_found.
+func TestHistory(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	c := newClient(t, startNode(t))
+
+	q, created, err := c.PutQueue(ctx, "traced", client.QueueSettings{Trace: new(true)})
+	if err != nil || !created || !q.Trace {
+		t.Fatalf("PutQueue trace: %+v %v %v", q, created, err)
+	}
+	if q := must[client.Queue](t)(c.GetQueue(ctx, "traced")); !q.Trace {
+		t.Fatalf("GetQueue: trace off: %+v", q)
+	}
+	must[client.SendResult](t)(c.Send(ctx, "traced", client.Message{Body: []byte("x"), MessageID: "t-1"}))
+	r := receive(t, c, "traced", 1)[0]
+	if err := r.NackWithReason(ctx, "flaky"); err != nil {
+		t.Fatal(err)
+	}
+	r = receive(t, c, "traced", 1)[0]
+	until := must[time.Time](t)(r.ExtendVisibility(ctx, time.Minute))
+	if err := r.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	events := must[[]client.HistoryEvent](t)(c.History(ctx, "traced", "t-1"))
+	var types []string
+	for _, e := range events {
+		types = append(types, e.Type)
+		if e.Queue != "traced" || e.MessageID != "t-1" || e.At.IsZero() || e.KeyID != nil {
+			t.Errorf("event %+v: want queue traced, message t-1, a time, no key (auth off)", e)
+		}
+	}
+	want := []string{client.EventSent, client.EventReceived, client.EventNacked, client.EventReceived,
+		client.EventExtended, client.EventAcked}
+	if !slices.Equal(types, want) {
+		t.Fatalf("history %v, want %v", types, want)
+	}
+	if rc := events[3].ReceiveCount; rc == nil || *rc != 2 || events[3].VisibleUntil == nil {
+		t.Errorf("second receive: %+v", events[3])
+	}
+	if reason := events[2].Reason; reason == nil || *reason != "flaky" {
+		t.Errorf("nack: %+v", events[2])
+	}
+	if vu := events[4].VisibleUntil; vu == nil || !vu.Equal(until) {
+		t.Errorf("extend: %+v, want visibleUntil %s", events[4], until)
+	}
+	for i := 1; i < len(events); i++ {
+		if events[i].At.Before(events[i-1].At.Time) {
+			t.Fatalf("events out of order: %+v", events)
+		}
+	}
+
+	must[client.SendResult](t)(c.Send(ctx, "plain", client.Message{Body: []byte("y"), MessageID: "p-1"}))
+	if events, err := c.History(ctx, "plain", "p-1"); err != nil || events == nil || len(events) != 0 {
+		t.Fatalf("history of an untraced message: %v %v, want none", events, err)
+	}
+	if _, err := c.History(ctx, "traced", "never"); !client.IsNotFound(err) {
+		t.Fatalf("history of a message that never existed: %v", err)
+	}
+}
+
 // ---------------------------------------------------------------------------
 // Typed errors
 

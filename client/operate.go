@@ -95,6 +95,41 @@ func (c *Client) GetMessage(ctx context.Context, queue, messageID string) (Brows
 	return browsed(w)
 }
 
+// HistoryEvent is one event of a traced message's life (SPEC §16.5): Type
+// (an Event* constant), when, the queue and message id it happened to, the
+// API key that caused it (nil for the worker's events, SQL API calls and
+// with auth off), and the fields of its type.
+type HistoryEvent = wire.HistoryEvent
+
+// History event types (HistoryEvent.Type).
+const (
+	EventSent         = wire.EventSent
+	EventReceived     = wire.EventReceived
+	EventExtended     = wire.EventExtended
+	EventNacked       = wire.EventNacked
+	EventLeaseExpired = wire.EventLeaseExpired
+	EventRequeued     = wire.EventRequeued
+	EventDeadLettered = wire.EventDeadLettered
+	EventRedriven     = wire.EventRedriven
+	EventAcked        = wire.EventAcked
+	EventExpired      = wire.EventExpired
+	EventDeleted      = wire.EventDeleted
+)
+
+// History returns the events of a message's life, oldest first. Only
+// messages sent while their queue's Trace setting was on have any: another
+// existing message returns none and no error. A dead-lettered or redriven
+// message's history starts with the events in its earlier queues. A gone
+// message's history stays for 24 hours; after that, and for a message that
+// never existed, the error is not_found.
+func (c *Client) History(ctx context.Context, queue, messageID string) ([]HistoryEvent, error) {
+	var out wire.History
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: messagePath(queue, messageID) + "/history", out: &out, retry: retryIdempotent}); err != nil {
+		return nil, err
+	}
+	return out.Events, nil
+}
+
 // DeleteMessage removes one message (its receipt handles go stale);
 // not_found if there is none. It is retried only on 429.
 func (c *Client) DeleteMessage(ctx context.Context, queue, messageID string) error {

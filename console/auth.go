@@ -73,7 +73,9 @@ func (c *Console) need(min int) func(handler) http.Handler {
 				c.fail(w, r, id, http.StatusForbidden, "This API key's role does not allow this action.")
 				return
 			}
-			h(w, r, id)
+			// The session's key is recorded in the history of the
+			// messages its actions change, as the API's is.
+			h(w, r.WithContext(service.WithKeyID(r.Context(), id.KeyID)), id)
 		})
 	}
 }

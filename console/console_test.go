@@ -172,6 +172,51 @@ func TestMessageTextIsEscaped(t *testing.T) {
 	pages.clean(t, n.URL)
 }
 
+// The message page lists a traced message's history across the queues it
+// went through, with the key of each API call; an untraced message says
+// so; the settings form turns tracing on.
+func TestMessageHistory(t *testing.T) {
+	n := startNode(t, true)
+	n.mustAPI(t, n.admin, http.MethodPut, "/v1/queues/traced", map[string]any{"trace": true, "maxReceiveCount": 1,
+		"deadLetterQueue": "traced.dlq"}, http.StatusCreated)
+	id := n.mustAPI(t, n.write, http.MethodPost, "/v1/queues/traced/messages", map[string]any{"body": "b"}, http.StatusCreated)["messageId"].(string)
+	got := n.mustAPI(t, n.write, http.MethodPost, "/v1/queues/traced/messages/receive", map[string]any{"waitSeconds": 0}, http.StatusOK)
+	handle := got["messages"].([]any)[0].(map[string]any)["receiptHandle"]
+	n.mustAPI(t, n.write, http.MethodPost, "/v1/receipts/nack", map[string]any{"receiptHandle": handle, "reason": "<i>no</i>"}, http.StatusOK)
+	redriven := n.mustAPI(t, n.write, http.MethodPost, "/v1/queues/traced.dlq/messages/"+id+"/redrive", nil, http.StatusOK)["redrivenAs"].(map[string]any)
+	n.mustAPI(t, n.write, http.MethodPost, "/v1/queues/plain/messages", map[string]any{"body": "p", "messageId": "p-1"}, http.StatusCreated)
+
+	tab := browser(t)
+	pages := watch(t, tab)
+	login(t, tab, n, n.admin)
+	do(t, tab, chromedp.Navigate(n.URL+"/console/queues/traced/messages/"+redriven["messageId"].(string)),
+		chromedp.WaitVisible(testID("history")))
+	types := run(t, tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid="history-row"]')].map(r => r.dataset.type)`))
+	if want := "sent received nacked dead_lettered redriven"; strings.Join(types, " ") != want {
+		t.Fatalf("history rows %v, want %s", types, want)
+	}
+	nacked := `[data-testid="history-row"][data-type="nacked"]`
+	if d := text(t, tab, nacked+` [data-testid="history-details"]`); d != "reason: <i>no</i>" {
+		t.Errorf("the nack's details: %q", d)
+	}
+	if k := text(t, tab, nacked+` td:nth-child(4)`); !strings.HasPrefix(k, "key ") {
+		t.Errorf("the nack's key: %q, want the write key's id", k)
+	}
+	if d := text(t, tab, `[data-testid="history-row"][data-type="redriven"] [data-testid="history-details"]`); d != "to traced as "+redriven["messageId"].(string) {
+		t.Errorf("the redrive's details: %q", d)
+	}
+	screenshot(t, tab, "message-history")
+
+	do(t, tab, chromedp.Navigate(n.URL+"/console/queues/plain/messages/p-1"), chromedp.WaitVisible(testID("history-none")))
+	do(t, tab, chromedp.Navigate(n.URL+"/console/queues/plain"), chromedp.WaitVisible(testID("settings-trace")),
+		chromedp.Click(testID("settings-trace")))
+	submit(t, tab, testID("action-save-settings"))
+	if q := n.mustAPI(t, n.admin, http.MethodGet, "/v1/queues/plain", nil, http.StatusOK); q["trace"] != true {
+		t.Fatalf("after checking trace and saving: %v", q)
+	}
+	pages.clean(t, n.URL)
+}
+
 // Search finds messages across queues by prefix, state and tag, with the
 // filters kept on the next page's link.
 func TestSearchPage(t *testing.T) {

@@ -135,6 +135,9 @@ func (c *Console) saveSettings(w http.ResponseWriter, r *http.Request, id identi
 		DedupWindowSeconds: intField(r, "dedupWindowSeconds", &is),
 		RetainAckedSeconds: intField(r, "retainAckedSeconds", &is),
 	}
+	// The form always holds the checkbox: unchecked, it sends nothing.
+	trace := r.PostFormValue("trace") == "true"
+	in.Trace = &trace
 	dlq := strings.TrimSpace(r.PostFormValue("deadLetterQueue"))
 	in.DeadLetterQueue = &dlq
 	if len(is) > 0 {
@@ -218,6 +221,9 @@ type messageData struct {
 	Size       int
 	Tags       []tag
 	DeadLetter bool
+	// History is its traced life (SPEC §16.5), oldest first; empty when
+	// its queue did not trace it.
+	History []service.HistoryEvent
 }
 
 type tag struct{ Key, Value string }
@@ -238,6 +244,10 @@ func (c *Console) messagePage(w http.ResponseWriter, r *http.Request, id identit
 		d.Tags = append(d.Tags, tag{k, v})
 	}
 	slices.SortFunc(d.Tags, func(a, b tag) int { return strings.Compare(a.Key, b.Key) })
+	if d.History, err = c.svc.MessageHistory(r.Context(), id.Tenant, m.Queue, m.MessageID); err != nil {
+		c.serviceError(w, r, id, err)
+		return
+	}
 	c.renderView(w, r, http.StatusOK, "message", "layout", view{Title: m.MessageID, Nav: "queues", ID: id, Data: d})
 }
 

@@ -609,3 +609,41 @@ WITH old AS (
     LIMIT @max_traces
 )
 DELETE FROM skipq.message_events x WHERE x.trace_id IN (SELECT old.trace_id FROM old);
+
+-- name: ReadyStaleRemove :execrows
+-- Worker: removes ready rows whose message is gone or no longer ready, from
+-- the first @per_queue ready rows of every queue (where claims step over
+-- them). The invariant (messages.ready = a row in skipq.ready) holds for
+-- every committed statement but one race: a statement that settles or
+-- moves a delivery whose lease ran out (ack, extend, requeue, an operator
+-- delete or purge) waits for the worker readying that message, then goes
+-- on with the message's newest version, while its own ready-row lookup
+-- reads its snapshot, taken before the worker's ready row was committed
+-- (db/ready_race_test.go). A message that still exists is locked first
+-- (the lock order of every statement: message, then its ready row) and
+-- judged on its newest version; one that is gone never comes back
+-- (sequences are not reused). The queues with ready rows are found with a
+-- loose index scan of ready_pkey (one descent per queue).
+WITH RECURSIVE queues(queue_id) AS (
+    (SELECT r.queue_id FROM skipq.ready r ORDER BY r.queue_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.queue_id FROM skipq.ready r WHERE r.queue_id > q.queue_id ORDER BY r.queue_id LIMIT 1)
+    FROM queues q WHERE q.queue_id IS NOT NULL
+), heads AS (
+    SELECT h.queue_id, h.sequence FROM queues q
+    CROSS JOIN LATERAL (SELECT r.queue_id, r.sequence FROM skipq.ready r
+                        WHERE r.queue_id = q.queue_id ORDER BY r.sequence LIMIT @per_queue::integer) h
+    WHERE q.queue_id IS NOT NULL
+), stale AS (
+    SELECT h.queue_id, h.sequence FROM heads h
+    WHERE NOT EXISTS (SELECT 1 FROM skipq.messages m WHERE m.queue_id = h.queue_id AND m.sequence = h.sequence)
+    UNION ALL
+    SELECT m.queue_id, m.sequence FROM heads h
+    CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence FROM skipq.messages m
+                        WHERE m.queue_id = h.queue_id AND m.sequence = h.sequence AND NOT m.ready
+                        FOR UPDATE SKIP LOCKED) m
+)
+DELETE FROM skipq.ready r
+WHERE r.ctid = ANY(ARRAY(
+    SELECT y.ctid FROM stale s
+    CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y WHERE y.queue_id = s.queue_id AND y.sequence = s.sequence) y));

@@ -19,6 +19,10 @@ import (
 // with the message, so the history of a dead letter or a redriven message
 // goes on in its new queue.
 
+// traceTagKey is the reserved tag that holds a traced message's trace id,
+// which no message object shows.
+const traceTagKey = "skipq.trace"
+
 // HistoryEvent is one event of a message's life. The pointer fields belong
 // to some types only (wire.HistoryEvent lists which).
 type HistoryEvent struct {

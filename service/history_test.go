@@ -174,6 +174,9 @@ func TestHistoryOfUntracedAndUnknownMessages(t *testing.T) {
 	if got, _ := historyOf(t, svc, "plain", "t"); got != "sent@plain" {
 		t.Fatalf("traced: %q", got)
 	}
+	if m, err := svc.GetMessage(ctx, "default", "plain", "t"); err != nil || len(m.Tags) != 0 {
+		t.Fatalf("a traced message shows tags %v (%v): its trace id is reserved", m.Tags, err)
+	}
 	if got, _ := historyOf(t, svc, "plain", "u"); got != "" {
 		t.Fatalf("sent before tracing: %q", got)
 	}

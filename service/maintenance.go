@@ -177,6 +177,18 @@ func (s *Service) RemoveExpired(ctx context.Context, max int) (int, error) {
 	return len(rows), nil
 }
 
+// RemoveStaleReady removes the ready rows left behind by a settle that
+// raced the worker readying its message (see ReadyStaleRemove), looking at
+// the first readyHeadRows of each queue.
+func (s *Service) RemoveStaleReady(ctx context.Context) error {
+	_, err := s.q.ReadyStaleRemove(ctx, readyHeadRows)
+	return fromDB("remove stale ready rows", err)
+}
+
+// readyHeadRows is how many ready rows of each queue RemoveStaleReady
+// checks: a stale row matters once claims reach it, at the head.
+const readyHeadRows = 16
+
 // RemoveOrphaned deletes up to max messages whose queue was deleted while a
 // send or a move into it was running (see MessageDeleteOrphaned). They are
 // unreachable already; this frees their space.

@@ -356,6 +356,7 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 	delete(tags, failureTagKey)
 	delete(tags, deadLetterTagKey)
 	delete(tags, ackedTagKey)
+	delete(tags, traceTagKey)
 	m := Message{
 		MessageID:       r.MessageID,
 		Queue:           queue,

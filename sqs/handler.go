@@ -209,7 +209,7 @@ func (h *Handler) serve(c *gin.Context, target string, limits Limits) (any, *api
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
-	ctx := r.Context()
+	ctx := service.WithKeyID(r.Context(), who.keyID)
 	if op != "ReceiveMessage" {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, requestTimeout)

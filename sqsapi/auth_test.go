@@ -197,3 +197,32 @@ func TestAuthFailureLimit(t *testing.T) {
 	good = client(t, n.URL, akid, secret)
 	must(good.ListQueues(cx, &sqs.ListQueuesInput{}))
 }
+
+// SQS calls record their key in a traced message's history (SPEC §16.5):
+// the key its access key id belongs to.
+func TestHistoryNamesTheSQSKey(t *testing.T) {
+	n, svc := authNode(t)
+	cx := ctx(t)
+	akid, secret, keyID := credentials(t, svc, "acme", "admin")
+	on := true
+	if _, _, err := svc.PutQueue(cx, "acme", "traced", service.QueueSettings{Trace: &on}); err != nil {
+		t.Fatal(err)
+	}
+	c := client(t, n.URL, akid, secret)
+	q := *must(c.GetQueueUrl(cx, &sqs.GetQueueUrlInput{QueueName: aws.String("traced")})).QueueUrl
+	sent := must(c.SendMessage(cx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: aws.String("b")}))
+	got := must(c.ReceiveMessage(cx, &sqs.ReceiveMessageInput{QueueUrl: &q}))
+	if len(got.Messages) != 1 {
+		t.Fatalf("received %d", len(got.Messages))
+	}
+	must(c.DeleteMessage(cx, &sqs.DeleteMessageInput{QueueUrl: &q, ReceiptHandle: got.Messages[0].ReceiptHandle}))
+	events, err := svc.MessageHistory(cx, "acme", "traced", *sent.MessageId)
+	if err != nil || len(events) != 3 {
+		t.Fatalf("history: %+v (%v)", events, err)
+	}
+	for _, e := range events {
+		if e.KeyID == nil || *e.KeyID != keyID {
+			t.Errorf("%s: keyId %v, want %d", e.Type, e.KeyID, keyID)
+		}
+	}
+}

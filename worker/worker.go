@@ -73,6 +73,7 @@ func New(svc *service.Service, log *slog.Logger, opts Options) *Worker {
 		batch("prune empty FIFO groups", 30*time.Second, svc.PruneGroups),
 		batch("prune the history of messages gone a day ago", 60*time.Second, svc.PruneHistory),
 		once("refresh queue gauges", 5*time.Second, 30*time.Second, svc.RefreshQueueCounts),
+		once("remove stale ready rows", 10*time.Second, 60*time.Second, svc.RemoveStaleReady),
 		once("record depth history", 20*time.Second, 30*time.Second, func(ctx context.Context) error {
 			return svc.RecordDepthHistory(ctx, BatchSize)
 		}),

@@ -69,6 +69,9 @@ func usageErr(verb, format string, args ...any) error {
 	return fmt.Errorf("%w: %s (see 'skipq %s -h')", errUsage, fmt.Sprintf(format, args...), verb)
 }
 
+// commonFlags are the flags cliFlags gives every verb.
+var commonFlags = map[string]bool{"url": true, "api-key": true, "json": true}
+
 func (o *cliOptions) client() (*client.Client, error) {
 	c, err := client.New(o.url, client.WithAPIKey(o.apiKey))
 	if err != nil {
@@ -173,6 +176,28 @@ func (f *stringFlag) String() string {
 
 func (f *stringFlag) Set(s string) error {
 	f.v = &s
+	return nil
+}
+
+// boolFlag is an optional boolean: --name is true, --name=false false; v
+// is nil when the flag was not given (so that an update keeps the value).
+type boolFlag struct{ v *bool }
+
+func (f *boolFlag) IsBoolFlag() bool { return true }
+
+func (f *boolFlag) String() string {
+	if f == nil || f.v == nil {
+		return ""
+	}
+	return strconv.FormatBool(*f.v)
+}
+
+func (f *boolFlag) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	f.v = &b
 	return nil
 }
 

@@ -14,7 +14,7 @@ const queuesUsage = `skipq queues list [--prefix P]
        skipq queues get QUEUE
        skipq queues create QUEUE [--visibility S] [--wait S] [--delay S] [--expiration S]
                                  [--max-receive N] [--dlq QUEUE] [--dedup-window S] [--fifo]
-                                 [--retain-acked S]
+                                 [--retain-acked S] [--trace[=false]]
        skipq queues delete QUEUE
        skipq queues purge QUEUE`
 
@@ -32,7 +32,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 	var s client.QueueSettings
 	visibility, wait, delay := &secondsFlag{}, &secondsFlag{}, &secondsFlag{}
 	expiration, dedup, retain := &secondsFlag{}, &secondsFlag{}, &secondsFlag{}
-	maxReceive, dlq := &intFlag{}, &stringFlag{}
+	maxReceive, dlq, trace := &intFlag{}, &stringFlag{}, &boolFlag{}
 	fs.Var(visibility, "visibility", "create: lease of a receive, in `seconds` (or a duration: 30s, 5m) (60)")
 	fs.Var(wait, "wait", "create: long-poll wait of a receive, in `seconds` (1)")
 	fs.Var(delay, "delay", "create: delay of a send, in `seconds` (0)")
@@ -42,6 +42,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 	fs.Var(dedup, "dedup-window", "create: how long a messageId is remembered, in `seconds` (300)")
 	fifo := fs.Bool("fifo", false, "create: a FIFO queue (message groups, in order); fixed once created")
 	fs.Var(retain, "retain-acked", "create: how long an acked message is kept in state acked, in `seconds` (0 = removed at once)")
+	fs.Var(trace, "trace", "create: record the history of messages sent from now on (--trace=false stops) (false)")
 	pos, err := cliParse(fs, args, queuesUsage)
 	if err != nil {
 		return err
@@ -51,7 +52,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 	}
 	verb, pos := pos[0], pos[1:]
 	settingFlags := visibility.v != nil || wait.v != nil || delay.v != nil || expiration.v != nil ||
-		dedup.v != nil || maxReceive.v != nil || dlq.v != nil || retain.v != nil || *fifo
+		dedup.v != nil || maxReceive.v != nil || dlq.v != nil || retain.v != nil || trace.v != nil || *fifo
 	if settingFlags && verb != "create" {
 		return usageErr("queues", "queue settings are flags of queues create")
 	}
@@ -94,6 +95,7 @@ func cmdQueues(ctx context.Context, args []string) error {
 		s.VisibilitySeconds, s.ReceiveWaitSeconds, s.DelaySeconds = visibility.v, wait.v, delay.v
 		s.ExpirationSeconds, s.DedupWindowSeconds = expiration.v, dedup.v
 		s.MaxReceiveCount, s.DeadLetterQueue, s.RetainAckedSeconds = maxReceive.v, dlq.v, retain.v
+		s.Trace = trace.v
 		if *fifo {
 			s.FIFO = fifo
 		}
@@ -184,6 +186,7 @@ func printQueue(out io.Writer, q client.Queue) error {
 		{"dedup window", fmt.Sprintf("%ds", q.DedupWindowSeconds)},
 		{"fifo", strconv.FormatBool(q.FIFO)},
 		{"retain acked", fmt.Sprintf("%ds", q.RetainAckedSeconds)},
+		{"trace", strconv.FormatBool(q.Trace)},
 	}
 	if s := q.Stats; s != nil {
 		rows = append(rows,

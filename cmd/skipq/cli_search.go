@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/skipq/skipq/client"
+	"github.com/skipq/skipq/wire"
 )
 
 const messagesUsage = `skipq messages search [--queue Q]... [--prefix P] [--state S]... [--after T] [--before T]
-                      [--tag key=value]... [--id ID] [--group-id G] [--limit N]`
+                      [--tag key=value]... [--id ID] [--group-id G] [--limit N]
+       skipq messages history QUEUE MESSAGE-ID`
 
 // listFlag is a repeatable string flag.
 type listFlag []string
@@ -19,7 +23,8 @@ type listFlag []string
 func (f *listFlag) String() string     { return strings.Join(*f, ",") }
 func (f *listFlag) Set(s string) error { *f = append(*f, s); return nil }
 
-// cmdMessages: skipq messages search (SPEC §16.2, GET /v1/messages).
+// cmdMessages: skipq messages search (SPEC §16.2, GET /v1/messages) and
+// skipq messages history (SPEC §16.5).
 func cmdMessages(ctx context.Context, args []string) error {
 	fs, o := cliFlags("messages")
 	var queues, states listFlag
@@ -37,9 +42,24 @@ func cmdMessages(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(pos) > 0 && pos[0] == "history" {
+		searchFlags := false
+		fs.Visit(func(f *flag.Flag) { searchFlags = searchFlags || !commonFlags[f.Name] })
+		switch {
+		case len(pos) != 3:
+			return usageErr("messages", "messages history needs a queue name and a message id")
+		case searchFlags:
+			return usageErr("messages", "messages history takes no search flags")
+		}
+		c, err := o.client()
+		if err != nil {
+			return err
+		}
+		return messageHistory(ctx, c, o, pos[1], pos[2])
+	}
 	switch {
 	case len(pos) != 1 || pos[0] != "search":
-		return usageErr("messages", "messages needs the verb search and no arguments")
+		return usageErr("messages", "messages needs a verb: search (no arguments) or history QUEUE MESSAGE-ID")
 	case *limit < 0:
 		return usageErr("messages", "--limit must not be negative")
 	}
@@ -99,4 +119,67 @@ func cmdMessages(ctx context.Context, args []string) error {
 			m.MessageID, orDash(m.GroupID), tagsPreview(m.Tags), bodyPreview(m.Body, m.Binary))
 	}
 	return tw.Flush()
+}
+
+// messageHistory prints a message's history (SPEC §16.5), oldest first: a
+// table with each event's type-specific fields as DETAIL, or with --json
+// the API's {"events": [...]}.
+func messageHistory(ctx context.Context, c *client.Client, o *cliOptions, queue, id string) error {
+	events, err := c.History(ctx, queue, id)
+	if err != nil {
+		return apiError(err)
+	}
+	if events == nil {
+		events = []client.HistoryEvent{}
+	}
+	if o.json {
+		return writeJSON(os.Stdout, wire.History{Events: events})
+	}
+	if len(events) == 0 {
+		fmt.Fprintln(os.Stderr, "no history: the message was not sent while its queue's trace setting was on")
+		return nil
+	}
+	tw := newTable(os.Stdout)
+	fmt.Fprintln(tw, "AT\tQUEUE\tTYPE\tKEY\tDETAIL")
+	for _, e := range events {
+		key := "-"
+		if e.KeyID != nil {
+			key = strconv.FormatInt(*e.KeyID, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(milliTime), orDash(e.Queue), e.Type, key, historyDetail(e))
+	}
+	return tw.Flush()
+}
+
+// milliTime is a history event's time in a table: a message's events are
+// often milliseconds apart.
+const milliTime = "2006-01-02T15:04:05.000Z07:00"
+
+// historyDetail is an event's optional fields as name=value, in the order
+// of its life (the count and lease of a receive, then why and where it
+// went); the reason quoted, as it is free text. "-" when it has none.
+func historyDetail(e client.HistoryEvent) string {
+	var parts []string
+	if e.ReceiveCount != nil {
+		parts = append(parts, "receiveCount="+strconv.Itoa(*e.ReceiveCount))
+	}
+	if e.VisibleUntil != nil {
+		parts = append(parts, "visibleUntil="+e.VisibleUntil.UTC().Format(milliTime))
+	}
+	if e.Cause != nil {
+		parts = append(parts, "cause="+*e.Cause)
+	}
+	if e.Reason != nil {
+		parts = append(parts, "reason="+strconv.Quote(*e.Reason))
+	}
+	if e.ToQueue != nil {
+		parts = append(parts, "toQueue="+*e.ToQueue)
+	}
+	if e.NewMessageID != nil {
+		parts = append(parts, "newMessageId="+*e.NewMessageID)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
 }

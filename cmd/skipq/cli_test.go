@@ -126,7 +126,7 @@ func (c *cli) client() *client.Client {
 var (
 	uuidRE     = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	apiTimeRE  = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
-	volatileRE = regexp.MustCompile(`"(createdAt|sentAt|firstReceivedAt|visibleUntil|visibleAt|delayedTo|expiresAt|deadLetteredAt|at|oldestAvailableAt|messageId|receiptHandle)":( ?)"([^"]*)"|"sequence":( ?)\d+`)
+	volatileRE = regexp.MustCompile(`"(createdAt|sentAt|firstReceivedAt|visibleUntil|visibleAt|delayedTo|expiresAt|deadLetteredAt|at|oldestAvailableAt|messageId|newMessageId|receiptHandle)":( ?)"([^"]*)"|"sequence":( ?)\d+`)
 )
 
 // normalise replaces what differs between runs in a JSON output, keeping
@@ -142,7 +142,7 @@ func normalise(t *testing.T, out string) string {
 		switch key {
 		case "":
 			return `"sequence":` + m[4] + `"<sequence>"`
-		case "messageId":
+		case "messageId", "newMessageId":
 			if !uuidRE.MatchString(value) {
 				return field // client-given: kept
 			}
@@ -741,6 +741,76 @@ func TestCLIMessagesSearch(t *testing.T) {
 	}
 	c.fails(2, "messages", "search", "--after", "yesterday")
 	c.fails(2, "messages", "find")
+}
+
+// skipq messages history prints a traced message's events across its
+// queues (SPEC §16.5 check 6): nacked, extended, dead-lettered, redriven.
+func TestCLIMessageHistory(t *testing.T) {
+	c := newCLI(t, serve(t, testdb.New(t)))
+	ctx := context.Background()
+	cl := c.client()
+	if out := c.ok("queues", "create", "src", "--trace", "--max-receive", "2", "--dlq", "src.dlq"); !regexp.MustCompile(`(?m)^trace: +true$`).MatchString(out) {
+		t.Fatalf("queues create --trace printed\n%s", out)
+	}
+	c.ok("send", "src", "payload", "--id", "h-1")
+	var got struct {
+		Messages []struct{ ReceiptHandle string }
+	}
+	c.okJSON(&got, "receive", "src", "--wait", "0", "--json")
+	c.ok("nack", "--reason", "bad input", got.Messages[0].ReceiptHandle)
+	c.okJSON(&got, "receive", "src", "--wait", "0", "--json")
+	if _, err := cl.ExtendVisibility(ctx, got.Messages[0].ReceiptHandle, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("nack", "--reason", "gave up", got.Messages[0].ReceiptHandle) // the last delivery: to src.dlq
+	redriven, err := cl.Redrive(ctx, "src.dlq", "h-1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	golden(t, "messages_history.json", c.ok("messages", "history", "src", redriven.MessageID, "--json"))
+	var h struct {
+		Events []struct{ Type, Queue, MessageID string }
+	}
+	c.okJSON(&h, "messages", "history", "src.dlq", "h-1", "--json")
+	var types []string
+	for _, e := range h.Events {
+		types = append(types, e.Type)
+	}
+	if want := "sent received nacked received extended nacked dead_lettered redriven"; strings.Join(types, " ") != want {
+		t.Errorf("history of the dead-lettered original: %v, want %s", types, want)
+	}
+	table := c.ok("messages", "history", "src", redriven.MessageID)
+	for _, re := range []string{
+		`^AT +QUEUE +TYPE +KEY +DETAIL\n`,
+		`(?m)^\S+ +src +received +- +receiveCount=2 visibleUntil=\S+$`,
+		`(?m)^\S+ +src +nacked +- +reason="bad input"$`,
+		`(?m)^\S+ +src +dead_lettered +- +cause=nack reason="gave up" toQueue=src\.dlq$`,
+		`(?m)^\S+ +src\.dlq +redriven +- +toQueue=src newMessageId=` + regexp.QuoteMeta(redriven.MessageID) + `$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(table) {
+			t.Errorf("messages history printed no match for %s:\n%s", re, table)
+		}
+	}
+
+	// An untraced queue's message has no events; a message that never
+	// existed is not found; turning trace off is an update like any other.
+	c.ok("send", "plain", "x", "--id", "p-1")
+	if r := c.run("messages", "history", "plain", "p-1"); r.code != 0 || r.stdout != "" || !strings.HasPrefix(r.stderr, "no history") {
+		t.Errorf("history of an untraced message: %v", r)
+	}
+	if out := c.ok("messages", "history", "plain", "p-1", "--json"); out != "{\n  \"events\": []\n}\n" {
+		t.Errorf("history --json of an untraced message: %q", out)
+	}
+	if got := c.fails(1, "messages", "history", "src", "never"); !strings.HasPrefix(got, "skipq: not_found: ") {
+		t.Errorf("history of a message that never existed: %q", got)
+	}
+	if out := c.ok("queues", "create", "src", "--trace=false"); !regexp.MustCompile(`(?m)^trace: +false$`).MatchString(out) {
+		t.Errorf("queues create --trace=false printed\n%s", out)
+	}
+	c.fails(2, "messages", "history", "src")
+	c.fails(2, "messages", "history", "src", "h-1", "--limit", "3")
+	c.fails(2, "queues", "get", "src", "--trace")
 }
 
 // skipq send --lines sends a message per line in batches, all or nothing

@@ -33,6 +33,7 @@ $SKIPQ_API_KEY; --url and --api-key override them, --json prints JSON):
   skipq tail QUEUE               print messages as they arrive, until Ctrl-C
   skipq messages search          find messages across queues (--queue, --prefix, --state,
                                  --after, --before, --tag, --id; newest first)
+  skipq messages history Q ID    what happened to a message (queues with --trace)
 
 Run 'skipq COMMAND -h' for a command's flags.
 `
