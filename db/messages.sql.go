@@ -8,8 +8,6 @@ package db
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const groupEnterForRedrive = `-- name: GroupEnterForRedrive :exec
@@ -657,7 +655,7 @@ WITH gone AS (
     RETURNING m.queue_id, m.sequence, m.ready, m.group_id, m.message_id, m.tags
 ), traced AS (
     INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
-    SELECT (g.tags->>'skipq.trace')::uuid, g.queue_id, g.message_id, 'deleted', coalesce($3::timestamptz, now()),
+    SELECT (g.tags->>'skipq.trace')::bigint, g.queue_id, g.message_id, 'deleted', coalesce($3::timestamptz, now()),
            $4::bigint, coalesce($3::timestamptz, now())
     FROM gone g WHERE g.tags ? 'skipq.trace'
 ), unready AS (
@@ -705,7 +703,7 @@ WITH gone AS (
     RETURNING m.queue_id, m.sequence, m.ready, m.message_id, m.tags
 ), traced AS (
     INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
-    SELECT (g.tags->>'skipq.trace')::uuid, g.queue_id, g.message_id, 'deleted', coalesce($2::timestamptz, now()),
+    SELECT (g.tags->>'skipq.trace')::bigint, g.queue_id, g.message_id, 'deleted', coalesce($2::timestamptz, now()),
            $3::bigint, coalesce($2::timestamptz, now())
     FROM gone g WHERE g.tags ? 'skipq.trace'
 ), unready AS (
@@ -755,14 +753,14 @@ WITH gone AS (
     -- An expired message's last event; a retained one's acked event gets
     -- the end of its retention as the time it was gone.
     INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, gone_at)
-    SELECT (g.tags->>'skipq.trace')::uuid, g.queue_id, g.message_id, 'expired',
+    SELECT (g.tags->>'skipq.trace')::bigint, g.queue_id, g.message_id, 'expired',
            coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now())
     FROM gone g WHERE g.tags ? 'skipq.trace' AND g.lease_token IS DISTINCT FROM '\x'::bytea
 ), retained AS (
     UPDATE skipq.message_events e SET gone_at = coalesce($1::timestamptz, now())
     FROM gone g
     WHERE g.tags ? 'skipq.trace' AND g.lease_token = '\x'::bytea
-      AND e.trace_id = (g.tags->>'skipq.trace')::uuid AND e.queue_id = g.queue_id AND e.message_id = g.message_id
+      AND e.trace_id = (g.tags->>'skipq.trace')::bigint AND e.queue_id = g.queue_id AND e.message_id = g.message_id
       AND e.type = 'acked'
 ), unready AS (
     DELETE FROM skipq.ready r
@@ -871,13 +869,13 @@ const messageEventsOfTrace = `-- name: MessageEventsOfTrace :many
 SELECT e.type, e.at, coalesce(q.name, '')::text AS queue, e.message_id, e.key_id, e.detail
 FROM skipq.message_events e
 LEFT JOIN skipq.queues q ON q.id = e.queue_id
-WHERE e.trace_id = $1::uuid
+WHERE e.trace_id = $1::bigint
 ORDER BY e.id
 LIMIT $2
 `
 
 type MessageEventsOfTraceParams struct {
-	TraceID   pgtype.UUID
+	TraceID   int64
 	MaxEvents int32
 }
 
@@ -1287,7 +1285,7 @@ WITH readied AS (
     RETURNING m.queue_id, m.sequence, m.message_id, m.tags, m.lease_token IS NOT NULL AS expired
 ), traced AS (
     INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at)
-    SELECT (r.tags->>'skipq.trace')::uuid, r.queue_id, r.message_id, 'lease_expired',
+    SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, 'lease_expired',
            coalesce($1::timestamptz, now())
     FROM readied r WHERE r.expired AND r.tags ? 'skipq.trace'
 )
@@ -1379,7 +1377,7 @@ WITH src AS (
     -- Recorded in the queue it leaves, with its new id; the new message
     -- has the same trace id (one per message: matched by it).
     INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
-    SELECT (moved.tags->>'skipq.trace')::uuid, moved.queue_id, moved.message_id, 'redriven', t.now,
+    SELECT (moved.tags->>'skipq.trace')::bigint, moved.queue_id, moved.message_id, 'redriven', t.now,
            $6::bigint,
            jsonb_build_object('toQueue', (SELECT dq3.name FROM skipq.queues dq3 WHERE dq3.id = n.queue_id),
                               'newMessageId', n.message_id)
@@ -1605,6 +1603,8 @@ SELECT t.trace_id, t.present FROM (
     UNION ALL
     (SELECT e.trace_id::text, false FROM skipq.message_events e
      WHERE e.queue_id = $1 AND e.message_id = $2
+       -- message_events_left_idx's predicate: the event it left the queue by.
+       AND (e.gone_at IS NOT NULL OR e.type IN ('dead_lettered', 'requeued', 'redriven'))
      ORDER BY e.id DESC LIMIT 1)) t
 ORDER BY t.present DESC
 LIMIT 1
@@ -1621,8 +1621,8 @@ type MessageTraceOfRow struct {
 }
 
 // The trace of a message of the queue (SPEC §16.5): its own while it
-// exists (” when untraced), else that of its latest event there (a message
-// gone, or moved on). No row: the message never existed (or its history
+// exists (” when untraced), else that of the latest event by which it left
+// the queue (gone, or moved on). No row: the message never existed (or its history
 // was pruned).
 func (q *Queries) MessageTraceOf(ctx context.Context, arg MessageTraceOfParams) (MessageTraceOfRow, error) {
 	row := q.db.QueryRow(ctx, messageTraceOf, arg.QueueID, arg.MessageID)

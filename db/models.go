@@ -76,7 +76,7 @@ type SkipqMessage struct {
 }
 
 type SkipqMessageEvent struct {
-	TraceID   pgtype.UUID
+	TraceID   int64
 	ID        int64
 	QueueID   int64
 	MessageID string

@@ -174,10 +174,6 @@ WITH gone AS (
     DELETE FROM skipq.sqs_receive_attempts a WHERE a.queue_id = (SELECT gone.id FROM gone)
 ), trace AS (
     DELETE FROM skipq.queue_trace x WHERE x.queue_id = (SELECT gone.id FROM gone)
-), events AS (
-    -- The history recorded in the queue goes with it (a message that
-    -- moved on keeps the rest of its history).
-    DELETE FROM skipq.message_events e WHERE e.queue_id = (SELECT gone.id FROM gone)
 )
 SELECT gone.id FROM gone
 `
@@ -188,8 +184,10 @@ type QueueDeleteParams struct {
 }
 
 // The queue's rows beside it (skipq.queue_retention, skipq.queue_trace,
-// its SQS move tasks and receive attempts, its history events) go with it: those tables have no foreign key, which
-// would lock skipq.queues while a migration creates them.
+// its SQS move tasks and receive attempts) go with it: those tables have no
+// foreign key, which would lock skipq.queues while a migration creates
+// them. The history of its messages goes a day after their deletion, as
+// any gone message's (MessageEventsPrune).
 func (q *Queries) QueueDelete(ctx context.Context, arg QueueDeleteParams) (int64, error) {
 	row := q.db.QueryRow(ctx, queueDelete, arg.Tenant, arg.Name)
 	var id int64

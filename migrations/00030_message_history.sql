@@ -4,12 +4,14 @@
 -- row to skipq.message_events in the statement that makes it.
 --
 -- A traced message carries its trace id in its tags under the reserved key
--- "skipq.trace" (set once, at send, by skipq.message_insert). Moves copy
--- tags, so the history of a dead letter, a requeued or a redriven message
--- goes on in its new queue under the same trace id, traced or not: tracing
--- follows the message, and the statements only look at the rows they
--- already return. An untraced message costs each statement a test of a
--- key in tags of the rows it changed, and no write.
+-- "skipq.trace" (set once, at send, by skipq.message_insert, from
+-- skipq.trace_sequence: a bigint keeps the events' primary key small and its
+-- inserts near its recent end). Moves copy tags, so the history of a dead
+-- letter, a requeued or a redriven message goes on in its new queue under
+-- the same trace id, traced or not: tracing follows the message, and the
+-- statements only look at the rows they already return. An untraced
+-- message costs each statement a test of a key in tags of the rows it
+-- changed, and no write.
 -- No column is added to skipq.messages or skipq.queues, and no foreign key
 -- refers to them (DESIGN.md, online migrations): both tables are new.
 CREATE TABLE skipq.queue_trace (
@@ -22,9 +24,11 @@ CREATE TABLE skipq.queue_trace (
 -- gone_at is set on the event after which the message no longer exists
 -- (acked and not retained, expired, deleted, discarded; a retained one's
 -- acked event gets it when its retention ends): the worker removes a trace
--- 24 h after it (MessageEventsPrune, messages_events_gone_idx).
+-- 24 h after it (MessageEventsPrune, message_events_gone_idx).
+CREATE SEQUENCE skipq.trace_sequence AS bigint;
+
 CREATE TABLE skipq.message_events (
-    trace_id   uuid        NOT NULL,
+    trace_id   bigint      NOT NULL,
     id         bigint      GENERATED ALWAYS AS IDENTITY,
     queue_id   bigint      NOT NULL,
     message_id text        NOT NULL,
@@ -37,8 +41,13 @@ CREATE TABLE skipq.message_events (
     gone_at    timestamptz,
     PRIMARY KEY (trace_id, id)
 );
--- GET …/messages/{id}/history of a message that is gone, and QueueDelete.
-CREATE INDEX message_events_message_idx ON skipq.message_events (queue_id, message_id);
+-- GET …/messages/{id}/history of a message that is gone from a queue: one
+-- entry per message and queue, on the event after which it left it (the
+-- lookup, MessageTraceOf, repeats this predicate). A message still there is
+-- found by its row's tag, so the other events need no entry: a trace costs
+-- its events' heap rows, their primary-key entries and about two more.
+CREATE INDEX message_events_left_idx ON skipq.message_events (queue_id, message_id)
+    WHERE gone_at IS NOT NULL OR type IN ('dead_lettered', 'requeued', 'redriven');
 CREATE INDEX message_events_gone_idx ON skipq.message_events (gone_at) WHERE gone_at IS NOT NULL;
 
 -- The functions that return the rows they changed get their events from a
@@ -63,6 +72,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, now());
+    v_trace bigint[];
     r record;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM skipq.queues q JOIN skipq.queue_trace t ON t.queue_id = q.id
@@ -70,23 +80,29 @@ BEGIN
         RETURN QUERY SELECT * FROM skipq.message_insert_untraced(p_tenant, p_queue, p_now, p_server_max_receive_count, p_message_ids, p_keyed, p_client_ids, p_metadatas, p_body_binaries, p_tags, p_delay_seconds, p_expiration_seconds, p_max_receive_counts, p_dead_letter_queues, p_dead_letter_queue_given, p_body_offsets, p_body_lengths, p_body_data, p_group_ids, p_dedup_ids);
         RETURN;
     END IF;
-    -- A traced queue: the messages sent get their trace id after they are
-    -- stored, so that it takes no part in their content hash (a resend is
-    -- still a duplicate), and their first event.
+    -- A traced queue: each message gets a trace id in its tags, and its
+    -- first event. A message keyed by a client messageId gets the id after
+    -- it is stored, as its content hash covers its tags and a resend must
+    -- stay a duplicate; the others carry it from the insert (no second
+    -- write).
+    v_trace := ARRAY(SELECT nextval('skipq.trace_sequence') FROM generate_subscripts(p_message_ids, 1) x ORDER BY x);
+    p_tags := ARRAY(SELECT CASE WHEN p_keyed[x] THEN p_tags[x]
+                                ELSE (p_tags[x]::jsonb || jsonb_build_object('skipq.trace', v_trace[x]::text))::text END
+                    FROM generate_subscripts(p_message_ids, 1) x ORDER BY x);
     SELECT array_agg(x.pos) AS pos, array_agg(x.queue_id) AS queue_id, array_agg(x.message_id) AS message_id,
            array_agg(x.sequence) AS sequence, array_agg(x.sent_at) AS sent_at,
            array_agg(x.delayed_to) AS delayed_to, array_agg(x.expires_at) AS expires_at,
            array_agg(x.outcome) AS outcome INTO r
     FROM skipq.message_insert_untraced(p_tenant, p_queue, p_now, p_server_max_receive_count, p_message_ids, p_keyed, p_client_ids, p_metadatas, p_body_binaries, p_tags, p_delay_seconds, p_expiration_seconds, p_max_receive_counts, p_dead_letter_queues, p_dead_letter_queue_given, p_body_offsets, p_body_lengths, p_body_data, p_group_ids, p_dedup_ids) x;
-    WITH traced AS (
-        UPDATE skipq.messages m SET tags = m.tags || jsonb_build_object('skipq.trace', gen_random_uuid()::text)
+    WITH keyed AS (
+        UPDATE skipq.messages m SET tags = m.tags || jsonb_build_object('skipq.trace', v_trace[s.pos]::text)
         FROM unnest(r.pos, r.queue_id, r.sequence, r.outcome) AS s(pos, queue_id, sequence, outcome)
-        WHERE s.outcome = 'sent' AND m.queue_id = s.queue_id AND m.sequence = s.sequence
-        RETURNING m.queue_id, m.message_id, m.sequence, m.tags->>'skipq.trace' AS trace_id, s.pos
+        WHERE s.outcome = 'sent' AND p_keyed[s.pos] AND m.queue_id = s.queue_id AND m.sequence = s.sequence
     )
     INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id)
-    SELECT t.trace_id::uuid, t.queue_id, t.message_id, 'sent', v_now, p_key_ids[t.pos]
-    FROM traced t ORDER BY t.sequence;
+    SELECT v_trace[s.pos], s.queue_id, s.message_id, 'sent', v_now, p_key_ids[s.pos]
+    FROM unnest(r.pos, r.queue_id, r.message_id, r.sequence, r.outcome) AS s(pos, queue_id, message_id, sequence, outcome)
+    WHERE s.outcome = 'sent' ORDER BY s.sequence;
     RETURN QUERY SELECT * FROM unnest(r.pos, r.queue_id, r.message_id, r.sequence, r.sent_at, r.delayed_to,
                                       r.expires_at, r.outcome);
 END $$;
@@ -102,7 +118,7 @@ BEGIN
         SELECT * FROM skipq.message_claim_untraced(p_tenant, p_queue, p_now, p_visibility_seconds, p_max_messages, p_max_response_bytes, p_message_overhead)
     ), traced AS (
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
-        SELECT (r.tags->>'skipq.trace')::uuid, r.queue_id, r.message_id, 'received', coalesce(p_now, clock_timestamp()), p_key_id,
+        SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, 'received', coalesce(p_now, clock_timestamp()), p_key_id,
                jsonb_build_object('receiveCount', r.receive_count, 'visibleUntil', r.visible_at), NULL
         FROM r WHERE r.tags ? 'skipq.trace'
     )
@@ -120,7 +136,7 @@ BEGIN
         SELECT * FROM skipq.message_claim_and_delete_untraced(p_tenant, p_queue, p_now, p_max_messages, p_max_response_bytes, p_message_overhead)
     ), traced AS (
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
-        SELECT (r.tags->>'skipq.trace')::uuid, r.queue_id, r.message_id, e.type, coalesce(p_now, clock_timestamp()),
+        SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, e.type, coalesce(p_now, clock_timestamp()),
                p_key_id, CASE WHEN e.n = 1 THEN jsonb_build_object('receiveCount', r.receive_count, 'visibleUntil', r.visible_at) END,
                CASE WHEN e.n = 2 AND NOT EXISTS (SELECT 1 FROM skipq.queue_retention x WHERE x.queue_id = r.queue_id)
                     THEN coalesce(p_now, clock_timestamp()) END
@@ -146,7 +162,7 @@ BEGIN
         SELECT * FROM skipq.message_claim_grouped_untraced(p_tenant, p_queue, p_now, p_visibility_seconds, p_max_messages, p_max_per_group, p_max_response_bytes, p_message_overhead, p_mode)
     ), traced AS (
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
-        SELECT (r.tags->>'skipq.trace')::uuid, r.queue_id, r.message_id, e.type, coalesce(p_now, clock_timestamp()),
+        SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, e.type, coalesce(p_now, clock_timestamp()),
                p_key_id, CASE WHEN e.n = 1 THEN jsonb_build_object('receiveCount', r.receive_count, 'visibleUntil', r.visible_at) END,
                CASE WHEN e.n = 2 AND NOT EXISTS (SELECT 1 FROM skipq.queue_retention x WHERE x.queue_id = r.queue_id)
                     THEN coalesce(p_now, clock_timestamp()) END
@@ -168,10 +184,15 @@ BEGIN
     RETURN QUERY
     WITH r AS (
         SELECT * FROM skipq.message_ack_untraced(p_queue_ids, p_sequences, p_tokens)
+    ), keys AS (
+        -- Each handle's API key by its message's sequence (unique across
+        -- queues); read, and so built, only for traced rows.
+        SELECT jsonb_object_agg(u.s::text, u.k) AS map
+        FROM unnest(p_sequences, p_key_ids) AS u(s, k) WHERE u.k IS NOT NULL
     ), traced AS (
         -- A retained message is gone when its retention ends (MessageDeleteExpired).
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
-        SELECT (r.tags->>'skipq.trace')::uuid, r.queue_id, r.message_id, 'acked', coalesce(p_now, now()), (SELECT p_key_ids[i] FROM generate_subscripts(p_queue_ids, 1) i WHERE p_queue_ids[i] = r.queue_id AND p_sequences[i] = r.sequence LIMIT 1),
+        SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, 'acked', coalesce(p_now, now()), (SELECT (k.map->>r.sequence::text)::bigint FROM keys k),
                NULL, CASE WHEN NOT EXISTS (SELECT 1 FROM skipq.queue_retention x WHERE x.queue_id = r.queue_id) THEN coalesce(p_now, now()) END
         FROM r WHERE r.tags ? 'skipq.trace'
     )
@@ -189,9 +210,14 @@ BEGIN
     RETURN QUERY
     WITH r AS (
         SELECT * FROM skipq.message_set_visibility_untraced(p_now, p_queue_ids, p_sequences, p_tokens, p_visibility_seconds)
+    ), keys AS (
+        -- Each handle's API key by its message's sequence (unique across
+        -- queues); read, and so built, only for traced rows.
+        SELECT jsonb_object_agg(u.s::text, u.k) AS map
+        FROM unnest(p_sequences, p_key_ids) AS u(s, k) WHERE u.k IS NOT NULL
     ), traced AS (
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
-        SELECT (r.tags->>'skipq.trace')::uuid, r.queue_id, r.message_id, 'extended', coalesce(p_now, now()), (SELECT p_key_ids[i] FROM generate_subscripts(p_queue_ids, 1) i WHERE p_queue_ids[i] = r.queue_id AND p_sequences[i] = r.sequence LIMIT 1),
+        SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, 'extended', coalesce(p_now, now()), (SELECT (k.map->>r.sequence::text)::bigint FROM keys k),
                jsonb_build_object('visibleUntil', r.visible_at), NULL
         FROM r WHERE r.tags ? 'skipq.trace'
     )
@@ -250,7 +276,7 @@ BEGIN
         ON CONFLICT DO NOTHING
     ), traced AS (
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
-        SELECT (n.tags->>'skipq.trace')::uuid, n.queue_id, n.message_id, 'nacked', p_now, n.key_id,
+        SELECT (n.tags->>'skipq.trace')::bigint, n.queue_id, n.message_id, 'nacked', p_now, n.key_id,
                jsonb_build_object('reason', n.reason)
         FROM nacked n WHERE n.tags ? 'skipq.trace'
     )
@@ -272,7 +298,7 @@ BEGIN
     ), traced AS (
         -- Before message_dead_letter records the move: history in order.
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
-        SELECT (f.tags->>'skipq.trace')::uuid, f.queue_id, f.message_id, 'nacked', p_now, f.key_id,
+        SELECT (f.tags->>'skipq.trace')::bigint, f.queue_id, f.message_id, 'nacked', p_now, f.key_id,
                jsonb_build_object('reason', f.reason)
         FROM f WHERE f.tags ? 'skipq.trace'
     )
@@ -425,7 +451,7 @@ BEGIN
         -- (tags), so its history goes on in the dead-letter queue. Without
         -- one, the message is gone.
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
-        SELECT (target.tags->>'skipq.trace')::uuid, target.queue_id, target.message_id, 'dead_lettered', p_now,
+        SELECT (target.tags->>'skipq.trace')::bigint, target.queue_id, target.message_id, 'dead_lettered', p_now,
                target.key_id,
                jsonb_build_object('toQueue', target.dq_name, 'cause', target.failure->'cause',
                                   'reason', target.failure->'reason'),
@@ -552,7 +578,7 @@ BEGIN
             SELECT n.queue_id, n.sequence FROM inserted n
         ), traced AS (
             INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
-            SELECT (moved.tags->>'skipq.trace')::uuid, moved.queue_id, moved.message_id, 'requeued', p_now,
+            SELECT (moved.tags->>'skipq.trace')::bigint, moved.queue_id, moved.message_id, 'requeued', p_now,
                    moved.key_id, jsonb_build_object('toQueue', p_to_queue)
             FROM moved WHERE moved.tags ? 'skipq.trace'
         )
@@ -564,10 +590,83 @@ BEGIN
     END LOOP;
 END $function$;
 -- +goose StatementEnd
+-- Contract step of migrations 00023 and 00029 (DESIGN.md, online migrations
+-- rule 1): the signatures they kept for the nodes of the release before
+-- them, which no running node calls any more (the previous release calls
+-- message_nack with reasons and the search walk with a group).
+DROP FUNCTION skipq.message_nack(timestamptz, bigint[], bigint[], bytea[], integer);
+DROP FUNCTION skipq.message_search_walk(bigint[], text[], jsonb, timestamptz, timestamptz, timestamptz, text,
+                                        bigint, bigint, bigint, timestamptz);
 -- New functions are executable by PUBLIC unless revoked (migration 00006).
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA skipq FROM PUBLIC;
 
 -- +goose Down
+-- +goose StatementBegin
+CREATE FUNCTION skipq.message_nack(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_server_max_receive_count integer)
+ RETURNS TABLE(queue_id bigint, sequence bigint, token bytea, moved_to bigint, discarded boolean)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RETURN QUERY SELECT * FROM skipq.message_nack(p_now, p_queue_ids, p_sequences, p_tokens, NULL::text[],
+                                                  p_server_max_receive_count);
+END $function$;
+-- +goose StatementEnd
+-- +goose StatementBegin
+CREATE FUNCTION skipq.message_search_walk(p_queue_ids bigint[], p_states text[], p_tags jsonb, p_sent_after timestamp with time zone, p_sent_before timestamp with time zone, p_after_sent_at timestamp with time zone, p_after_queue text, p_after_sequence bigint, p_scan_per_queue bigint, p_max_matches bigint, p_now timestamp with time zone)
+ RETURNS TABLE(queue_id bigint, queue_name text, sequence bigint, sent_at timestamp with time zone, matched boolean, state text, size bigint, exhausted boolean)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    q record;
+    m record;
+    v_read bigint;
+    v_found bigint;
+BEGIN
+    FOR q IN SELECT z.id, z.name FROM skipq.queues z WHERE z.id = ANY(p_queue_ids) LOOP
+        v_read := 0;
+        v_found := 0;
+        FOR m IN
+            SELECT x.sequence, x.sent_at, s.state,
+                   skipq.message_wire_size(x.body, x.body_binary, x.metadata, x.tags, x.message_id,
+                       x.client_id, x.re_routed_from) + octet_length(q.name) AS size,
+                   (cardinality(p_states) = 0 OR s.state = ANY(p_states))
+                   AND x.tags @> p_tags
+                   AND (x.expires_at IS NULL OR x.expires_at > v_now) AS ok
+            FROM skipq.messages x
+            CROSS JOIN LATERAL (SELECT skipq.message_search_state(x.dead_lettered_at, x.visible_at,
+                x.receive_count, x.max_receive_count, x.lease_token, v_now) AS state) s
+            WHERE x.queue_id = q.id
+              AND x.sent_at >= coalesce(p_sent_after, '-infinity')
+              AND x.sent_at < coalesce(p_sent_before, 'infinity')
+              AND x.sent_at <= coalesce(p_after_sent_at, 'infinity')
+              AND (p_after_sent_at IS NULL OR x.sent_at < p_after_sent_at
+                   OR (q.name, x.sequence) > (p_after_queue, p_after_sequence))
+            ORDER BY x.sent_at DESC, x.sequence
+            LIMIT p_scan_per_queue
+        LOOP
+            v_read := v_read + 1;
+            queue_id := q.id; queue_name := q.name; sequence := m.sequence; sent_at := m.sent_at;
+            state := m.state; size := m.size;
+            IF m.ok THEN
+                matched := true; exhausted := false;
+                RETURN NEXT;
+                v_found := v_found + 1;
+                EXIT WHEN v_found >= p_max_matches;
+            END IF;
+            IF v_read = p_scan_per_queue THEN
+                matched := false; exhausted := true;
+                RETURN NEXT;
+            END IF;
+        END LOOP;
+    END LOOP;
+END
+$function$;
+-- +goose StatementEnd
 DROP FUNCTION skipq.message_requeue(timestamptz, bigint[], bigint[], bytea[], text, integer, bigint[]);
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.message_requeue(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_to_queue text, p_server_max_receive_count integer)
@@ -914,4 +1013,5 @@ DROP FUNCTION skipq.message_set_visibility(timestamptz, bigint[], bigint[], byte
 ALTER FUNCTION skipq.message_set_visibility_untraced(timestamptz, bigint[], bigint[], bytea[], integer[]) RENAME TO message_set_visibility;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA skipq FROM PUBLIC;
 DROP TABLE skipq.message_events;
+DROP SEQUENCE skipq.trace_sequence;
 DROP TABLE skipq.queue_trace;

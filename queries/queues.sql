@@ -53,8 +53,10 @@ LIMIT @max_queues;
 
 -- name: QueueDelete :one
 -- The queue's rows beside it (skipq.queue_retention, skipq.queue_trace,
--- its SQS move tasks and receive attempts, its history events) go with it: those tables have no foreign key, which
--- would lock skipq.queues while a migration creates them.
+-- its SQS move tasks and receive attempts) go with it: those tables have no
+-- foreign key, which would lock skipq.queues while a migration creates
+-- them. The history of its messages goes a day after their deletion, as
+-- any gone message's (MessageEventsPrune).
 WITH gone AS (
     DELETE FROM skipq.queues
     WHERE tenant = @tenant AND name = @name
@@ -67,10 +69,6 @@ WITH gone AS (
     DELETE FROM skipq.sqs_receive_attempts a WHERE a.queue_id = (SELECT gone.id FROM gone)
 ), trace AS (
     DELETE FROM skipq.queue_trace x WHERE x.queue_id = (SELECT gone.id FROM gone)
-), events AS (
-    -- The history recorded in the queue goes with it (a message that
-    -- moved on keeps the rest of its history).
-    DELETE FROM skipq.message_events e WHERE e.queue_id = (SELECT gone.id FROM gone)
 )
 SELECT gone.id FROM gone;
 

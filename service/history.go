@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/skipq/skipq/db"
 )
@@ -85,8 +84,8 @@ func (s *Service) MessageHistory(ctx context.Context, tenant, queue, messageID s
 	if trace.TraceID == "" {
 		return []HistoryEvent{}, nil
 	}
-	var id pgtype.UUID
-	if err := id.Scan(trace.TraceID); err != nil {
+	id, err := strconv.ParseInt(trace.TraceID, 10, 64)
+	if err != nil {
 		return nil, fmt.Errorf("message history: trace id %q: %w", trace.TraceID, err)
 	}
 	rows, err := s.q.MessageEventsOfTrace(ctx, db.MessageEventsOfTraceParams{TraceID: id, MaxEvents: maxHistoryEvents})

@@ -171,6 +171,14 @@ func TestHistoryOfUntracedAndUnknownMessages(t *testing.T) {
 	if _, err := svc.Send(ctx, "default", "plain", service.MessageInput{Body: "b", MessageID: "t"}); err != nil {
 		t.Fatal(err)
 	}
+	// A resend of a keyed message is a duplicate: its trace id takes no
+	// part in its content hash.
+	if res, err := svc.Send(ctx, "default", "plain", service.MessageInput{Body: "b", MessageID: "t"}); err != nil || !res.Duplicate {
+		t.Fatalf("resend of t: %+v (%v), want a duplicate", res, err)
+	}
+	if _, err := svc.Send(ctx, "default", "plain", service.MessageInput{Body: "b"}); err != nil {
+		t.Fatal(err)
+	}
 	if got, _ := historyOf(t, svc, "plain", "t"); got != "sent@plain" {
 		t.Fatalf("traced: %q", got)
 	}
