@@ -34,19 +34,6 @@ func (q *Queries) GroupEnterForRedrive(ctx context.Context, arg GroupEnterForRed
 	return err
 }
 
-const groupPrune = `-- name: GroupPrune :one
-SELECT skipq.group_prune($1::integer)::integer AS pruned
-`
-
-// Worker: deletes up to @max_groups group rows left without messages
-// (skipq.group_prune).
-func (q *Queries) GroupPrune(ctx context.Context, maxGroups int32) (int32, error) {
-	row := q.db.QueryRow(ctx, groupPrune, maxGroups)
-	var pruned int32
-	err := row.Scan(&pruned)
-	return pruned, err
-}
-
 const groupRelease = `-- name: GroupRelease :exec
 SELECT count(*) FROM skipq.group_release($1::bigint[], $2::text[])
 `
@@ -636,9 +623,12 @@ func (q *Queries) MessageDeadLetteredPick(ctx context.Context, arg MessageDeadLe
 }
 
 const messageDeadTuples = `-- name: MessageDeadTuples :one
+
 SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead
 `
 
+// The worker's prune of empty groups is skipq.group_prune
+// (migrations/00031_group_prune_window.sql), called by db/group_prune.go.
 // Worker: dead row versions in the messages table, per the statistics
 // collector (a few hundred milliseconds behind).
 func (q *Queries) MessageDeadTuples(ctx context.Context) (int64, error) {

@@ -502,10 +502,8 @@ JOIN skipq.queues d ON d.tenant = s.tenant
      AND d.name = CASE WHEN @to_queue::text = '' THEN m.re_routed_from ELSE @to_queue::text END
 WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND d.fifo;
 
--- name: GroupPrune :one
--- Worker: deletes up to @max_groups group rows left without messages
--- (skipq.group_prune).
-SELECT skipq.group_prune(@max_groups::integer)::integer AS pruned;
+-- The worker's prune of empty groups is skipq.group_prune
+-- (migrations/00031_group_prune_window.sql), called by db/group_prune.go.
 
 -- name: MessageDeadTuples :one
 -- Worker: dead row versions in the messages table, per the statistics

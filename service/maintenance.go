@@ -99,11 +99,33 @@ func (s *Service) FireTimers(ctx context.Context, max int) (int, error) {
 
 // PruneGroups deletes up to max rows of FIFO groups left without messages
 // (skipq.group_prune): those a settle could not prune, and those of purged
-// queues, expired messages and deleted queues.
+// queues, expired messages and deleted queues. Each call looks at the next
+// groupPruneWindow groups of a walk over them all, which wraps around at
+// the end; it returns max when the window had more empty groups than that.
 func (s *Service) PruneGroups(ctx context.Context, max int) (int, error) {
-	n, err := s.q.GroupPrune(ctx, int32(max))
-	return int(n), fromDB("prune empty groups", err)
+	c := &s.groupPrune
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, err := s.q.GroupPrune(ctx, db.GroupPruneParams{MaxGroups: int32(max), ScanGroups: groupPruneWindow,
+		AfterQueueID: c.queueID, AfterGroupID: c.groupID})
+	if err != nil {
+		return 0, fromDB("prune empty groups", err)
+	}
+	c.queueID, c.groupID = r.NextQueueID, r.NextGroupID
+	return int(r.Pruned), nil
 }
+
+// groupPruneCursor is where this node's walk over the groups stands (nil:
+// at the start). Nodes walk on their own; any of them prunes what it finds.
+type groupPruneCursor struct {
+	mu      sync.Mutex
+	queueID *int64
+	groupID *string
+}
+
+// groupPruneWindow is how many groups one PruneGroups call looks at: one
+// probe of the messages each.
+const groupPruneWindow = 10_000
 
 // timerHorizon is how far ahead a timer can be when it is filed: never
 // sooner than a second after the now() of the transaction that files it (a

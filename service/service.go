@@ -26,6 +26,7 @@ type Service struct {
 	// transaction that Planned opens.
 	direct     *db.Queries
 	timerProbe timerProbe
+	groupPrune groupPruneCursor
 	limits     Limits
 	log        *slog.Logger
 	hub        *wake.Hub

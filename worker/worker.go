@@ -70,7 +70,7 @@ func New(svc *service.Service, log *slog.Logger, opts Options) *Worker {
 		batch("remove expired messages", 4*time.Second, svc.RemoveExpired),
 		batch("drop old dedup keys", 30*time.Second, svc.DropOldDedupKeys),
 		batch("remove messages of deleted queues", 30*time.Second, svc.RemoveOrphaned),
-		batch("prune empty FIFO groups", 30*time.Second, svc.PruneGroups),
+		batch("prune empty FIFO groups", 10*time.Second, svc.PruneGroups),
 		batch("prune the history of messages gone a day ago", 60*time.Second, svc.PruneHistory),
 		once("refresh queue gauges", 5*time.Second, 30*time.Second, svc.RefreshQueueCounts),
 		once("remove stale ready rows", 10*time.Second, 60*time.Second, svc.RemoveStaleReady),
