@@ -368,3 +368,32 @@ func TestHistoryOfSQLAPICalls(t *testing.T) {
 		}
 	}
 }
+
+// A FIFO queue's claims (skipq.message_claim_grouped, leasing and autoAck)
+// record their events as the standard ones do.
+func TestHistoryOfFIFOMessages(t *testing.T) {
+	svc, _, _ := newService(t)
+	ctx := context.Background()
+	on := true
+	if _, _, err := svc.PutQueue(ctx, "default", "f", service.QueueSettings{Trace: &on, FIFO: &on}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if _, err := svc.Send(ctx, "default", "f", service.MessageInput{Body: "b", MessageID: id, GroupID: "g-" + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := receiveOne(t, svc, ctx, "f")
+	if _, err := svc.Ack(ctx, []string{m.ReceiptHandle}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := svc.Receive(ctx, "default", "f", service.ReceiveOptions{AutoAck: true, WaitSeconds: new(0)})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("autoAck receive: %v %v", msgs, err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if got, _ := historyOf(t, svc, "f", id); got != "sent@f received@f acked@f" {
+			t.Errorf("%s: %s", id, got)
+		}
+	}
+}
