@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/skipq/skipq/db"
@@ -352,11 +354,9 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 	sqs := parseSQSData(tags[SQSTagKey])
 	failure, dead := parseFailure(tags[failureTagKey]), parseFailure(tags[deadLetterTagKey])
 	acked := parseAcked(tags[ackedTagKey])
-	delete(tags, SQSTagKey)
-	delete(tags, failureTagKey)
-	delete(tags, deadLetterTagKey)
-	delete(tags, ackedTagKey)
-	delete(tags, traceTagKey)
+	// What skipq keeps in its reserved keys was read above (or, as the
+	// trace id, is shown nowhere); the message's tags are the sender's.
+	maps.DeleteFunc(tags, func(k, _ string) bool { return strings.HasPrefix(k, ReservedTagPrefix) })
 	m := Message{
 		MessageID:       r.MessageID,
 		Queue:           queue,

@@ -504,8 +504,8 @@ func (s *Service) checkTags(is *issues, path string, tags map[string]string) {
 		switch {
 		case !tagKeyPattern.MatchString(k):
 			is.add(path+"."+k, "tag keys must match ^[A-Za-z0-9_.-]{1,64}$")
-		case strings.HasPrefix(k, "skipq."):
-			is.add(path+"."+k, `tag keys must not start with "skipq."`)
+		case strings.HasPrefix(k, ReservedTagPrefix):
+			is.add(path+"."+k, `tag keys must not start with "`+ReservedTagPrefix+`"`)
 		case len(tags[k]) > maxTagValueBytes:
 			is.add(path+"."+k, "tag values must be at most %d bytes", maxTagValueBytes)
 		default:

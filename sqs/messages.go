@@ -139,7 +139,7 @@ func (h *Handler) prepareEntry(who *caller, q service.SQSQueue, e sendEntry) (se
 		}
 		in.Tags = map[string]string{}
 		for name, a := range e.MessageAttributes {
-			if a.DataType == "String" && nativeTagKeyPattern.MatchString(name) && !strings.HasPrefix(name, "skipq.") &&
+			if a.DataType == "String" && nativeTagKeyPattern.MatchString(name) && !strings.HasPrefix(name, service.ReservedTagPrefix) &&
 				len(*a.StringValue) <= nativeTagMaxValue && !strings.ContainsRune(*a.StringValue, 0) {
 				in.Tags[name] = *a.StringValue
 			}
