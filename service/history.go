@@ -12,15 +12,12 @@ import (
 )
 
 // Message history (SPEC §16.5). A queue with Trace on gives each message
-// sent to it a trace id (in its tags, "skipq.trace"); every statement that
+// sent to it a trace id (in its tags under the reserved key "skipq.trace",
+// which no message object shows); every statement that
 // changes a traced message records an event in skipq.message_events in the
 // same statement (migrations/00030_message_history.sql). The trace id moves
 // with the message, so the history of a dead letter or a redriven message
 // goes on in its new queue.
-
-// traceTagKey is the reserved tag that holds a traced message's trace id,
-// which no message object shows.
-const traceTagKey = "skipq.trace"
 
 // HistoryEvent is one event of a message's life. The pointer fields belong
 // to some types only (wire.HistoryEvent lists which).
