@@ -63,35 +63,23 @@ func authenticate(svc *service.Service, authOff bool, failures *rateLimiter) gin
 			c.Next()
 			return
 		}
-		ip := "ip:" + c.ClientIP()
-		failed := func(msg string) {
-			if failures != nil {
-				failures.allow(ip, time.Now())
-			}
-			abortWith(c, http.StatusUnauthorized, "unauthenticated", msg, nil)
-		}
 		secret, ok := bearerToken(c.GetHeader("Authorization"))
 		if !ok {
-			failed("an API key is required: Authorization: Bearer <key>")
-			return
-		}
-		if failures != nil {
-			if empty, wait := failures.empty(ip, time.Now()); empty {
-				if key, ok := svc.CachedKey(secret); ok {
-					setIdentity(c, identityOfKey(key))
-					c.Next()
-					return
-				}
-				tooManyRequests(c, wait, "too many failed authentications from this address; retry after the Retry-After delay")
-				return
+			if failures != nil {
+				failures.allow(clientAddress(c), time.Now())
 			}
-		}
-		key, err := svc.Authenticate(c.Request.Context(), secret)
-		if errors.Is(err, service.ErrUnauthenticated) {
-			failed("the API key is unknown or revoked")
+			abortWith(c, http.StatusUnauthorized, "unauthenticated", "an API key is required: Authorization: Bearer <key>", nil)
 			return
 		}
-		if err != nil {
+		key, wait, err := lookUpKey(c, svc, secret, failures)
+		switch {
+		case errors.Is(err, errAuthBlocked):
+			tooManyRequests(c, wait, "too many failed authentications from this address; retry after the Retry-After delay")
+			return
+		case errors.Is(err, service.ErrUnauthenticated):
+			abortWith(c, http.StatusUnauthorized, "unauthenticated", "the API key is unknown or revoked", nil)
+			return
+		case err != nil:
 			fail(c, err)
 			return
 		}
@@ -99,6 +87,36 @@ func authenticate(svc *service.Service, authOff bool, failures *rateLimiter) gin
 		c.Next()
 	}
 }
+
+// errAuthBlocked is lookUpKey's answer for a key it may not look up: the
+// address spent its failed authentications.
+var errAuthBlocked = errors.New("too many failed authentications from this address")
+
+// lookUpKey resolves a bearer secret to its key under the address's budget
+// of failed authentications (failures; nil: none). While the budget lasts
+// the service answers (its cache, else the database), and an unknown or
+// revoked key (service.ErrUnauthenticated) spends one. Once it is spent,
+// only keys in the node's cache are known; any other secret gets
+// errAuthBlocked and the wait until the budget returns, without a query.
+func lookUpKey(c *gin.Context, svc *service.Service, secret string, failures *rateLimiter) (service.APIKey, time.Duration, error) {
+	if failures != nil {
+		if empty, wait := failures.empty(clientAddress(c), time.Now()); empty {
+			if key, ok := svc.CachedKey(secret); ok {
+				return key, 0, nil
+			}
+			return service.APIKey{}, wait, errAuthBlocked
+		}
+	}
+	key, err := svc.Authenticate(c.Request.Context(), secret)
+	if errors.Is(err, service.ErrUnauthenticated) && failures != nil {
+		failures.allow(clientAddress(c), time.Now())
+	}
+	return key, 0, err
+}
+
+// clientAddress is the caller's key in the rate limiters when it names no
+// API key, and always in the failed-authentication limiter.
+func clientAddress(c *gin.Context) string { return "ip:" + c.ClientIP() }
 
 // setIdentity makes id the request's; the service records its key in the
 // history of the messages the request changes.
@@ -110,33 +128,17 @@ func setIdentity(c *gin.Context, id Identity) {
 // identifyCaller names the API key a receipt route's request came with,
 // when it is valid: receipts need no credentials (the handle is the
 // capability), but the history of the messages they change records the key
-// (SPEC §16.5). A missing, unknown or revoked key changes nothing; unknown
-// ones count against the address's failed authentications as on the
-// authenticated routes, and once those are spent only cached keys are
-// looked at.
+// (SPEC §16.5). The key is looked up as on the authenticated routes
+// (lookUpKey, the same budget of failed authentications); a missing,
+// unknown or revoked key, or one the budget keeps from the lookup, changes
+// nothing here.
 func identifyCaller(svc *service.Service, authOff bool, failures *rateLimiter) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		secret, ok := bearerToken(c.GetHeader("Authorization"))
 		if authOff || !ok {
 			return
 		}
-		if key, ok := svc.CachedKey(secret); ok {
-			setIdentity(c, identityOfKey(key))
-			return
-		}
-		ip := "ip:" + c.ClientIP()
-		if failures != nil {
-			if empty, _ := failures.empty(ip, time.Now()); empty {
-				return
-			}
-		}
-		key, err := svc.Authenticate(c.Request.Context(), secret)
-		switch {
-		case errors.Is(err, service.ErrUnauthenticated):
-			if failures != nil {
-				failures.allow(ip, time.Now())
-			}
-		case err == nil:
+		if key, _, err := lookUpKey(c, svc, secret, failures); err == nil {
 			setIdentity(c, identityOfKey(key))
 		}
 	}

@@ -99,7 +99,7 @@ func byKeyOrIP(c *gin.Context) string {
 	if id, ok := identityOf(c); ok && id.KeyID != 0 {
 		return "key:" + strconv.FormatInt(id.KeyID, 10)
 	}
-	return "ip:" + c.ClientIP()
+	return clientAddress(c)
 }
 
 // callerLimits are CallerLimits of the request c; nil limiters are off.
@@ -112,7 +112,7 @@ func (l callerLimits) Allow(keyID int64) (bool, time.Duration) {
 	if l.rate == nil {
 		return true, 0
 	}
-	caller := "ip:" + l.c.ClientIP()
+	caller := clientAddress(l.c)
 	if keyID != 0 {
 		caller = "key:" + strconv.FormatInt(keyID, 10)
 	}
@@ -121,7 +121,7 @@ func (l callerLimits) Allow(keyID int64) (bool, time.Duration) {
 
 func (l callerLimits) AuthFailed() {
 	if l.failures != nil {
-		l.failures.allow("ip:"+l.c.ClientIP(), time.Now())
+		l.failures.allow(clientAddress(l.c), time.Now())
 	}
 }
 
@@ -129,5 +129,5 @@ func (l callerLimits) AuthBlocked() (bool, time.Duration) {
 	if l.failures == nil {
 		return false, 0
 	}
-	return l.failures.empty("ip:"+l.c.ClientIP(), time.Now())
+	return l.failures.empty(clientAddress(l.c), time.Now())
 }
