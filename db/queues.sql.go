@@ -353,31 +353,6 @@ func (q *Queries) QueueListByNames(ctx context.Context, arg QueueListByNamesPara
 	return items, nil
 }
 
-const queueRetentionList = `-- name: QueueRetentionList :many
-SELECT r.queue_id, r.seconds FROM skipq.queue_retention r WHERE r.queue_id = ANY($1::bigint[])
-`
-
-// The retainAckedSeconds of those of the queues that retain.
-func (q *Queries) QueueRetentionList(ctx context.Context, queueIds []int64) ([]SkipqQueueRetention, error) {
-	rows, err := q.db.Query(ctx, queueRetentionList, queueIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []SkipqQueueRetention
-	for rows.Next() {
-		var i SkipqQueueRetention
-		if err := rows.Scan(&i.QueueID, &i.Seconds); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const queueRetentionSet = `-- name: QueueRetentionSet :exec
 WITH off AS (
     DELETE FROM skipq.queue_retention r WHERE r.queue_id = $1 AND $2::integer = 0
@@ -464,6 +439,42 @@ func (q *Queries) QueueSettingsUpdate(ctx context.Context, arg QueueSettingsUpda
 	return i, err
 }
 
+const queueSideSettingsList = `-- name: QueueSideSettingsList :many
+SELECT u.id::bigint AS queue_id, coalesce(r.seconds, 0)::integer AS retain_acked_seconds,
+       EXISTS (SELECT 1 FROM skipq.queue_trace t WHERE t.queue_id = u.id) AS trace
+FROM unnest($1::bigint[]) AS u(id)
+LEFT JOIN skipq.queue_retention r ON r.queue_id = u.id
+`
+
+type QueueSideSettingsListRow struct {
+	QueueID            int64
+	RetainAckedSeconds int32
+	Trace              bool
+}
+
+// The settings that tables beside skipq.queues hold, one row for each of
+// the queues: retainAckedSeconds (skipq.queue_retention, 0 without a row)
+// and trace (a row in skipq.queue_trace).
+func (q *Queries) QueueSideSettingsList(ctx context.Context, queueIds []int64) ([]QueueSideSettingsListRow, error) {
+	rows, err := q.db.Query(ctx, queueSideSettingsList, queueIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []QueueSideSettingsListRow
+	for rows.Next() {
+		var i QueueSideSettingsListRow
+		if err := rows.Scan(&i.QueueID, &i.RetainAckedSeconds, &i.Trace); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queueStats = `-- name: QueueStats :one
 WITH t AS (SELECT coalesce($2::timestamptz, clock_timestamp()) AS now)
 SELECT
@@ -536,31 +547,6 @@ func (q *Queries) QueueTenantsByID(ctx context.Context, ids []int64) ([]QueueTen
 			return nil, err
 		}
 		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const queueTraceList = `-- name: QueueTraceList :many
-SELECT x.queue_id FROM skipq.queue_trace x WHERE x.queue_id = ANY($1::bigint[])
-`
-
-// Those of the queues that trace.
-func (q *Queries) QueueTraceList(ctx context.Context, queueIds []int64) ([]int64, error) {
-	rows, err := q.db.Query(ctx, queueTraceList, queueIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var queue_id int64
-		if err := rows.Scan(&queue_id); err != nil {
-			return nil, err
-		}
-		items = append(items, queue_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -92,13 +92,14 @@ INSERT INTO skipq.queue_trace (queue_id)
 SELECT @queue_id WHERE @trace::boolean
 ON CONFLICT (queue_id) DO NOTHING;
 
--- name: QueueTraceList :many
--- Those of the queues that trace.
-SELECT x.queue_id FROM skipq.queue_trace x WHERE x.queue_id = ANY(@queue_ids::bigint[]);
-
--- name: QueueRetentionList :many
--- The retainAckedSeconds of those of the queues that retain.
-SELECT r.queue_id, r.seconds FROM skipq.queue_retention r WHERE r.queue_id = ANY(@queue_ids::bigint[]);
+-- name: QueueSideSettingsList :many
+-- The settings that tables beside skipq.queues hold, one row for each of
+-- the queues: retainAckedSeconds (skipq.queue_retention, 0 without a row)
+-- and trace (a row in skipq.queue_trace).
+SELECT u.id::bigint AS queue_id, coalesce(r.seconds, 0)::integer AS retain_acked_seconds,
+       EXISTS (SELECT 1 FROM skipq.queue_trace t WHERE t.queue_id = u.id) AS trace
+FROM unnest(@queue_ids::bigint[]) AS u(id)
+LEFT JOIN skipq.queue_retention r ON r.queue_id = u.id;
 
 -- name: QueueStats :one
 -- Counted at request time from the queue's own rows (one primary-key range

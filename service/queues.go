@@ -159,19 +159,13 @@ func (s *Service) putQueue(ctx context.Context, tenant, name string, in QueueSet
 // tables beside skipq.queues hold: RetainAckedSeconds
 // (skipq.queue_retention) and Trace (skipq.queue_trace).
 func (s *Service) addSideSettings(ctx context.Context, q *db.Queries, qs []*Queue, ids []int64) error {
-	traced, err := q.QueueTraceList(ctx, ids)
-	if err != nil {
-		return err
-	}
-	for _, id := range traced {
-		qs[slices.Index(ids, id)].Trace = true
-	}
-	rows, err := q.QueueRetentionList(ctx, ids)
+	rows, err := q.QueueSideSettingsList(ctx, ids)
 	if err != nil {
 		return err
 	}
 	for _, r := range rows {
-		qs[slices.Index(ids, r.QueueID)].RetainAckedSeconds = int(r.Seconds)
+		i := slices.Index(ids, r.QueueID)
+		qs[i].RetainAckedSeconds, qs[i].Trace = int(r.RetainAckedSeconds), r.Trace
 	}
 	return nil
 }
