@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/skipq/skipq/db"
@@ -145,8 +144,12 @@ func (s *Service) putQueue(ctx context.Context, tenant, name string, in QueueSet
 				return err
 			}
 		}
-		q = queueFromRow(row)
-		return s.addSideSettings(ctx, tx, []*Queue{&q}, []int64{row.ID})
+		qs, err := queuesFromRows(ctx, tx, []db.SkipqQueue{row})
+		if err != nil {
+			return err
+		}
+		q = qs[0]
+		return nil
 	})
 	if err != nil {
 		return Queue{}, false, fromDB("put queue", err)
@@ -155,19 +158,24 @@ func (s *Service) putQueue(ctx context.Context, tenant, name string, in QueueSet
 	return q, created, nil
 }
 
-// addSideSettings sets the settings of queues (ids[i] is qs[i]'s) that
-// tables beside skipq.queues hold: RetainAckedSeconds
-// (skipq.queue_retention) and Trace (skipq.queue_trace).
-func (s *Service) addSideSettings(ctx context.Context, q *db.Queries, qs []*Queue, ids []int64) error {
-	rows, err := q.QueueSideSettingsList(ctx, ids)
+// queuesFromRows are the queues of rows, in their order, with the settings
+// that tables beside skipq.queues hold: RetainAckedSeconds
+// (skipq.queue_retention) and Trace (skipq.queue_trace), read in one
+// statement for them all.
+func queuesFromRows(ctx context.Context, q *db.Queries, rows []db.SkipqQueue) ([]Queue, error) {
+	qs, ids := make([]Queue, len(rows)), make([]int64, len(rows))
+	byID := make(map[int64]*Queue, len(rows))
+	for i, r := range rows {
+		qs[i], ids[i], byID[r.ID] = queueFromRow(r), r.ID, &qs[i]
+	}
+	side, err := q.QueueSideSettingsList(ctx, ids)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, r := range rows {
-		i := slices.Index(ids, r.QueueID)
-		qs[i].RetainAckedSeconds, qs[i].Trace = int(r.RetainAckedSeconds), r.Trace
+	for _, r := range side {
+		byID[r.QueueID].RetainAckedSeconds, byID[r.QueueID].Trace = int(r.RetainAckedSeconds), r.Trace
 	}
-	return nil
+	return qs, nil
 }
 
 // checkQueueType refuses what the queue's type cannot have: a change of
@@ -213,10 +221,11 @@ func (s *Service) GetQueue(ctx context.Context, tenant, name string) (Queue, err
 	if err != nil {
 		return Queue{}, fromDB("queue stats", err)
 	}
-	q := queueFromRow(row)
-	if err := s.addSideSettings(ctx, s.q, []*Queue{&q}, []int64{row.ID}); err != nil {
+	qs, err := queuesFromRows(ctx, s.q, []db.SkipqQueue{row})
+	if err != nil {
 		return Queue{}, fromDB("queue settings", err)
 	}
+	q := qs[0]
 	q.Stats = &QueueStats{Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight, Acked: st.Acked,
 		Groups: st.Groups}
 	// min() over no rows is NULL, which sqlc can only type as any.
@@ -266,12 +275,7 @@ func (s *Service) ListQueues(ctx context.Context, tenant, prefix string, limit i
 	if len(rows) == 0 {
 		return nil, "", nil
 	}
-	ptrs, ids := make([]*Queue, len(rows)), make([]int64, len(rows))
-	qs = make([]Queue, len(rows))
-	for i, r := range rows {
-		qs[i], ptrs[i], ids[i] = queueFromRow(r), &qs[i], r.ID
-	}
-	if err := s.addSideSettings(ctx, s.q, ptrs, ids); err != nil {
+	if qs, err = queuesFromRows(ctx, s.q, rows); err != nil {
 		return nil, "", fromDB("list queues", err)
 	}
 	return qs, nextCursor, nil
