@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -155,8 +156,8 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	// Receipts need no credentials: the handle is the capability. They are
 	// rate limited per client IP (OPERATIONS.md), so the key a request may
 	// name is looked up after the limiter, for the history alone.
-	receipts := v1.Group("/receipts", append(append(append(gin.HandlersChain{}, perCaller...),
-		identifyCaller(svc, cfg.AuthOff, authFailures)), deadline(RequestTimeout))...)
+	receipts := v1.Group("/receipts", slices.Concat(perCaller,
+		gin.HandlersChain{identifyCaller(svc, cfg.AuthOff, authFailures), deadline(RequestTimeout)})...)
 	receipts.POST("/ack", h.ack)
 	receipts.POST("/nack", h.nack)
 	receipts.POST("/visibility", h.visibility)
