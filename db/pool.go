@@ -2,7 +2,11 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,21 +20,21 @@ type PoolOptions struct {
 	// ConnectTimeout bounds how long a request waits for a new connection when
 	// the database is unreachable, so the API answers 503 instead of hanging.
 	ConnectTimeout time.Duration
+	// Log hears, once, that the pool found itself behind a transaction
+	// pooler and stopped keeping prepared statements (nil: slog.Default).
+	Log *slog.Logger
 }
 
 // NewPool opens a pgx pool. It does not wait for the database: a node starts
 // (and answers 503) while Postgres is away.
 //
 // Nothing on these connections is session state beyond what pgx caches for
-// itself, so they work through PgBouncer in transaction pooling (SPEC §1):
-// no startup parameters beyond the URL's own, and the plan settings that
-// skipq's statements need are set per transaction (Planned, TxOptions) or
-// carried by the functions the hot paths call. pgx keeps its prepared
-// statements (the fastest on a direct connection); behind a transaction
-// pooler the URL adds default_query_exec_mode=cache_describe
-// (docs/OPERATIONS.md), and as sends, claims, acks and extends are function
-// calls whose inner plans PostgreSQL caches, only the one-line call is
-// planned per request.
+// itself, so they work through PgBouncer in transaction pooling: no startup
+// parameters beyond the URL's own, and the plan settings that skipq's
+// statements need are set per transaction (Planned, TxOptions) or carried
+// by the functions the hot paths call. What pgx caches is its prepared
+// statements, the fastest on a direct connection, which a transaction
+// pooler cannot keep; see followPooler for how the pool finds out.
 func NewPool(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -44,12 +48,80 @@ func NewPool(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, 
 	}
 	cfg.HealthCheckPeriod = 5 * time.Second
 	dropReadOnly(cfg.ConnConfig)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	var pool atomic.Pointer[pgxpool.Pool]
+	if !setsExecMode(cfg.ConnString()) {
+		log := opts.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		followPooler(cfg, log, func() *pgxpool.Pool { return pool.Load() })
+	}
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
-	return pool, nil
+	pool.Store(p)
+	return p, nil
 }
+
+// setsExecMode reports whether the URL chooses pgx's statement mode itself
+// (default_query_exec_mode): then the pool keeps to it.
+func setsExecMode(connString string) bool {
+	return strings.Contains(connString, "default_query_exec_mode")
+}
+
+// followPooler makes a pool that keeps pgx's prepared statements switch to
+// unnamed ones the first time the server shows it is a transaction pooler:
+// a statement named by this connection already exists (SQLSTATE 42P05, a
+// client connection that prepared it ran its transaction on the same server
+// connection) or one it prepared is gone (26000, its transaction ran on
+// another). Both are answered before the statement runs, so nothing was
+// done. From then on every new connection caches only statement
+// descriptions (pgx's cache_describe, which docs/OPERATIONS.md lets operators
+// put in a pooled URL), the connections that met the error are closed, the
+// idle ones replaced, and the switch is logged once. The few statements
+// that failed meanwhile are retried (RetryPooled) or answered 503.
+func followPooler(cfg *pgxpool.Config, log *slog.Logger, pool func() *pgxpool.Pool) {
+	var pooled atomic.Bool
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		if pooled.Load() {
+			cc.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+		}
+		return nil
+	}
+	next := cfg.ConnConfig.OnPgError
+	cfg.ConnConfig.OnPgError = func(c *pgconn.PgConn, e *pgconn.PgError) bool {
+		if !isPoolerStatementCode(e.Code) {
+			return next == nil || next(c, e)
+		}
+		if pooled.CompareAndSwap(false, true) {
+			log.Warn("the database URL leads to a transaction pooler: prepared statements do not survive a transaction there, "+
+				"so this node now sends unnamed statements (as default_query_exec_mode=cache_describe in the URL would)",
+				"sqlstate", e.Code)
+			if p := pool(); p != nil {
+				go p.Reset()
+			}
+		}
+		return false
+	}
+}
+
+// isPoolerStatementCode: 42P05 duplicate_prepared_statement, 26000
+// invalid_sql_statement_name.
+func isPoolerStatementCode(code string) bool { return code == "42P05" || code == "26000" }
+
+// IsPoolerStatementError reports whether err is a prepared statement
+// meeting a transaction pooler (see followPooler): the statement did not
+// run, and running it again on another connection is safe.
+func IsPoolerStatementError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && isPoolerStatementCode(pgErr.Code)
+}
+
+// pooledAttempts bounds the runs of one statement that meets a pooler's
+// prepared-statement error: enough for the pool to replace the connections
+// that still hold named statements.
+const pooledAttempts = 3
 
 // ReadOnlySQLState is SQLSTATE 25006 (read_only_sql_transaction): a write
 // reached a server that does not take writes.
@@ -112,6 +184,10 @@ func (p Planned) send(ctx context.Context, sql string, args []any) pgx.BatchResu
 // before the commit (at the pipeline's Sync), and a commit that fails -- the
 // server dying in between -- shows only when the batch is closed.
 func (p Planned) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return retryPooled(func() (pgconn.CommandTag, error) { return p.exec(ctx, sql, args) })
+}
+
+func (p Planned) exec(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error) {
 	br := p.send(ctx, sql, args)
 	_, err := br.Exec()
 	var tag pgconn.CommandTag
@@ -127,6 +203,10 @@ func (p Planned) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 // Query runs one statement with the plan settings; closing the rows
 // releases the connection.
 func (p Planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return queryPooled(func() (pgx.Rows, error) { return p.query(ctx, sql, args) })
+}
+
+func (p Planned) query(ctx context.Context, sql string, args []any) (pgx.Rows, error) {
 	br := p.send(ctx, sql, args)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -145,6 +225,96 @@ func (p Planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 func (p Planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	rows, err := p.Query(ctx, sql, args...)
 	return &batchRow{rows: rows, err: err}
+}
+
+// Direct runs each statement as it is, with nothing piped ahead.
+type Direct struct{ Pool *pgxpool.Pool }
+
+var _ DBTX = Direct{}
+
+// Exec runs one statement.
+func (d Direct) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return retryPooled(func() (pgconn.CommandTag, error) { return d.Pool.Exec(ctx, sql, args...) })
+}
+
+// Query runs one statement; closing the rows releases the connection.
+func (d Direct) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return queryPooled(func() (pgx.Rows, error) { return d.Pool.Query(ctx, sql, args...) })
+}
+
+// QueryRow runs one statement and reads one row (pgx.ErrNoRows when there
+// is none).
+func (d Direct) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := d.Query(ctx, sql, args...)
+	return &batchRow{rows: rows, err: err}
+}
+
+// retryPooled runs a statement again, on another connection, while it
+// meets a transaction pooler's prepared-statement error (see followPooler),
+// at most pooledAttempts times: such a statement never ran.
+func retryPooled[T any](run func() (T, error)) (T, error) {
+	v, err := run()
+	for attempt := 1; attempt < pooledAttempts && IsPoolerStatementError(err); attempt++ {
+		v, err = run()
+	}
+	return v, err
+}
+
+// queryPooled runs a query as retryPooled does, and again should the
+// pooler's error come in place of its first row (a statement pgx believes
+// prepared is sent without a round trip of its own, so the server's answer
+// that it does not exist arrives with the rows).
+func queryPooled(run func() (pgx.Rows, error)) (pgx.Rows, error) {
+	rows, err := retryPooled(run)
+	if err != nil {
+		return nil, err
+	}
+	return &pooledRows{Rows: rows, run: run}, nil
+}
+
+// pooledRows are a query's rows that, while no row has been read, replace
+// themselves with a new run's on a pooler's prepared-statement error.
+type pooledRows struct {
+	pgx.Rows
+	run      func() (pgx.Rows, error)
+	reruns   int
+	started  bool
+	rerunErr error
+}
+
+func (r *pooledRows) Next() bool {
+	for {
+		if r.Rows.Next() {
+			r.started = true
+			return true
+		}
+		if r.started || r.reruns+1 >= pooledAttempts || !IsPoolerStatementError(r.Rows.Err()) {
+			return false
+		}
+		r.Rows.Close()
+		r.reruns++
+		rows, err := r.run()
+		if err != nil {
+			r.rerunErr = err
+			return false
+		}
+		r.Rows = rows
+	}
+}
+
+func (r *pooledRows) Err() error {
+	if r.rerunErr != nil {
+		return r.rerunErr
+	}
+	return r.Rows.Err()
+}
+
+// RetryPooled runs a transaction again while it fails on a transaction
+// pooler's prepared-statement error (see followPooler): the transaction
+// rolled back, and nothing of it was done.
+func RetryPooled(tx func() error) error {
+	_, err := retryPooled(func() (struct{}, error) { return struct{}{}, tx() })
+	return err
 }
 
 // batchRows are a batch's result rows; Close also closes the batch, which

@@ -36,7 +36,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		}
 	}
 	pool, err := db.NewPool(ctx, cfg.DatabaseURL, db.PoolOptions{
-		MaxConns: int32(cfg.DBMaxConns), ConnectTimeout: 2 * time.Second})
+		MaxConns: int32(cfg.DBMaxConns), ConnectTimeout: 2 * time.Second, Log: log})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,10 @@ func unavailable(err error) bool {
 			return true
 		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, starting
 			return true
+		case db.IsPoolerStatementError(err):
+			// A statement met a transaction pooler before the pool
+			// switched to unnamed statements (db.NewPool); it did not run.
+			return true
 		case pgErr.Code == db.ReadOnlySQLState:
 			// The server stopped being the primary (db.NewPool drops the
 			// connection; the next one finds the primary).

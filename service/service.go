@@ -68,7 +68,7 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	s := &Service{
 		pool:    pool,
 		q:       db.New(db.Planned{Pool: pool}),
-		direct:  db.New(pool),
+		direct:  db.New(db.Direct{Pool: pool}),
 		limits:  opts.Limits,
 		log:     log,
 		now:     func() *time.Time { return nil },
@@ -105,10 +105,13 @@ const sharedClaimCalls = 256
 // (ack, nack or extend): four full requests' worth.
 const sharedSettleHandles = 4 * MaxReceiptHandles
 
-// inTx runs fn in one transaction.
+// inTx runs fn in one transaction (again, should it meet a transaction
+// pooler's prepared-statement error: db.RetryPooled).
 func (s *Service) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, db.TxOptions, func(tx pgx.Tx) error {
-		return fn(s.q.WithTx(tx))
+	return db.RetryPooled(func() error {
+		return pgx.BeginTxFunc(ctx, s.pool, db.TxOptions, func(tx pgx.Tx) error {
+			return fn(s.q.WithTx(tx))
+		})
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"sync"
 	"testing"
@@ -80,16 +79,9 @@ func throughPgBouncer(t testing.TB, cfg *node.Config) {
 	if pooled == direct {
 		return // not on the test server: see ThroughPgBouncer
 	}
-	// As docs/OPERATIONS.md tells operators: no prepared statement may
-	// outlive a transaction behind a transaction pooler.
-	u, err := url.Parse(pooled)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("default_query_exec_mode", "cache_describe")
-	u.RawQuery = q.Encode()
-	cfg.DatabaseURL = u.String()
+	// The plain URL, without default_query_exec_mode: the pool finds
+	// the pooler by itself (db.NewPool).
+	cfg.DatabaseURL = pooled
 	if _, seen := bouncing.LoadOrStore(t, true); seen {
 		return // the test's first node quotes the log for all of them
 	}
