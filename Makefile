@@ -140,8 +140,11 @@ failover: postgres-bin
 screenshots: postgres-bin browser-bin
 	SKIPQ_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run 'TestAdminSendsBrowsesPurgesDeletes|TestRedrive|TestOverviewAndRates' ./console/
 
-# generate: regenerate db/ from queries/ with sqlc.
-generate:
+# generate: rewrite migrations/current/ (the schema every migration leaves,
+# as pg_dump prints it, one file per function) and regenerate db/ from
+# queries/ over it with sqlc. `make test` fails while either is stale.
+generate: postgres-bin
+	SKIPQ_UPDATE_CURRENT=1 go test -count=1 -run TestCurrentSchemaIsGenerated ./migrations/
 	go tool sqlc generate
 
 # clean: stop the test cluster and remove built binaries. The development
