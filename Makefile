@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # The test cluster that testdb starts (devpg.EnsureDaemon) and `test` stops.
 TEST_CLUSTER := .skipq/test
 
-.PHONY: postgres-bin pgbouncer-bin browser-bin build run test lint fuzz chaos failover screenshots generate clean
+.PHONY: postgres-bin pgbouncer-bin browser-bin build run test check lint fuzz chaos failover screenshots generate clean
 
 # postgres-bin: the PostgreSQL server binaries (Debian's postgresql package)
 # and the unprivileged "postgres" user that runs private clusters for root.
@@ -66,23 +66,30 @@ run: postgres-bin build
 lint:
 	go tool golangci-lint run --build-tags chaos,failover ./...
 
-# test: lint, vet, check that sqlc's generated code is current, run every test,
-# run the HTTP API suite (apitest) a second time with the nodes' database URL
-# through PgBouncer in transaction-pooling mode and their LISTEN connection
-# direct (SPEC §1; node/nodetest), run the concurrent packages under the race
-# detector (RACE_PACKAGES), run the fault test once (make chaos's TestChaos,
-# about 50 s: 100,000 messages through killed nodes, two PostgreSQL crashes and
-# terminated backends), run the failover and online-migration tests once
-# (make failover, about 1 minute), then stop the shared test cluster and any
-# PgBouncer left in front of it, whether the tests passed or not, keeping the
-# first failure's exit status.
+# test: the loop to run often. Lint, vet, check that sqlc's generated code
+# and migrations/current/ are current, run every test of every package
+# against a real PostgreSQL, then stop the shared test cluster whether the
+# tests passed or not, keeping the first failure's exit status.
 test: postgres-bin pgbouncer-bin browser-bin lint
 	go vet ./...
 	@if [ -f sqlc.yaml ]; then echo "go tool sqlc diff"; go tool sqlc diff; fi
 	@status=0; \
 	go test -count=1 -timeout 20m ./... || status=$$?; \
+	go run ./devpg/stopcluster $(TEST_CLUSTER) || true; \
+	exit $$status
+
+# check: the slow suites, which CI runs after `make test` (.ci/run): the HTTP
+# API suite (apitest) a second time with the nodes' database URL, a plain
+# one, through PgBouncer in transaction-pooling mode and their LISTEN
+# connection direct (node/nodetest), the concurrent packages under the race
+# detector (RACE_PACKAGES), the fault test once (make chaos's TestChaos,
+# about 50 s: 100,000 messages through killed nodes, two PostgreSQL crashes
+# and terminated backends), the failover and online-migration tests once
+# (make failover, about 1 minute); then the cluster stops as in `test`.
+check: postgres-bin pgbouncer-bin
+	@status=0; \
 	echo "SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./apitest/"; \
-	SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./apitest/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
+	SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./apitest/ || status=$$?; \
 	echo "go test -race $(RACE_PACKAGES)"; \
 	go test -race -count=1 -timeout 20m $(RACE_PACKAGES) || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
 	echo "go test -tags chaos -run TestChaos ./chaos/"; \
