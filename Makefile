@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # The test cluster that testdb starts (devpg.EnsureDaemon) and `test` stops.
 TEST_CLUSTER := .skipq/test
 
-.PHONY: postgres-bin pgbouncer-bin browser-bin build run test check lint fuzz chaos failover screenshots generate clean
+.PHONY: postgres-bin pgbouncer-bin browser-bin build bench run test check lint fuzz chaos failover screenshots generate clean
 
 # postgres-bin: the PostgreSQL server binaries (Debian's postgresql package)
 # and the unprivileged "postgres" user that runs private clusters for root.
@@ -47,9 +47,18 @@ browser-bin:
 		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium-headless-shell; \
 	fi
 
-# build: the skipq binary.
+# build: the skipq binary, without the paths of this machine (-trimpath),
+# its symbol table or DWARF (-s -w): stack traces and `go version -m` still
+# work, and the binary is about a third smaller.
 build:
-	go build -o bin/skipq ./cmd/skipq
+	go build -trimpath -ldflags="-s -w" -o bin/skipq ./cmd/skipq
+
+# bench: skipq-bench, the measurements of docs/PERFORMANCE.md, a command of
+# its own (the server binary carries neither it nor the AWS SDK it drives);
+# flags in BENCH_FLAGS, e.g. make bench BENCH_FLAGS="--quick --scenario lifecycle".
+bench: postgres-bin
+	go build -o bin/skipq-bench ./cmd/skipq-bench
+	./bin/skipq-bench $(BENCH_FLAGS)
 
 # run: the service against SKIPQ_DATABASE_URL/DATABASE_URL when set, else
 # `skipq dev` with a private cluster under .skipq/dev.

@@ -2,7 +2,7 @@
 // over HTTP next to the same lifecycle in plain SQL on the same database, wake
 // latency, throughput behind a large backlog, what a receive costs behind
 // delayed and in-flight messages, the cost of idle long-polls, and the node's
-// memory. `skipq bench` is its command line.
+// memory. `skipq-bench` is its command line.
 //
 // By default it is self-contained: a private, durable PostgreSQL cluster under
 // .skipq/bench (fsync and synchronous_commit on), a fresh database migrated for

@@ -15,7 +15,7 @@ import (
 )
 
 // TestRunShape runs a short lifecycle and latency bench against a test
-// database and checks the JSON contract of `skipq bench --json`: every key
+// database and checks the JSON contract of `skipq-bench --json`: every key
 // present, every figure positive. It asserts no speed: benchmarks are never
 // timed tests (SPEC §8).
 func TestRunShape(t *testing.T) {

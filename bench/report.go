@@ -8,7 +8,7 @@ import (
 )
 
 // Report is what a run measured. The JSON keys lifecycle, latency_ms,
-// backlog, idle, heads and rss_mb_peak are the contract of `skipq bench
+// backlog, idle, heads and rss_mb_peak are the contract of `skipq-bench
 // --json` (null for a scenario that did not run); the rest is evidence.
 type Report struct {
 	Lifecycle      []LifecyclePoint   `json:"lifecycle"`
@@ -408,7 +408,7 @@ func targets(r Report) []Target {
 // WriteText writes the report as readable tables.
 func (r Report) WriteText(w io.Writer) {
 	s := r.Setup
-	fmt.Fprintf(w, "skipq bench: PostgreSQL %s (fsync=%s, synchronous_commit=%s, shared_buffers=%s), %d CPUs, %d node(s)%s\n",
+	fmt.Fprintf(w, "skipq-bench: PostgreSQL %s (fsync=%s, synchronous_commit=%s, shared_buffers=%s), %d CPUs, %d node(s)%s\n",
 		s.Postgres, s.Settings["fsync"], s.Settings["synchronous_commit"], s.Settings["shared_buffers"], s.CPUs, s.Nodes,
 		map[bool]string{true: " (external)", false: " (in-process)"}[s.External])
 	fmt.Fprintf(w, "each measured run: %.0f s after %.1f s of warm-up\n\n", s.DurationS, s.WarmupS)

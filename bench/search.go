@@ -66,7 +66,7 @@ func (e *env) search(ctx context.Context) (*SearchResult, error) {
 	if len(e.o.URLs) == 0 {
 		tenant := "bench-search-" + strings.ToLower(rand.Text()[:8])
 		svc := service.New(e.mon, service.Options{Limits: service.DefaultLimits()})
-		_, secret, err := svc.CreateKey(ctx, tenant, "admin", "skipq bench search")
+		_, secret, err := svc.CreateKey(ctx, tenant, "admin", "skipq-bench search")
 		if err != nil {
 			return nil, fmt.Errorf("search: API key: %w", err)
 		}

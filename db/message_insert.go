@@ -27,7 +27,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) ([
 }
 
 // The "-- name:" line labels the statement in pg_stat_statements as sqlc's
-// do (skipq bench reports statements by it).
+// do (skipq-bench reports statements by it).
 const messageInsert = `-- name: MessageInsert :many
 SELECT pos, queue_id, message_id, sequence, sent_at, delayed_to, expires_at, outcome
 FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`

@@ -19,7 +19,6 @@ Usage:
   skipq serve   [flags]          run a node (config from SKIPQ_* environment variables)
   skipq dev     [flags]          run a node on a private PostgreSQL under ./.skipq/ (auth off)
   skipq migrate up|down|status   manage the schema (needs SKIPQ_DATABASE_URL)
-  skipq bench   [flags]          measure throughput, latency, idle cost and memory (SPEC §8)
   skipq keys create --tenant T --role read|write|admin --name N
   skipq keys list | revoke ID    manage API keys (needs SKIPQ_DATABASE_URL)
 
@@ -59,8 +58,6 @@ func main() {
 		err = cmdDev(ctx, args, log)
 	case "migrate":
 		err = cmdMigrate(ctx, args)
-	case "bench":
-		err = cmdBench(ctx, args, os.Stdout, os.Stderr)
 	case "keys":
 		err = cmdKeys(ctx, args)
 	case "queues":

@@ -1,19 +1,26 @@
+// Command skipq-bench measures skipq against its performance targets
+// (docs/PERFORMANCE.md). It is a command of its own so that the server
+// binary carries neither the bench nor the AWS SDK its sqs scenario drives.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/skipq/skipq/bench"
 )
 
-const benchUsage = `Usage: skipq bench [flags]
+const benchUsage = `Usage: skipq-bench [flags]
 
 Measures skipq against SPEC §8 and prints a table (or, with --json, one JSON
 object). By default it is self-contained: a private, durable PostgreSQL under
@@ -60,7 +67,25 @@ and search, 200 latency samples, 3 s idle, heads behind 100,000 delayed and
 Flags:
 `
 
-// cmdBench runs `skipq bench`.
+// errUsage marks errors that are the caller's words being off (exit 2).
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := cmdBench(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(os.Stderr, "skipq-bench: %v (skipq-bench -h lists the flags)\n", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "skipq-bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// cmdBench runs the bench with args.
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -109,7 +134,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *scenarios != "" {
 		for _, s := range strings.Split(*scenarios, ",") {
 			s = strings.TrimSpace(s)
-			if !isScenario(s) {
+			if !slices.Contains(bench.Scenarios, s) {
 				return fmt.Errorf("%w: unknown scenario %q (want %s)", errUsage, s, strings.Join(bench.Scenarios, ", "))
 			}
 			opts.Scenarios = append(opts.Scenarios, s)
@@ -152,13 +177,4 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rep.WriteText(stdout)
 	return nil
-}
-
-func isScenario(s string) bool {
-	for _, x := range bench.Scenarios {
-		if s == x {
-			return true
-		}
-	}
-	return false
 }
