@@ -9,8 +9,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -92,19 +92,25 @@ func (c *Console) identify(r *http.Request) (identity, error) {
 	if err != nil {
 		return identity{}, errNoSession
 	}
-	keyID, expires, mac, ok := parseSession(ck.Value)
-	if !ok || !time.Now().Before(expires) {
+	keyID, issued, mac, ok := parseSession(ck.Value)
+	// A session lasts SessionLifetime from its login, whatever its cookie's
+	// Max-Age; one issued ahead of this node's clock by more than another
+	// node's clock could be is forged or from a clock gone wrong.
+	if now := c.now(); !ok || now.Sub(issued) > SessionLifetime || issued.Sub(now) > clockSkew {
 		return identity{}, errNoSession
 	}
 	key, hash, err := c.sessionKey(r.Context(), keyID)
 	if err != nil {
 		return identity{}, err
 	}
-	if hash == nil || !hmac.Equal(mac, sessionMAC(hash, keyID, expires)) {
+	if hash == nil || !hmac.Equal(mac, c.sessionMAC(keyID, issued, hash)) {
 		return identity{}, errNoSession
 	}
 	return identity{Tenant: key.Tenant, Role: service.RoleRank(key.Role), KeyID: key.ID, Name: key.Name}, nil
 }
+
+// clockSkew is how far apart the nodes' clocks may be.
+const clockSkew = time.Minute
 
 // sessionKey is a key and its secret's hash (nil when it is revoked or
 // unknown), cached for sessionCheck.
@@ -113,7 +119,7 @@ func (c *Console) sessionKey(ctx context.Context, id int64) (service.APIKey, []b
 	sc.mu.Lock()
 	e, ok := sc.entries[id]
 	sc.mu.Unlock()
-	if ok && time.Now().Before(e.expires) {
+	if ok && c.now().Before(e.expires) {
 		return e.key, e.hash, nil
 	}
 	key, hash, err := c.svc.SessionKey(ctx, id)
@@ -131,46 +137,50 @@ func (c *Console) remember(id int64, key service.APIKey, hash []byte) {
 	if len(sc.entries) >= sessionCacheLimit {
 		clear(sc.entries)
 	}
-	sc.entries[id] = cachedSession{key: key, hash: hash, expires: time.Now().Add(sessionCheck)}
+	sc.entries[id] = cachedSession{key: key, hash: hash, expires: c.now().Add(sessionCheck)}
 }
 
-// A session cookie is "keyID.expiresUnix.mac": the MAC is keyed with the
-// hash of the key's secret, which only the database holds, so any node can
-// check a session without shared state, and a revoked key's sessions end.
-func sessionMAC(secretHash []byte, keyID int64, expires time.Time) []byte {
-	m := hmac.New(sha256.New, secretHash)
-	fmt.Fprintf(m, "skipq console session|%d|%d", keyID, expires.Unix())
+// A session cookie is "keyID.issuedUnix.mac". The MAC is keyed with the
+// node's secret (Config.Secret), which is not in the database, so a copy of
+// the key table (a backup, a replica, a monitoring role) mints no session;
+// it covers the hash of the key's secret as the database holds it now, so a
+// revoked key's sessions end; and the issue time under it lets the node end
+// a session after SessionLifetime whatever the cookie claims.
+func (c *Console) sessionMAC(keyID int64, issued time.Time, secretHash []byte) []byte {
+	m := hmac.New(sha256.New, c.cfg.Secret)
+	fmt.Fprintf(m, "skipq console session|%d|%d|", keyID, issued.Unix())
+	m.Write(secretHash)
 	return m.Sum(nil)
 }
 
-func sessionValue(secretHash []byte, keyID int64, expires time.Time) string {
-	return strconv.FormatInt(keyID, 10) + "." + strconv.FormatInt(expires.Unix(), 10) + "." +
-		base64.RawURLEncoding.EncodeToString(sessionMAC(secretHash, keyID, expires))
+func (c *Console) sessionValue(keyID int64, issued time.Time, secretHash []byte) string {
+	return strconv.FormatInt(keyID, 10) + "." + strconv.FormatInt(issued.Unix(), 10) + "." +
+		base64.RawURLEncoding.EncodeToString(c.sessionMAC(keyID, issued, secretHash))
 }
 
-func parseSession(v string) (keyID int64, expires time.Time, mac []byte, ok bool) {
+func parseSession(v string) (keyID int64, issued time.Time, mac []byte, ok bool) {
 	parts := strings.Split(v, ".")
 	if len(parts) != 3 {
 		return 0, time.Time{}, nil, false
 	}
 	keyID, err1 := strconv.ParseInt(parts[0], 10, 64)
-	exp, err2 := strconv.ParseInt(parts[1], 10, 64)
+	unix, err2 := strconv.ParseInt(parts[1], 10, 64)
 	mac, err3 := base64.RawURLEncoding.DecodeString(parts[2])
 	if err1 != nil || err2 != nil || err3 != nil {
 		return 0, time.Time{}, nil, false
 	}
-	return keyID, time.Unix(exp, 0), mac, true
+	return keyID, time.Unix(unix, 0), mac, true
 }
 
-// secure: the visitor reached the node over TLS (directly or through a
-// proxy that says so), so cookies are marked Secure.
-func secure(r *http.Request) bool {
-	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
-}
+// callerKey holds a console request's Caller in its context.
+type callerKey struct{}
+
+// callerOf is the Caller Serve was given for r.
+func callerOf(r *http.Request) Caller { return r.Context().Value(callerKey{}).(Caller) }
 
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/console", MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r)})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: callerOf(r).Secure()})
 }
 
 // csrfToken is the visitor's double-submit token: a random value in a
@@ -186,20 +196,15 @@ func csrfToken(w http.ResponseWriter, r *http.Request) string {
 }
 
 // sameOrigin: a state-changing request must come from this node's own
-// pages: Origin is this node's origin (or, without Origin, the browser says
-// Sec-Fetch-Site: same-origin), and the request carries htmx's HX-Request
+// pages: a browser says where it comes from (Origin, or at least
+// Sec-Fetch-Site: same-origin), that is one of the node's public origins
+// (the Caller's rule, the API's), and the request carries htmx's HX-Request
 // header (which a cross-site form cannot set) or the form's CSRF token.
 func (c *Console) sameOrigin(r *http.Request) bool {
-	if origin := r.Header.Get("Origin"); origin != "" {
-		u, err := url.Parse(origin)
-		scheme := "http"
-		if secure(r) {
-			scheme = "https"
-		}
-		if err != nil || u.Scheme != scheme || u.Host != r.Host {
-			return false
-		}
-	} else if r.Header.Get("Sec-Fetch-Site") != "same-origin" {
+	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") != "same-origin" {
+		return false
+	}
+	if callerOf(r).CrossSite() {
 		return false
 	}
 	if r.Header.Get("HX-Request") == "true" {
@@ -229,19 +234,24 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secret := strings.TrimSpace(r.PostFormValue("apiKey"))
-	key, err := c.svc.Authenticate(r.Context(), secret)
-	if errors.Is(err, service.ErrUnauthenticated) {
+	// The API's lookup, under the same budget of failed authentications
+	// per address: the login page is one more way to try keys.
+	key, wait, err := callerOf(r).LookUpKey(secret)
+	switch {
+	case errors.Is(err, service.ErrUnauthenticated):
 		c.render(w, r, http.StatusUnauthorized, "login", identity{}, loginData{Message: "That API key is unknown or revoked."})
 		return
-	}
-	if err != nil {
+	case service.KindOf(err) == service.KindTooManyRequests:
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+		c.render(w, r, http.StatusTooManyRequests, "login", identity{}, loginData{Message: "Too many failed logins from this address: try again later."})
+		return
+	case err != nil:
 		c.serviceError(w, r, identity{}, err)
 		return
 	}
 	hash := sha256.Sum256([]byte(secret))
 	c.remember(key.ID, key, hash[:])
-	expires := time.Now().Add(SessionLifetime)
-	setCookie(w, r, sessionCookie, sessionValue(hash[:], key.ID, expires), int(SessionLifetime/time.Second))
+	setCookie(w, r, sessionCookie, c.sessionValue(key.ID, c.now(), hash[:]), int(SessionLifetime/time.Second))
 	http.Redirect(w, r, "/console/", http.StatusSeeOther)
 }
 

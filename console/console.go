@@ -7,6 +7,8 @@
 package console
 
 import (
+	"context"
+	"crypto/rand"
 	"embed"
 	"html/template"
 	"io/fs"
@@ -28,7 +30,12 @@ type Config struct {
 	// AuthOff: every visitor is the default tenant's admin, with no login
 	// (SKIPQ_AUTH=off).
 	AuthOff bool
-	Log     *slog.Logger
+	// Secret keys the MACs of session cookies and notices. It must not be
+	// in the database (a copy of the key table must not open sessions),
+	// and nodes behind one address need the same one. Empty: a random key
+	// of this process.
+	Secret []byte
+	Log    *slog.Logger
 	// Totals reports this node's message counters of a tenant (nil: the
 	// rates page shows none).
 	Totals func(tenant string) metrics.Totals
@@ -45,6 +52,19 @@ type Console struct {
 	staticTag string
 	sessions  sessionCache
 	rates     rateSampler
+	// now is the clock sessions and notices are checked against.
+	now func() time.Time
+}
+
+// Caller is what the node's HTTP layer knows of a console request's caller
+// (the same type as handlers.ConsoleCaller, an alias of this unnamed
+// interface): its API key lookup under the address's budget of failed
+// authentications, whether it came over TLS, and whether a browser sent it
+// from a page of another origin than the node's public ones.
+type Caller = interface {
+	LookUpKey(secret string) (key service.APIKey, retryAfter time.Duration, err error)
+	Secure() bool
+	CrossSite() bool
 }
 
 // New builds the console of a node.
@@ -52,8 +72,13 @@ func New(svc *service.Service, cfg Config) *Console {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if len(cfg.Secret) == 0 {
+		cfg.Secret = make([]byte, 32)
+		_, _ = rand.Read(cfg.Secret) // never fails (crypto/rand)
+	}
 	c := &Console{svc: svc, cfg: cfg, pages: parsePages(), staticTag: staticHash(),
-		sessions: sessionCache{entries: map[int64]cachedSession{}}, rates: rateSampler{tenants: map[string][]rateSample{}}}
+		sessions: sessionCache{entries: map[int64]cachedSession{}}, rates: rateSampler{tenants: map[string][]rateSample{}},
+		now: time.Now}
 	c.routes()
 	return c
 }
@@ -91,8 +116,10 @@ func (c *Console) routes() {
 	c.mux = m
 }
 
-// ServeHTTP serves a console request with the console's security headers.
-func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// Serve serves a console request of caller with the console's security
+// headers.
+func (c *Console) Serve(w http.ResponseWriter, r *http.Request, caller Caller) {
+	r = r.WithContext(context.WithValue(r.Context(), callerKey{}, caller))
 	h := w.Header()
 	// No other origin, no inline script, no inline style, no framing.
 	h.Set("Content-Security-Policy", "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'")

@@ -348,21 +348,7 @@ func TestLoginSessionsAndCSRF(t *testing.T) {
 	n := startNode(t, true)
 	request := func(method, path string, form url.Values, headers map[string]string, cookies ...*http.Cookie) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest(method, n.URL+path, strings.NewReader(form.Encode()))
-		if form != nil {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		for k, v := range headers {
-			req.Header.Set(k, v)
-		}
-		for _, c := range cookies {
-			req.AddCookie(c)
-		}
-		resp, err := noRedirects.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp, _ := send(t, n, method, path, form, headers, cookies...)
 		return resp
 	}
 	get := func(path string, cookies ...*http.Cookie) *http.Response {

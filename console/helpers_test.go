@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -83,7 +85,18 @@ func (n *testNode) api(t *testing.T, key, method, path string, body any) (int, m
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, raw := roundTrip(t, http.DefaultClient, req)
+	out := map[string]any{}
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &out)
+	}
+	return resp.StatusCode, out
+}
+
+// roundTrip sends req with client and reads the whole answer.
+func roundTrip(t *testing.T, client *http.Client, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +105,46 @@ func (n *testNode) api(t *testing.T, key, method, path string, body any) (int, m
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]any{}
-	if len(raw) > 0 {
-		_ = json.Unmarshal(raw, &out)
+	return resp, raw
+}
+
+// send makes a console request without following redirects and returns
+// the response with its body read.
+func send(t *testing.T, n *testNode, method, path string, form url.Values, headers map[string]string, cookies ...*http.Cookie) (*http.Response, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
 	}
-	return resp.StatusCode, out
+	req, err := http.NewRequest(method, n.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	resp, raw := roundTrip(t, noRedirects, req)
+	return resp, string(raw)
+}
+
+// cookie is the cookie name a response sets, or nil.
+func cookie(resp *http.Response, name string) *http.Cookie {
+	for _, c := range resp.Cookies() {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
 }
 
 // mustAPI is api that fails the test on an unexpected status.

@@ -154,7 +154,7 @@ func (c *Console) saveSettings(w http.ResponseWriter, r *http.Request, id identi
 		c.serviceError(w, r, id, err)
 		return
 	}
-	redirect(w, r, queueURL(name), "Settings saved.")
+	c.redirect(w, r, queueURL(name), "Settings saved.")
 }
 
 func (c *Console) sendMessage(w http.ResponseWriter, r *http.Request, id identity) {
@@ -175,7 +175,7 @@ func (c *Console) sendMessage(w http.ResponseWriter, r *http.Request, id identit
 		c.serviceError(w, r, id, err)
 		return
 	}
-	redirect(w, r, queueURL(name), "Sent message "+res.MessageID+".")
+	c.redirect(w, r, queueURL(name), "Sent message "+res.MessageID+".")
 }
 
 // confirmed: a destructive form carries the queue's name typed in.
@@ -199,7 +199,7 @@ func (c *Console) purgeQueue(w http.ResponseWriter, r *http.Request, id identity
 		c.serviceError(w, r, id, err)
 		return
 	}
-	redirect(w, r, queueURL(name), fmt.Sprintf("Purged %d messages.", n))
+	c.redirect(w, r, queueURL(name), fmt.Sprintf("Purged %d messages.", n))
 }
 
 func (c *Console) deleteQueue(w http.ResponseWriter, r *http.Request, id identity) {
@@ -211,7 +211,7 @@ func (c *Console) deleteQueue(w http.ResponseWriter, r *http.Request, id identit
 		c.serviceError(w, r, id, err)
 		return
 	}
-	redirect(w, r, "/console/", "Deleted queue "+name+".")
+	c.redirect(w, r, "/console/", "Deleted queue "+name+".")
 }
 
 type messageData struct {
@@ -257,7 +257,7 @@ func (c *Console) deleteMessage(w http.ResponseWriter, r *http.Request, id ident
 		c.serviceError(w, r, id, err)
 		return
 	}
-	redirect(w, r, queueURL(name), "Deleted message "+r.PathValue("id")+".")
+	c.redirect(w, r, queueURL(name), "Deleted message "+r.PathValue("id")+".")
 }
 
 func (c *Console) redriveMessage(w http.ResponseWriter, r *http.Request, id identity) {
@@ -271,7 +271,7 @@ func (c *Console) redriveMessage(w http.ResponseWriter, r *http.Request, id iden
 	if r.PostFormValue("back") == "queue" {
 		back = queueURL(r.PathValue("queue"))
 	}
-	redirect(w, r, back, fmt.Sprintf("Redrove the message to %s as %s.", res.Queue, res.MessageID))
+	c.redirect(w, r, back, fmt.Sprintf("Redrove the message to %s as %s.", res.Queue, res.MessageID))
 }
 
 // redriveStep is how many messages one redrive-all request moves: the page

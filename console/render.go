@@ -77,8 +77,8 @@ func (c *Console) renderView(w http.ResponseWriter, r *http.Request, status int,
 	v.AuthOff = c.cfg.AuthOff
 	v.CSRF = csrfToken(w, r)
 	v.Static = c.staticTag
-	if v.Flash == "" {
-		v.Flash = r.URL.Query().Get("flash")
+	if tmpl == "layout" {
+		v.Flash = c.takeNotice(w, r)
 	}
 	var buf bytes.Buffer
 	if err := c.pages[page].ExecuteTemplate(&buf, tmpl, v); err != nil {
@@ -136,14 +136,6 @@ func (c *Console) serviceError(w http.ResponseWriter, r *http.Request, id identi
 		issues = se.Issues
 	}
 	c.fail(w, r, id, status, msg, issues...)
-}
-
-// redirect answers a form post with 303 to a page, with a message to show.
-func redirect(w http.ResponseWriter, r *http.Request, to, flash string) {
-	if flash != "" {
-		to += "?flash=" + url.QueryEscape(flash)
-	}
-	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
 func queueURL(name string) string { return "/console/queues/" + url.PathEscape(name) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -36,10 +37,15 @@ type Config struct {
 	// has not already verified.
 	AuthFailureLimit float64
 	AuthFailureBurst int
-	// TrustedProxies are the addresses (IPs or CIDRs) whose
-	// X-Forwarded-For and X-Real-IP name the client; nil trusts none, so
-	// no client can pick the address the limits count it under.
-	TrustedProxies []string
+	// TrustedProxies are the addresses whose X-Forwarded-For and
+	// X-Real-IP name the client, and whose X-Forwarded-Proto says the
+	// client used TLS; nil trusts none, so no client can pick the address
+	// the limits count it under.
+	TrustedProxies []netip.Prefix
+	// PublicOrigins are the origins (NormalizeOrigin's form) whose pages
+	// may send state-changing requests from a browser; nil: the request's
+	// own origin, from its Host header.
+	PublicOrigins []string
 	// MetricsToken, when set, is the bearer token /metrics requires: the
 	// metrics name every tenant's queues and their depths.
 	MetricsToken string
@@ -48,7 +54,7 @@ type Config struct {
 	ServiceRoutesOnly bool
 	// Console, when not nil, serves /console/ (the web console), under the
 	// same body limit, rate limit and deadline as the API.
-	Console http.Handler
+	Console ConsoleEndpoint
 	// SQS, when set, serves SQS requests at every path outside the native
 	// API's (SPEC §11.2.1).
 	SQS SQSEndpoint
@@ -90,7 +96,11 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	r := gin.New()
 	// The node's configuration checked the list; were it bad anyway, no
 	// proxy is trusted (never all, gin's default).
-	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+	proxies := make([]string, len(cfg.TrustedProxies))
+	for i, p := range cfg.TrustedProxies {
+		proxies[i] = p.String()
+	}
+	if err := r.SetTrustedProxies(proxies); err != nil {
 		cfg.Log.Error("trusted proxies: trusting none", "error", err)
 		_ = r.SetTrustedProxies(nil)
 	}
@@ -141,15 +151,20 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	}
 
 	h := &api{svc: svc}
-	v1 := r.Group("/v1", limitBody(cfg.MaxRequestBytes), strictQuery)
+	origins := originPolicy{public: cfg.PublicOrigins, proxies: cfg.TrustedProxies}
+	// The SQS endpoint needs no such check: every SQS action names itself
+	// in X-Amz-Target, a header no page can send without a preflight,
+	// which this node never approves.
+	v1 := r.Group("/v1", refuseCrossSite(origins), limitBody(cfg.MaxRequestBytes), strictQuery)
 	var perCaller gin.HandlersChain
 	if rates != nil {
 		perCaller = gin.HandlersChain{limitRate(rates, byKeyOrIP)}
 	}
 	if cfg.Console != nil {
-		chain := gin.HandlersChain{limitBody(cfg.MaxRequestBytes)}
-		chain = append(chain, perCaller...)
-		chain = append(chain, deadline(RequestTimeout), gin.WrapH(cfg.Console))
+		// The console refuses cross-site requests itself, with its own
+		// error page.
+		chain := slices.Concat(gin.HandlersChain{limitBody(cfg.MaxRequestBytes)}, perCaller,
+			gin.HandlersChain{deadline(RequestTimeout), serveConsole(cfg.Console, svc, authFailures, origins)})
 		r.Any("/console", chain...)
 		r.Any("/console/*path", chain...)
 	}

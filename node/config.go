@@ -3,18 +3,23 @@
 package node
 
 import (
+	"crypto/hkdf"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
 
 	"github.com/peterbourgon/ff/v3"
 
+	"github.com/skipq/skipq/handlers"
 	"github.com/skipq/skipq/service"
+	"github.com/skipq/skipq/sqs"
 )
 
 // Config is a node's whole configuration: loaded from the environment,
@@ -36,8 +41,10 @@ type Config struct {
 	AuthFailureLimit    float64 // failed authentications/s per client IP before 429; 0 = off
 	AuthFailureBurst    int
 	TrustedProxies      string // comma list of IPs/CIDRs whose X-Forwarded-For names the client
+	PublicOrigin        string // comma list of origins whose pages may change state from a browser
 	MetricsToken        string // when set, /metrics needs it as a bearer token
 	Console             bool   // serve the web console at /console/
+	ConsoleSecret       string // signs console sessions; default derived from the SigV4 master key
 	SQS                 SQSConfig
 	Limits              service.Limits
 }
@@ -102,6 +109,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	boolean(&c.Migrate, "migrate", "apply pending migrations at start")
 	boolean(&c.WorkerVacuum, "worker-vacuum", "the worker vacuums the messages table when dead rows pile up")
 	boolean(&c.Console, "console", "serve the web console at /console/")
+	str(&c.ConsoleSecret, "console-secret", "at least 32 characters, the same on every node: signs console sessions; default derived from the SigV4 master key, else random per process (prefer the variable: flags show in ps)")
 	str((*string)(&c.Role), "role", "what this node runs: all, api or worker")
 	num(&c.DBMaxConns, "db-max-conns", "largest database pool")
 	fs.Int64Var(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes,
@@ -114,6 +122,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 		"failed authentications per second per client IP before it gets 429 for unverified keys; 0 = no limit ($"+EnvName("auth-failure-limit")+")")
 	num(&c.AuthFailureBurst, "auth-failure-burst", "failed authentications a client IP may burst above that rate")
 	str(&c.TrustedProxies, "trusted-proxies", "comma-separated IPs or CIDRs of the proxies whose X-Forwarded-For names the client; empty = none")
+	str(&c.PublicOrigin, "public-origin", "comma-separated origins (scheme://host[:port]) that browsers reach this node at; a browser request from any other origin may change nothing; default with auth off http://localhost, 127.0.0.1 and [::1] at the listening port, with auth on the request's own Host")
 	str(&c.MetricsToken, "metrics-token", "when set, /metrics needs Authorization: Bearer <token> (prefer the variable: flags show in ps)")
 	c.SQS.bind(str, boolean)
 	for _, lim := range c.limits() {
@@ -193,6 +202,16 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	for o := range strings.SplitSeq(c.PublicOrigin, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			if _, err := handlers.NormalizeOrigin(o); err != nil {
+				errs = append(errs, fmt.Errorf("SKIPQ_PUBLIC_ORIGIN: %w", err))
+			}
+		}
+	}
+	if c.ConsoleSecret != "" && len(c.ConsoleSecret) < 32 {
+		errs = append(errs, errors.New("SKIPQ_CONSOLE_SECRET must be at least 32 characters"))
+	}
 	if err := c.SQS.validate(c.trustedProxies()); err != nil {
 		errs = append(errs, err)
 	}
@@ -216,9 +235,72 @@ func (c Config) rateBurst() int {
 }
 
 // trustedProxies is SKIPQ_TRUSTED_PROXIES as a list.
-func (c Config) trustedProxies() []string {
+func (c Config) trustedProxies() []string { return commaList(c.TrustedProxies) }
+
+// trustedProxyPrefixes is SKIPQ_TRUSTED_PROXIES as prefixes (an IP is a
+// prefix of its full length); entries that are neither are left out
+// (Validate refuses them).
+func (c Config) trustedProxyPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range c.trustedProxies() {
+		if a, err := netip.ParseAddr(p); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		} else if pf, err := netip.ParsePrefix(p); err == nil {
+			out = append(out, pf.Masked())
+		}
+	}
+	return out
+}
+
+// publicOrigins are the origins whose pages may change state from a
+// browser: SKIPQ_PUBLIC_ORIGIN; unset, with auth off, the loopback names at
+// port (a page elsewhere must not drive a node that asks for no key); with
+// auth on, nil: each request's own Host.
+func (c Config) publicOrigins(port int) []string {
 	var out []string
-	for p := range strings.SplitSeq(c.TrustedProxies, ",") {
+	for _, o := range commaList(c.PublicOrigin) {
+		if n, err := handlers.NormalizeOrigin(o); err == nil { // validated at start
+			out = append(out, n)
+		}
+	}
+	if out == nil && c.Auth == "off" {
+		for _, host := range []string{"localhost", "127.0.0.1", "[::1]"} {
+			out = append(out, fmt.Sprintf("http://%s:%d", host, port))
+		}
+	}
+	return out
+}
+
+// consoleSecret is the key console sessions and notices are signed with,
+// never in the database: derived from SKIPQ_CONSOLE_SECRET, else from the
+// SigV4 master key (which every node has the same of), else nil: the
+// console picks a random one, which it logs as a warning when sessions
+// need it (auth on).
+func (c Config) consoleSecret(log *slog.Logger) ([]byte, error) {
+	const label = "skipq console sessions"
+	switch {
+	case c.ConsoleSecret != "":
+		log.Info("console sessions are signed with a key derived from SKIPQ_CONSOLE_SECRET")
+		return hkdf.Key(sha256.New, []byte(c.ConsoleSecret), nil, label, 32)
+	case c.SQS.MasterKey != "":
+		master, err := sqs.ParseMasterKey(c.SQS.MasterKey)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("console sessions are signed with a key derived from SKIPQ_SIGV4_MASTER_KEY")
+		return hkdf.Key(sha256.New, master, nil, label, 32)
+	case c.Auth != "off":
+		log.Warn("SKIPQ_CONSOLE_SECRET and SKIPQ_SIGV4_MASTER_KEY are unset: console sessions are signed with a random key " +
+			"of this process, so they do not survive a restart and hold on this node only; set SKIPQ_CONSOLE_SECRET, the same on every node")
+	}
+	return nil, nil
+}
+
+// commaList is a comma-separated setting's entries, trimmed, empty ones
+// left out.
+func commaList(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
 		}
@@ -244,7 +326,7 @@ func (c Config) LogValue() slog.Value {
 		switch {
 		case strings.Contains(env, "DATABASE_URL"):
 			val = maskURL(val)
-		case (strings.HasSuffix(env, "_TOKEN") || strings.HasSuffix(env, "_KEY")) && val != "":
+		case (strings.HasSuffix(env, "_TOKEN") || strings.HasSuffix(env, "_KEY") || strings.HasSuffix(env, "_SECRET")) && val != "":
 			val = "xxxxx"
 		}
 		attrs = append(attrs, slog.String(env, val))

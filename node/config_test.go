@@ -1,7 +1,10 @@
 package node
 
 import (
+	"bytes"
+	"encoding/base64"
 	"flag"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -106,5 +109,42 @@ func TestTrustProxyNeedsTrustedProxies(t *testing.T) {
 	c.TrustedProxies = "10.0.0.0/8"
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Console sessions are signed with a key that is not in the database: from
+// SKIPQ_CONSOLE_SECRET, else the SigV4 master key (each under its own
+// label), else a random one of the process, which the log says.
+func TestConsoleSecret(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	c := DefaultConfig()
+	if key, err := c.consoleSecret(log); err != nil || key != nil || !strings.Contains(logged.String(), "do not survive a restart") {
+		t.Fatalf("unset: %x %v, logged %q", key, err, logged.String())
+	}
+	c.SQS.MasterKey = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	fromMaster, err := c.consoleSecret(log)
+	if err != nil || len(fromMaster) != 32 || bytes.Contains(fromMaster, bytes.Repeat([]byte{7}, 8)) {
+		t.Fatalf("from the master key: %x %v", fromMaster, err)
+	}
+	c.ConsoleSecret = strings.Repeat("s", 32)
+	own, err := c.consoleSecret(log)
+	if err != nil || len(own) != 32 || bytes.Equal(own, fromMaster) {
+		t.Fatalf("SKIPQ_CONSOLE_SECRET: %x %v", own, err)
+	}
+	if again, _ := c.consoleSecret(log); !bytes.Equal(again, own) {
+		t.Fatal("the same secret gives another key: nodes would not share sessions")
+	}
+	if got := c.LogValue().String(); strings.Contains(got, c.ConsoleSecret) || !strings.Contains(got, "SKIPQ_CONSOLE_SECRET=xxxxx") {
+		t.Errorf("the logged configuration: %s", got)
+	}
+	c.ConsoleSecret = "short"
+	c.PublicOrigin = "https://ok.example, ftp://files.example, http://x.example/path"
+	c.DatabaseURL = "postgres://db/skipq"
+	err = c.Validate()
+	for _, want := range []string{"SKIPQ_CONSOLE_SECRET must be at least 32", `"ftp://files.example" is not an origin`, `"http://x.example/path" is not an origin`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want %q", err, want)
+		}
 	}
 }

@@ -68,18 +68,30 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if err != nil {
 		return err
 	}
-	var consoleHandler http.Handler
+	var consoleEndpoint handlers.ConsoleEndpoint
 	if cfg.Console && cfg.Role.ServesAPI() {
-		consoleHandler = console.New(svc, console.Config{AuthOff: cfg.Auth == "off", Log: log, Totals: m.TenantTotals})
+		secret, err := cfg.consoleSecret(log)
+		if err != nil {
+			return err
+		}
+		consoleEndpoint = console.New(svc, console.Config{AuthOff: cfg.Auth == "off", Secret: secret, Log: log, Totals: m.TenantTotals})
+	}
+	// Listening before the handler is built: with auth off the public
+	// origins are named by the port, which SKIPQ_LISTEN_ADDR may leave to
+	// the system.
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return err
 	}
 	handler := handlers.New(svc, handlers.Config{
 		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log, Metrics: m,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
-		AuthFailureLimit: cfg.AuthFailureLimit, AuthFailureBurst: cfg.AuthFailureBurst, TrustedProxies: cfg.trustedProxies(),
+		AuthFailureLimit: cfg.AuthFailureLimit, AuthFailureBurst: cfg.AuthFailureBurst,
+		TrustedProxies: cfg.trustedProxyPrefixes(), PublicOrigins: cfg.publicOrigins(ln.Addr().(*net.TCPAddr).Port),
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
 		// A worker-only node serves no API but answers probes and scrapes.
 		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
-		Console:           consoleHandler,
+		Console:           consoleEndpoint,
 		SQS:               cfg.sqsEndpoint(svc),
 	})
 	srv := &http.Server{
@@ -93,10 +105,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		// "OPTIONS *" goes to the router (a 404 envelope) instead of
 		// net/http's bare 200 without X-Request-Id.
 		DisableGeneralOptionsHandler: true,
-	}
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return err
 	}
 	log.Info("listening", "addr", ln.Addr().String())
 	// net/http's own refusals of unparseable requests become envelopes too.

@@ -53,13 +53,7 @@ func (c Config) sqsEndpoint(svc *service.Service) handlers.SQSEndpoint {
 	}
 	var forwarders []netip.Prefix
 	if c.SQS.TrustProxy {
-		for _, p := range c.trustedProxies() { // validated at start
-			if a, err := netip.ParseAddr(p); err == nil {
-				forwarders = append(forwarders, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-			} else if pf, err := netip.ParsePrefix(p); err == nil {
-				forwarders = append(forwarders, pf.Masked())
-			}
-		}
+		forwarders = c.trustedProxyPrefixes()
 	}
 	return sqs.New(svc, sqs.Config{AuthOff: c.Auth == "off", MasterKey: key, Region: c.SQS.Region,
 		URL: c.SQS.URL, ForwardedBy: forwarders, MaxRequestBytes: c.MaxRequestBytes})

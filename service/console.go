@@ -138,8 +138,8 @@ func (s *Service) RecordDepthHistory(ctx context.Context, max int) error {
 }
 
 // SessionKey returns a key by id, with the hash of its secret, unless it was
-// revoked: a console session is bound to the key it was opened with, and
-// signed with that hash, which only the database knows.
+// revoked: a console session is bound to the key it was opened with and to
+// that hash (its MAC covers it), so a revoked key's sessions end.
 func (s *Service) SessionKey(ctx context.Context, id int64) (APIKey, []byte, error) {
 	row, err := s.direct.APIKeyGetByID(ctx, id)
 	if errors.Is(db.NotFound(err), db.ErrNotFound) {
