@@ -49,6 +49,10 @@ type Config struct {
 	// Console, when not nil, serves /console/ (the web console), under the
 	// same body limit, rate limit and deadline as the API.
 	Console http.Handler
+	// RequestBytes is the node's budget of request body bytes in flight,
+	// shared by every route (the SQS endpoint holds the same one); nil: no
+	// budget.
+	RequestBytes *service.BodyBudget
 	// SQS, when set, serves SQS requests at every path outside the native
 	// API's (SPEC §11.2.1).
 	SQS SQSEndpoint
@@ -149,7 +153,7 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	if cfg.Console != nil {
 		chain := gin.HandlersChain{limitBody(cfg.MaxRequestBytes)}
 		chain = append(chain, perCaller...)
-		chain = append(chain, deadline(RequestTimeout), gin.WrapH(cfg.Console))
+		chain = append(chain, admitBody(cfg.RequestBytes), deadline(RequestTimeout), gin.WrapH(cfg.Console))
 		r.Any("/console", chain...)
 		r.Any("/console/*path", chain...)
 	}
@@ -157,13 +161,14 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	// rate limited per client IP (OPERATIONS.md), so the key a request may
 	// name is looked up after the limiter, for the history alone.
 	receipts := v1.Group("/receipts", slices.Concat(perCaller,
-		gin.HandlersChain{identifyCaller(svc, cfg.AuthOff, authFailures), deadline(RequestTimeout)})...)
+		gin.HandlersChain{identifyCaller(svc, cfg.AuthOff, authFailures), admitBody(cfg.RequestBytes), deadline(RequestTimeout)})...)
 	receipts.POST("/ack", h.ack)
 	receipts.POST("/nack", h.nack)
 	receipts.POST("/visibility", h.visibility)
 	receipts.POST("/requeue", h.requeue)
 
-	authed := v1.Group("", append(gin.HandlersChain{authenticate(svc, cfg.AuthOff, authFailures)}, perCaller...)...)
+	authed := v1.Group("", slices.Concat(gin.HandlersChain{authenticate(svc, cfg.AuthOff, authFailures)}, perCaller,
+		gin.HandlersChain{admitBody(cfg.RequestBytes)})...)
 	read, write, admin := require(roleRead), require(roleWrite), require(roleAdmin)
 	// A receive lasts as long as its wait; its claims are bounded one by one
 	// in the service. Every other request has RequestTimeout in all.

@@ -72,15 +72,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if cfg.Console && cfg.Role.ServesAPI() {
 		consoleHandler = console.New(svc, console.Config{AuthOff: cfg.Auth == "off", Log: log, Totals: m.TenantTotals})
 	}
+	requestBytes := service.NewBodyBudget(cfg.maxInflightBytes())
 	handler := handlers.New(svc, handlers.Config{
-		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log, Metrics: m,
+		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, RequestBytes: requestBytes, Log: log, Metrics: m,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
 		AuthFailureLimit: cfg.AuthFailureLimit, AuthFailureBurst: cfg.AuthFailureBurst, TrustedProxies: cfg.trustedProxies(),
 		Ready: func(c *gin.Context) error { return checkReady(c, pool, latest) },
 		// A worker-only node serves no API but answers probes and scrapes.
 		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
 		Console:           consoleHandler,
-		SQS:               cfg.sqsEndpoint(svc),
+		SQS:               cfg.sqsEndpoint(svc, requestBytes),
 	})
 	srv := &http.Server{
 		Handler: handler,
