@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/db"
 	"github.com/skipq/skipq/handlers"
@@ -32,8 +33,14 @@ var testMasterKey = bytes.Repeat([]byte{7}, 32)
 // database, with the given auth mode, request limit and budget of request
 // bytes in flight.
 func endpoint(t *testing.T, authOff bool, maxRequest int64, budget *service.BodyBudget) (http.Handler, *service.Service) {
+	h, svc, _ := endpointOn(t, testdb.New(t), authOff, maxRequest, budget)
+	return h, svc
+}
+
+// endpointOn is endpoint on the database at url, with its pool.
+func endpointOn(t *testing.T, url string, authOff bool, maxRequest int64, budget *service.BodyBudget) (http.Handler, *service.Service, *pgxpool.Pool) {
 	t.Helper()
-	pool, err := db.NewPool(context.Background(), testdb.New(t), db.PoolOptions{MaxConns: 4, ConnectTimeout: 5 * time.Second})
+	pool, err := db.NewPool(context.Background(), url, db.PoolOptions{MaxConns: 4, ConnectTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +52,7 @@ func endpoint(t *testing.T, authOff bool, maxRequest int64, budget *service.Body
 		Ready: func(*gin.Context) error { return nil },
 		SQS: sqs.New(svc, sqs.Config{AuthOff: authOff, MasterKey: testMasterKey, MaxRequestBytes: maxRequest,
 			RequestBytes: budget}),
-	}), svc
+	}), svc, pool
 }
 
 // countingBody is a request body of size bytes that counts what the
@@ -152,28 +159,9 @@ func TestUnauthenticatedSQSBodiesAreNotRead(t *testing.T) {
 // signature and a declared X-Amz-Content-Sha256.
 func TestSignedBodyIsVerifiedAsItIsRead(t *testing.T) {
 	h, svc := endpoint(t, false, 1<<20, nil)
-	key, _, err := svc.CreateKey(context.Background(), "default", "admin", "sqs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	akid, err := svc.SQSCredentials(context.Background(), key.ID, sqs.NewAccessKeyID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := sqs.DeriveSecret(testMasterKey, akid)
+	admin := sqsKey(t, svc, "admin")
 	send := func(body []byte, tamper func(*http.Request)) *httptest.ResponseRecorder {
-		req := httptest.NewRequest("POST", "http://skipq/", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-		req.Header.Set("X-Amz-Target", "AmazonSQS.CreateQueue")
-		sum := sha256.Sum256(body)
-		if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: akid, SecretAccessKey: secret},
-			req, hex.EncodeToString(sum[:]), "sqs", "us-east-1", time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		tamper(req)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
+		return admin.call(h, "CreateQueue", body, tamper)
 	}
 	body := []byte(`{"QueueName":"signed"}`)
 	if rec := send(body, func(*http.Request) {}); rec.Code != 200 {
@@ -186,6 +174,40 @@ func TestSignedBodyIsVerifiedAsItIsRead(t *testing.T) {
 	if rec := send(body, func(r *http.Request) { r.Header.Set("X-Amz-Content-Sha256", hex.EncodeToString(sum[:])) }); rec.Code != 403 {
 		t.Fatalf("a declared hash of another body: %d %s", rec.Code, rec.Body)
 	}
+}
+
+// sqsCredentials are an SQS access key and its secret.
+type sqsCredentials struct{ akid, secret string }
+
+// sqsKey makes an API key of role with SQS credentials.
+func sqsKey(t *testing.T, svc *service.Service, role string) sqsCredentials {
+	t.Helper()
+	key, _, err := svc.CreateKey(context.Background(), "default", role, "sqs-"+role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	akid, err := svc.SQSCredentials(context.Background(), key.ID, sqs.NewAccessKeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sqsCredentials{akid: akid, secret: sqs.DeriveSecret(testMasterKey, akid)}
+}
+
+// call signs an SQS request of op with body as these credentials, lets
+// tamper change it, and serves it with h.
+func (c sqsCredentials) call(h http.Handler, op string, body []byte, tamper func(*http.Request)) *httptest.ResponseRecorder {
+	req := httptest.NewRequest("POST", "http://skipq/", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("X-Amz-Target", "AmazonSQS."+op)
+	sum := sha256.Sum256(body)
+	if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: c.akid, SecretAccessKey: c.secret},
+		req, hex.EncodeToString(sum[:]), "sqs", "us-east-1", time.Now()); err != nil {
+		panic(err)
+	}
+	tamper(req)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
 }
 
 // blockingBody is a request body that signals its first read and then
