@@ -388,28 +388,63 @@ func (q *Queries) SQSMoveTaskStart(ctx context.Context, arg SQSMoveTaskStartPara
 	return i, err
 }
 
-const sQSMoveTaskTakeOver = `-- name: SQSMoveTaskTakeOver :one
-UPDATE skipq.sqs_move_tasks SET
+const sQSMoveTaskTakeOverStale = `-- name: SQSMoveTaskTakeOverStale :many
+WITH stale AS (
+    SELECT t.id FROM skipq.sqs_move_tasks t
+    WHERE t.status IN ('RUNNING', 'CANCELLING') AND t.heartbeat_at < now() - make_interval(secs => $2)
+    ORDER BY t.id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE skipq.sqs_move_tasks t SET
     runner       = $1,
     heartbeat_at = now(),
-    status       = CASE WHEN status = 'CANCELLING' THEN 'CANCELLED' ELSE status END
-WHERE id = $2 AND status IN ('RUNNING', 'CANCELLING') AND heartbeat_at < now() - make_interval(secs => $3)
-RETURNING status
+    status       = CASE WHEN t.status = 'CANCELLING' THEN 'CANCELLED' ELSE t.status END
+FROM stale
+WHERE t.id = stale.id
+RETURNING t.id, t.source_queue_id, t.destination, t.max_per_second, t.status, t.moved, t.to_move, t.failure_reason, t.started_at, t.runner, t.heartbeat_at
 `
 
-type SQSMoveTaskTakeOverParams struct {
+type SQSMoveTaskTakeOverStaleParams struct {
 	Runner       pgtype.UUID
-	ID           int64
 	StaleSeconds float64
+	MaxTasks     int32
 }
 
-// Takes over a task whose runner stopped beating (its node went away); a
-// cancelled one just ends.
-func (q *Queries) SQSMoveTaskTakeOver(ctx context.Context, arg SQSMoveTaskTakeOverParams) (string, error) {
-	row := q.db.QueryRow(ctx, sQSMoveTaskTakeOver, arg.Runner, arg.ID, arg.StaleSeconds)
-	var status string
-	err := row.Scan(&status)
-	return status, err
+// The worker's take-over of up to @max_tasks tasks whose runner stopped
+// beating (its node went away), for @runner; a cancelled one just ends.
+// SKIP LOCKED: a task another node is taking over, or whose runner is
+// recording a step, is left to them, never waited for.
+func (q *Queries) SQSMoveTaskTakeOverStale(ctx context.Context, arg SQSMoveTaskTakeOverStaleParams) ([]SkipqSqsMoveTask, error) {
+	rows, err := q.db.Query(ctx, sQSMoveTaskTakeOverStale, arg.Runner, arg.StaleSeconds, arg.MaxTasks)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SkipqSqsMoveTask
+	for rows.Next() {
+		var i SkipqSqsMoveTask
+		if err := rows.Scan(
+			&i.ID,
+			&i.SourceQueueID,
+			&i.Destination,
+			&i.MaxPerSecond,
+			&i.Status,
+			&i.Moved,
+			&i.ToMove,
+			&i.FailureReason,
+			&i.StartedAt,
+			&i.Runner,
+			&i.HeartbeatAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const sQSQueueGet = `-- name: SQSQueueGet :one

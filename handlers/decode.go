@@ -82,7 +82,7 @@ func skipSpace(body io.Reader) (rest io.Reader, empty bool, err error) {
 // through unwrapped by its syntactic and semantic errors.
 func readError(err error) error {
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	if errors.As(err, &tooLarge) || errors.Is(err, service.ErrBodyBudget) {
 		return err
 	}
 	var syn *jsontext.SyntacticError
@@ -95,6 +95,10 @@ func readError(err error) error {
 
 // readFailed answers a body that could not be read.
 func readFailed(c *gin.Context, err error) {
+	if errors.Is(err, service.ErrBodyBudget) {
+		fail(c, err)
+		return
+	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		abortWith(c, http.StatusRequestEntityTooLarge, "payload_too_large",

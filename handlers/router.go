@@ -55,6 +55,10 @@ type Config struct {
 	// Console, when not nil, serves /console/ (the web console), under the
 	// same body limit, rate limit and deadline as the API.
 	Console ConsoleEndpoint
+	// RequestBytes is the node's budget of request body bytes in flight,
+	// shared by every route (the SQS endpoint holds the same one); nil: no
+	// budget.
+	RequestBytes *service.BodyBudget
 	// SQS, when set, serves SQS requests at every path outside the native
 	// API's (SPEC §11.2.1).
 	SQS SQSEndpoint
@@ -164,7 +168,7 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		// The console refuses cross-site requests itself, with its own
 		// error page.
 		chain := slices.Concat(gin.HandlersChain{limitBody(cfg.MaxRequestBytes)}, perCaller,
-			gin.HandlersChain{deadline(RequestTimeout), serveConsole(cfg.Console, svc, authFailures, origins)})
+			gin.HandlersChain{admitBody(cfg.RequestBytes), deadline(RequestTimeout), serveConsole(cfg.Console, svc, authFailures, origins)})
 		r.Any("/console", chain...)
 		r.Any("/console/*path", chain...)
 	}
@@ -172,13 +176,14 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	// rate limited per client IP (OPERATIONS.md), so the key a request may
 	// name is looked up after the limiter, for the history alone.
 	receipts := v1.Group("/receipts", slices.Concat(perCaller,
-		gin.HandlersChain{identifyCaller(svc, cfg.AuthOff, authFailures), deadline(RequestTimeout)})...)
+		gin.HandlersChain{identifyCaller(svc, cfg.AuthOff, authFailures), admitBody(cfg.RequestBytes), deadline(RequestTimeout)})...)
 	receipts.POST("/ack", h.ack)
 	receipts.POST("/nack", h.nack)
 	receipts.POST("/visibility", h.visibility)
 	receipts.POST("/requeue", h.requeue)
 
-	authed := v1.Group("", append(gin.HandlersChain{authenticate(svc, cfg.AuthOff, authFailures)}, perCaller...)...)
+	authed := v1.Group("", slices.Concat(gin.HandlersChain{authenticate(svc, cfg.AuthOff, authFailures)}, perCaller,
+		gin.HandlersChain{admitBody(cfg.RequestBytes)})...)
 	read, write, admin := require(roleRead), require(roleWrite), require(roleAdmin)
 	// A receive lasts as long as its wait; its claims are bounded one by one
 	// in the service. Every other request has RequestTimeout in all.

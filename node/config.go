@@ -35,6 +35,7 @@ type Config struct {
 	WorkerVacuum        bool // the worker vacuums the messages table between autovacuum rounds
 	DBMaxConns          int
 	MaxRequestBytes     int64
+	MaxInflightBytes    int64   // request body bytes the node holds at once, all routes; 0 = inflightPerRequest × MaxRequestBytes
 	ReadTimeout         int     // seconds to read a request, headers and body; slow clients are cut off
 	RateLimit           float64 // requests/s per API key (per IP with auth off); 0 = off
 	RateBurst           int     // 0 = max(1, RateLimit)
@@ -114,6 +115,9 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	num(&c.DBMaxConns, "db-max-conns", "largest database pool")
 	fs.Int64Var(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes,
 		"largest HTTP request body ($"+EnvName("max-request-bytes")+")")
+	fs.Int64Var(&c.MaxInflightBytes, "max-inflight-bytes", c.MaxInflightBytes,
+		fmt.Sprintf("request body bytes the node holds at once over all routes (API, SQS, console), past which requests get 503; 0 = %d × the request limit ($%s)",
+			inflightPerRequest, EnvName("max-inflight-bytes")))
 	num(&c.ReadTimeout, "http-read-timeout", "seconds a client has to send a whole request (slow clients are cut off)")
 	fs.Float64Var(&c.RateLimit, "rate-limit", c.RateLimit,
 		"requests per second per API key (per client IP with auth off); 0 = no limit ($"+EnvName("rate-limit")+")")
@@ -218,12 +222,29 @@ func (c *Config) Validate() error {
 	if c.MaxRequestBytes < 1024 {
 		errs = append(errs, errors.New("SKIPQ_MAX_REQUEST_BYTES must be at least 1024"))
 	}
+	if c.MaxInflightBytes != 0 && c.MaxInflightBytes < c.MaxRequestBytes {
+		errs = append(errs, errors.New("SKIPQ_MAX_INFLIGHT_BYTES must be 0 (the default) or at least SKIPQ_MAX_REQUEST_BYTES, or no request of the largest size could ever be served"))
+	}
 	for _, lim := range c.limits() {
 		if *lim.p < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1", EnvName(lim.flag)))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// inflightPerRequest sizes the default SKIPQ_MAX_INFLIGHT_BYTES: room for
+// this many requests of the largest size at once. Measured, a 16 MiB
+// batch send being decoded and sent costs a node about 40 MiB of RSS, so
+// at the defaults the budget keeps bodies to about 160 MiB.
+const inflightPerRequest = 4
+
+// maxInflightBytes is the effective budget of request bytes in flight.
+func (c Config) maxInflightBytes() int64 {
+	if c.MaxInflightBytes > 0 {
+		return c.MaxInflightBytes
+	}
+	return inflightPerRequest * c.MaxRequestBytes
 }
 
 // rateBurst is the effective burst.

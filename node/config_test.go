@@ -148,3 +148,26 @@ func TestConsoleSecret(t *testing.T) {
 		}
 	}
 }
+
+// SKIPQ_MAX_INFLIGHT_BYTES defaults to a multiple of the request limit and,
+// when set, must hold at least one request of the largest size.
+func TestMaxInflightBytes(t *testing.T) {
+	t.Setenv("SKIPQ_MAX_REQUEST_BYTES", "1048576")
+	c := DefaultConfig()
+	c.DatabaseURL = "postgres://db/skipq"
+	if err := c.Load(flag.NewFlagSet("", flag.ContinueOnError), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil || c.maxInflightBytes() != inflightPerRequest<<20 {
+		t.Fatalf("default: %v %d", err, c.maxInflightBytes())
+	}
+	t.Setenv("SKIPQ_MAX_INFLIGHT_BYTES", "1048575")
+	c = DefaultConfig()
+	c.DatabaseURL = "postgres://db/skipq"
+	if err := c.Load(flag.NewFlagSet("", flag.ContinueOnError), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SKIPQ_MAX_INFLIGHT_BYTES") {
+		t.Fatalf("below the request limit: %v", err)
+	}
+}

@@ -83,8 +83,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if err != nil {
 		return err
 	}
+	requestBytes := service.NewBodyBudget(cfg.maxInflightBytes())
 	handler := handlers.New(svc, handlers.Config{
-		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, Log: log, Metrics: m,
+		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, RequestBytes: requestBytes, Log: log, Metrics: m,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
 		AuthFailureLimit: cfg.AuthFailureLimit, AuthFailureBurst: cfg.AuthFailureBurst,
 		TrustedProxies: cfg.trustedProxyPrefixes(), PublicOrigins: cfg.publicOrigins(ln.Addr().(*net.TCPAddr).Port),
@@ -92,7 +93,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		// A worker-only node serves no API but answers probes and scrapes.
 		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
 		Console:           consoleEndpoint,
-		SQS:               cfg.sqsEndpoint(svc),
+		SQS:               cfg.sqsEndpoint(svc, requestBytes),
 	})
 	srv := &http.Server{
 		Handler: handler,

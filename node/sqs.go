@@ -42,8 +42,9 @@ func (c SQSConfig) validate(trusted []string) error {
 	return err
 }
 
-// sqsEndpoint is the node's SQS endpoint, nil when SKIPQ_SQS is false.
-func (c Config) sqsEndpoint(svc *service.Service) handlers.SQSEndpoint {
+// sqsEndpoint is the node's SQS endpoint, nil when SKIPQ_SQS is false;
+// requestBytes is the node's budget of request bytes in flight.
+func (c Config) sqsEndpoint(svc *service.Service, requestBytes *service.BodyBudget) handlers.SQSEndpoint {
 	if !c.SQS.Enabled {
 		return nil
 	}
@@ -56,5 +57,6 @@ func (c Config) sqsEndpoint(svc *service.Service) handlers.SQSEndpoint {
 		forwarders = c.trustedProxyPrefixes()
 	}
 	return sqs.New(svc, sqs.Config{AuthOff: c.Auth == "off", MasterKey: key, Region: c.SQS.Region,
-		URL: c.SQS.URL, ForwardedBy: forwarders, MaxRequestBytes: c.MaxRequestBytes})
+		URL: c.SQS.URL, ForwardedBy: forwarders, MaxRequestBytes: c.MaxRequestBytes,
+		RequestBytes: requestBytes})
 }

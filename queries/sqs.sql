@@ -100,15 +100,25 @@ UPDATE skipq.sqs_move_tasks SET
 WHERE id = @id AND runner = @runner AND status IN ('RUNNING', 'CANCELLING')
 RETURNING status;
 
--- name: SQSMoveTaskTakeOver :one
--- Takes over a task whose runner stopped beating (its node went away); a
--- cancelled one just ends.
-UPDATE skipq.sqs_move_tasks SET
+-- name: SQSMoveTaskTakeOverStale :many
+-- The worker's take-over of up to @max_tasks tasks whose runner stopped
+-- beating (its node went away), for @runner; a cancelled one just ends.
+-- SKIP LOCKED: a task another node is taking over, or whose runner is
+-- recording a step, is left to them, never waited for.
+WITH stale AS (
+    SELECT t.id FROM skipq.sqs_move_tasks t
+    WHERE t.status IN ('RUNNING', 'CANCELLING') AND t.heartbeat_at < now() - make_interval(secs => @stale_seconds)
+    ORDER BY t.id
+    LIMIT @max_tasks
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE skipq.sqs_move_tasks t SET
     runner       = @runner,
     heartbeat_at = now(),
-    status       = CASE WHEN status = 'CANCELLING' THEN 'CANCELLED' ELSE status END
-WHERE id = @id AND status IN ('RUNNING', 'CANCELLING') AND heartbeat_at < now() - make_interval(secs => @stale_seconds)
-RETURNING status;
+    status       = CASE WHEN t.status = 'CANCELLING' THEN 'CANCELLED' ELSE t.status END
+FROM stale
+WHERE t.id = stale.id
+RETURNING t.*;
 
 -- name: SQSMoveTaskList :many
 -- The most recent tasks of a source queue.

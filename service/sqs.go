@@ -239,7 +239,7 @@ const (
 	// transaction) when the task sets no rate.
 	moveStep = 500
 	// moveStaleSeconds: a task whose runner has not beaten for this long
-	// is taken over by the next node that lists it.
+	// is taken over by the next node's worker (TakeOverMoveTasks).
 	moveStaleSeconds = 60
 )
 
@@ -247,7 +247,7 @@ const (
 // queue that is some queue's dead-letter queue) to destination ("": back
 // where each came from), at most maxPerSecond a second when given. The
 // task runs on this node until it is done, cancelled, fails, or the node
-// stops (then another node takes it over when it lists it).
+// stops (then another node's worker takes it over).
 func (s *Service) SQSStartMoveTask(ctx context.Context, tenant, source, destination string, maxPerSecond *int) (SQSMoveTask, error) {
 	q, err := s.queueByName(ctx, s.q, tenant, source)
 	if err != nil {
@@ -278,8 +278,9 @@ func (s *Service) SQSStartMoveTask(ctx context.Context, tenant, source, destinat
 	return t, nil
 }
 
-// SQSListMoveTasks lists the most recent move tasks of a queue, and takes
-// over those whose node stopped running them.
+// SQSListMoveTasks lists the most recent move tasks of a queue. It only
+// reads (a read key may list): tasks whose node stopped are taken over by
+// the worker (TakeOverMoveTasks).
 func (s *Service) SQSListMoveTasks(ctx context.Context, tenant, source string, limit int) ([]SQSMoveTask, error) {
 	q, err := s.queueByName(ctx, s.q, tenant, source)
 	if err != nil {
@@ -292,21 +293,49 @@ func (s *Service) SQSListMoveTasks(ctx context.Context, tenant, source string, l
 	out := make([]SQSMoveTask, len(rows))
 	for i, r := range rows {
 		out[i] = moveTaskFromRow(r)
-		if (r.Status != "RUNNING" && r.Status != "CANCELLING") || time.Since(r.HeartbeatAt) < moveStaleSeconds*time.Second {
-			continue
-		}
-		runner := uuid.New()
-		status, err := s.q.SQSMoveTaskTakeOver(ctx, db.SQSMoveTaskTakeOverParams{ID: r.ID,
-			Runner: pgtype.UUID{Bytes: runner, Valid: true}, StaleSeconds: moveStaleSeconds})
-		if err != nil {
-			continue // another node took it, or it ended meanwhile
-		}
-		out[i].Status = status
-		if status == "RUNNING" {
-			go s.runMoveTask(q, out[i], runner)
-		}
 	}
 	return out, nil
+}
+
+// TakeOverMoveTasks is the worker's: it takes over up to max move tasks
+// whose node stopped running them (no heartbeat for moveStaleSeconds) and
+// resumes them on this node; a cancelled one just ends. It returns how
+// many it took.
+func (s *Service) TakeOverMoveTasks(ctx context.Context, max int) (int, error) {
+	runner := uuid.New()
+	rows, err := s.q.SQSMoveTaskTakeOverStale(ctx, db.SQSMoveTaskTakeOverStaleParams{
+		Runner: pgtype.UUID{Bytes: runner, Valid: true}, StaleSeconds: moveStaleSeconds, MaxTasks: int32(max)})
+	if err != nil {
+		return 0, fromDB("take over move tasks", err)
+	}
+	for _, r := range rows {
+		if r.Status != "RUNNING" {
+			continue
+		}
+		q, err := s.queueByID(ctx, r.SourceQueueID)
+		if err != nil {
+			// Its queue is gone (its tasks go with it) or unreadable now:
+			// the task's heartbeat goes stale again and a later run
+			// retries.
+			s.log.Warn("SQS move task: taking over failed", "task", r.ID, "err", err)
+			continue
+		}
+		go s.runMoveTask(q, moveTaskFromRow(r), runner)
+	}
+	return len(rows), nil
+}
+
+// queueByID is the queue with id, as the worker finds it from a row that
+// names it.
+func (s *Service) queueByID(ctx context.Context, id int64) (db.SkipqQueue, error) {
+	names, err := s.q.QueueTenantsByID(ctx, []int64{id})
+	if err != nil {
+		return db.SkipqQueue{}, fromDB("find queue", err)
+	}
+	if len(names) == 0 {
+		return db.SkipqQueue{}, notFound("no queue %d", id)
+	}
+	return s.queueByName(ctx, s.q, names[0].Tenant, names[0].Name)
 }
 
 // SQSCancelMoveTask asks a running task of the tenant to stop; it stops

@@ -9,8 +9,9 @@ import (
 )
 
 // A move task whose node stopped (its heartbeat is old) is taken over and
-// finished by the next node that lists it; one whose node still beats is
-// left alone.
+// finished by a worker (listing tasks only reads, see
+// sqs.TestReadKeyListMessageMoveTasksChangesNothing); one whose node still
+// beats is left alone.
 func TestSQSMoveTaskTakeOver(t *testing.T) {
 	svc, _, pool := newService(t)
 	ctx := context.Background()
@@ -40,12 +41,18 @@ func TestSQSMoveTaskTakeOver(t *testing.T) {
 	if err != nil || len(tasks) != 1 || tasks[0].Status != "RUNNING" || tasks[0].Moved != 0 {
 		t.Fatalf("live task: %v %+v", err, tasks)
 	}
+	if n, err := svc.TakeOverMoveTasks(ctx, 10); err != nil || n != 0 {
+		t.Fatalf("a live task was taken over: %v %d", err, n)
+	}
 	if _, err := svc.SQSStartMoveTask(ctx, "default", dlq, "", nil); service.KindOf(err) != service.KindInvalid {
 		t.Fatalf("a second task while one runs: %v", err)
 	}
 	// Its node went away.
 	if _, err := pool.Exec(ctx, `UPDATE skipq.sqs_move_tasks SET heartbeat_at = now() - interval '2 minutes'`); err != nil {
 		t.Fatal(err)
+	}
+	if n, err := svc.TakeOverMoveTasks(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("take over: %v %d", err, n)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +45,9 @@ type Config struct {
 	// client); empty: no one's.
 	ForwardedBy     []netip.Prefix
 	MaxRequestBytes int64
+	// RequestBytes is the node's budget of request body bytes in flight,
+	// the one its native API holds too (nil: no budget).
+	RequestBytes *service.BodyBudget
 	// Now is the clock SigV4 dates are checked against (nil: time.Now).
 	Now func() time.Time
 }
@@ -87,12 +91,18 @@ func (h *Handler) Accepts(r *http.Request) bool {
 	if r.Header.Get("X-Amz-Target") != "" {
 		return r.Method == http.MethodPost
 	}
-	return queryAction(r, h.cfg.MaxRequestBytes)
+	return queryAction(r)
 }
 
+// queryPrefixBytes is how much of a form body queryAction reads: the query
+// protocol's clients write Action first, and an unauthenticated request
+// must not make the node hold more than this.
+const queryPrefixBytes = 4 << 10
+
 // queryAction reports whether r uses the AWS query protocol (Action=...).
-// A form body is read (bounded) and put back for Serve.
-func queryAction(r *http.Request, max int64) bool {
+// Only the first queryPrefixBytes of a form body are read; they are put
+// back in front of the rest.
+func queryAction(r *http.Request) bool {
 	if r.URL.Query().Get("Action") != "" {
 		return true
 	}
@@ -100,13 +110,23 @@ func queryAction(r *http.Request, max int64) bool {
 	if r.Method != http.MethodPost || ct != "application/x-www-form-urlencoded" {
 		return false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, max))
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	prefix, err := io.ReadAll(io.LimitReader(r.Body, queryPrefixBytes))
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(prefix), r.Body), r.Body}
 	if err != nil {
 		return false
 	}
-	form, err := url.ParseQuery(string(body))
+	if len(prefix) == queryPrefixBytes {
+		// The last pair may be cut short: only whole pairs count.
+		prefix = prefix[:max(0, bytes.LastIndexByte(prefix, '&'))]
+	}
+	form, err := url.ParseQuery(string(prefix))
 	return err == nil && form.Get("Action") != ""
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // caller is who a request acts as and how it names queues.
@@ -181,16 +201,27 @@ func (h *Handler) serve(c *gin.Context, target string, limits Limits) (any, *api
 	if r.ContentLength > h.cfg.MaxRequestBytes {
 		return nil, newError(errTooLarge, "The request body exceeds %d bytes.", h.cfg.MaxRequestBytes)
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, h.cfg.MaxRequestBytes+1))
-	if err != nil {
-		return nil, newError(errSerialization, "the request body could not be read")
-	}
-	if int64(len(body)) > h.cfg.MaxRequestBytes {
-		return nil, newError(errTooLarge, "The request body exceeds %d bytes.", h.cfg.MaxRequestBytes)
-	}
-	who, aerr := h.authenticate(r, body, limits)
+	// The caller is identified from the headers alone: a request without
+	// credentials, or with an unknown key or a malformed scope, is refused
+	// before any of its body is read.
+	who, signed, aerr := h.identify(r, limits)
 	if aerr != nil {
 		return nil, aerr
+	}
+	admitted, release, err := h.cfg.RequestBytes.Admit(r.Body, r.ContentLength)
+	if err != nil {
+		return nil, fromService(err)
+	}
+	defer release()
+	body, payloadHash, aerr := h.readBody(admitted, r.ContentLength, signed != nil)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if signed != nil {
+		if aerr := verifySignature(r, payloadHash, signed.auth, signed.amzDate, signed.secret); aerr != nil {
+			limits.AuthFailed()
+			return nil, aerr
+		}
 	}
 	if ok, wait := limits.Allow(who.keyID); !ok {
 		return nil, throttled(wait, "Rate exceeded; retry after the Retry-After delay.")
@@ -222,63 +253,104 @@ func (h *Handler) serve(c *gin.Context, target string, limits Limits) (any, *api
 	return out, aerr
 }
 
-// authenticate resolves the caller: with auth off the default tenant's
-// admin; else the SigV4 signature must check out (SPEC §11.4.3).
+// readBody reads a request body of declared length (negative: unknown),
+// refusing one over SKIPQ_MAX_REQUEST_BYTES, into one buffer; with hash
+// it also returns the hex SHA-256 of the body, computed as it is read.
+func (h *Handler) readBody(body io.Reader, length int64, hash bool) ([]byte, string, *apiError) {
+	limit := h.cfg.MaxRequestBytes
+	var buf bytes.Buffer
+	if length > 0 {
+		buf.Grow(int(length) + bytes.MinRead) // one allocation: ReadFrom needs MinRead spare to see the end
+	}
+	sum := sha256.New()
+	from := io.LimitReader(body, limit+1)
+	if hash {
+		from = io.TeeReader(from, sum)
+	}
+	if _, err := buf.ReadFrom(from); err != nil {
+		if errors.Is(err, service.ErrBodyBudget) {
+			return nil, "", fromService(err)
+		}
+		return nil, "", newError(errSerialization, "the request body could not be read")
+	}
+	if int64(buf.Len()) > limit {
+		return nil, "", newError(errTooLarge, "The request body exceeds %d bytes.", limit)
+	}
+	return buf.Bytes(), hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+// pendingSignature is what is left to check of a signed request once its
+// key is known: the signature over the headers and the body.
+type pendingSignature struct {
+	auth    sigv4Auth
+	amzDate string
+	secret  string
+}
+
+// identify resolves the caller from the request's headers: with auth off
+// the default tenant's admin; else the SigV4 key its Authorization header
+// names (SPEC §11.4.3), whose signature the caller checks once the body is
+// read (pendingSignature).
 //
 // A failed authentication counts against the client's address; an address
 // that spent its budget of them is throttled unless its access key is one
 // the node verified recently, so a flood of made-up credentials costs no
 // queries while good clients behind the same address go on.
-func (h *Handler) authenticate(r *http.Request, body []byte, limits Limits) (*caller, *apiError) {
+func (h *Handler) identify(r *http.Request, limits Limits) (*caller, *pendingSignature, *apiError) {
 	who := &caller{tenant: "default", role: service.RoleRank("admin"), clientID: "anonymous", region: h.cfg.Region}
+	var signed *pendingSignature
 	if h.cfg.AuthOff {
 		if auth, err := parseAuthorization(r.Header.Get("Authorization")); err == nil {
 			who.region = auth.region
 		}
-	} else if aerr := h.verify(r, body, limits, who); aerr != nil {
-		if aerr.shape != errThrottled && aerr.shape != errUnavailable && aerr.shape != errInternal {
-			limits.AuthFailed()
+	} else {
+		var aerr *apiError
+		if signed, aerr = h.identifyKey(r, limits, who); aerr != nil {
+			if aerr.shape != errThrottled && aerr.shape != errUnavailable && aerr.shape != errInternal {
+				limits.AuthFailed()
+			}
+			return nil, nil, aerr
 		}
-		return nil, aerr
 	}
 	who.account = accountID(who.tenant)
 	who.base = h.baseURL(r)
 	who.trace = r.Header.Get("X-Amzn-Trace-Id")
-	return who, nil
+	return who, signed, nil
 }
 
-// verify checks a request's signature and makes who its key's caller.
-func (h *Handler) verify(r *http.Request, body []byte, limits Limits, who *caller) *apiError {
+// identifyKey checks a request's Authorization header, date and access
+// key, and makes who its key's caller.
+func (h *Handler) identifyKey(r *http.Request, limits Limits, who *caller) (*pendingSignature, *apiError) {
 	authz := r.Header.Get("Authorization")
 	if authz == "" {
-		return newError(errMissingToken, "Request is missing Authentication Token")
+		return nil, newError(errMissingToken, "Request is missing Authentication Token")
 	}
 	auth, aerr := parseAuthorization(authz)
 	if aerr != nil {
-		return aerr
+		return nil, aerr
+	}
+	if aerr := checkSignedHeaders(r, auth); aerr != nil {
+		return nil, aerr
 	}
 	amzDate, aerr := checkDate(r, auth, h.cfg.Now())
 	if aerr != nil {
-		return aerr
+		return nil, aerr
 	}
 	if h.cfg.MasterKey == nil {
-		return newError(errInvalidClientTokenID, "SigV4 credentials are not configured on this server")
+		return nil, newError(errInvalidClientTokenID, "SigV4 credentials are not configured on this server")
 	}
 	if blocked, wait := limits.AuthBlocked(); blocked && !h.svc.CachedSQSKey(auth.accessKeyID) {
-		return throttled(wait, "Too many failed authentications from this address; retry after the Retry-After delay.")
+		return nil, throttled(wait, "Too many failed authentications from this address; retry after the Retry-After delay.")
 	}
 	key, err := h.svc.AuthenticateSQS(r.Context(), auth.accessKeyID)
 	if errors.Is(err, service.ErrUnauthenticated) {
-		return newError(errInvalidClientTokenID, "The security token included in the request is invalid.")
+		return nil, newError(errInvalidClientTokenID, "The security token included in the request is invalid.")
 	}
 	if err != nil {
-		return fromService(err)
-	}
-	if aerr := verifySignature(r, body, auth, amzDate, DeriveSecret(h.cfg.MasterKey, auth.accessKeyID)); aerr != nil {
-		return aerr
+		return nil, fromService(err)
 	}
 	who.tenant, who.role, who.clientID, who.keyID, who.region = key.Tenant, service.RoleRank(key.Role), auth.accessKeyID, key.ID, auth.region
-	return nil
+	return &pendingSignature{auth: auth, amzDate: amzDate, secret: DeriveSecret(h.cfg.MasterKey, auth.accessKeyID)}, nil
 }
 
 // baseURL is where queue URLs point: SKIPQ_SQS_URL, else where the caller

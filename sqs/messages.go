@@ -25,6 +25,11 @@ const (
 	maxReceiveBatch   = 10
 	maxAttributeName  = 256
 	nativeTagMaxValue = 1024
+	// maxTraceHeaderBytes bounds AWSTraceHeader. As in SQS it does not
+	// count towards the message's size, so it needs a bound of its own: an
+	// X-Ray trace header (Root, Parent, Sampled, Lineage) is under 256
+	// bytes, and this leaves room for vendors' extra fields.
+	maxTraceHeaderBytes = 1024
 )
 
 var (
@@ -124,9 +129,15 @@ func (h *Handler) prepareEntry(who *caller, q service.SQSQueue, e sendEntry) (se
 		if a.DataType != "String" || a.StringValue == nil || *a.StringValue == "" {
 			return service.MessageInput{}, out, invalidParameter("Message system attribute AWSTraceHeader must have DataType String and a StringValue.")
 		}
+		if len(*a.StringValue) > maxTraceHeaderBytes {
+			return service.MessageInput{}, out, invalidParameter("Message system attribute AWSTraceHeader is longer than %d bytes.", maxTraceHeaderBytes)
+		}
 		doc.TraceHeader = *a.StringValue
 	}
 	if doc.TraceHeader == "" {
+		if len(who.trace) > maxTraceHeaderBytes {
+			return service.MessageInput{}, out, invalidParameter("The X-Amzn-Trace-Id header, stored as AWSTraceHeader, is longer than %d bytes.", maxTraceHeaderBytes)
+		}
 		doc.TraceHeader = who.trace
 	}
 	if limit := maxMessageSize(q); size > limit {
@@ -253,12 +264,47 @@ func checkAttribute(name string, a Attribute) *apiError {
 	if _, bad := badBodyChar(*a.StringValue); bad {
 		return invalidParameter("The message attribute '%s' contains invalid characters.", name)
 	}
-	if baseType(a.DataType) == "Number" {
-		if _, err := strconv.ParseFloat(strings.TrimSpace(*a.StringValue), 64); err != nil {
-			return invalidParameter("Can't cast the value of message (user) attribute '%s' to a number.", name)
-		}
+	if baseType(a.DataType) == "Number" && !validNumber(*a.StringValue) {
+		return invalidParameter("Can't cast the value of message (user) attribute '%s' to a number.", name)
 	}
 	return nil
+}
+
+// numberPattern is a Number attribute's form: a decimal with an optional
+// sign and exponent (no NaN, Infinity, hexadecimal or digit separators).
+var numberPattern = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,4})?$`)
+
+// Number attributes hold what SQS's numbers hold: up to 38 significant
+// digits, with a magnitude from 10^-128 to 10^126.
+const (
+	maxNumberDigits   = 38
+	minNumberExponent = -128
+	maxNumberExponent = 126
+)
+
+// validNumber reports whether v is a number a Number attribute may carry.
+func validNumber(v string) bool {
+	m := numberPattern.FindStringSubmatch(v)
+	if m == nil {
+		return false
+	}
+	mantissa, exp := m[1], 0
+	if m[2] != "" {
+		exp, _ = strconv.Atoi(strings.TrimLeft(m[2][1:], "+")) // at most 4 digits: it fits
+	}
+	whole, fraction, _ := strings.Cut(mantissa, ".")
+	digits := whole + fraction
+	significant := strings.TrimLeft(digits, "0")
+	if significant == "" {
+		return true // zero
+	}
+	leadingZeros := len(digits) - len(significant)
+	if len(strings.TrimRight(significant, "0")) > maxNumberDigits {
+		return false
+	}
+	// The power of ten of the first significant digit.
+	magnitude := len(whole) - 1 - leadingZeros + exp
+	return magnitude >= minNumberExponent && magnitude <= maxNumberExponent
 }
 
 // sendQueue is the queue a send or receive names: existence is checked

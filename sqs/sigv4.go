@@ -64,6 +64,12 @@ func parseAuthorization(h string) (sigv4Auth, *apiError) {
 	if a.service != "sqs" {
 		return bad("the credential scope's service must be sqs")
 	}
+	if !validScopeDate(a.date) {
+		return bad("the credential scope's date must be yyyymmdd")
+	}
+	if !validRegion(a.region) {
+		return bad("the credential scope's region must be 1 to 32 lower-case letters, digits and dashes")
+	}
 	sh := fields["SignedHeaders"]
 	if sh == "" {
 		return bad("SignedHeaders is missing")
@@ -78,6 +84,25 @@ func parseAuthorization(h string) (sigv4Auth, *apiError) {
 	}
 	a.signature = sig
 	return a, nil
+}
+
+func validScopeDate(d string) bool {
+	_, err := time.Parse("20060102", d)
+	return len(d) == 8 && err == nil
+}
+
+// validRegion holds a region to the form of AWS's (us-east-1): it names
+// ARNs and queue URLs, so nothing else may pass through.
+func validRegion(r string) bool {
+	if r == "" || len(r) > 32 {
+		return false
+	}
+	for _, c := range r {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkDate checks the request's date header against the scope and the
@@ -101,12 +126,36 @@ func checkDate(r *http.Request, a sigv4Auth, now time.Time) (string, *apiError) 
 	return amzDate, nil
 }
 
-// verifySignature checks a's signature of r (whose body is body) with
-// secret.
-func verifySignature(r *http.Request, body []byte, a sigv4Auth, amzDate, secret string) *apiError {
-	sum := sha256.Sum256(body)
-	payloadHash := hex.EncodeToString(sum[:])
-	if h := r.Header.Get("X-Amz-Content-Sha256"); h != "" && slices.Contains(a.signedHeaders, "x-amz-content-sha256") && h != payloadHash {
+// checkSignedHeaders refuses a signature that leaves a header unsigned
+// which decides what the request does or when it was made: host, the date
+// header, X-Amz-Target and Content-Type (when sent). Were X-Amz-Target
+// unsigned, a captured request could be replayed as another action within
+// the clock skew. Every SDK signs them all.
+func checkSignedHeaders(r *http.Request, a sigv4Auth) *apiError {
+	required := []string{"host"}
+	if r.Header.Get("X-Amz-Date") != "" {
+		required = append(required, "x-amz-date")
+	} else if r.Header.Get("Date") != "" {
+		required = append(required, "date")
+	}
+	for _, name := range []string{"x-amz-target", "content-type"} {
+		if len(r.Header.Values(name)) > 0 {
+			required = append(required, name)
+		}
+	}
+	for _, name := range required {
+		if !slices.Contains(a.signedHeaders, name) {
+			return newError(errIncompleteSignature, "Authorization header is malformed: SignedHeaders must include %s", name)
+		}
+	}
+	return nil
+}
+
+// verifySignature checks a's signature of r, whose body has the hex
+// SHA-256 payloadHash, with secret. A declared X-Amz-Content-Sha256 must
+// be the body's.
+func verifySignature(r *http.Request, payloadHash string, a sigv4Auth, amzDate, secret string) *apiError {
+	if h := r.Header.Get("X-Amz-Content-Sha256"); h != "" && !strings.EqualFold(h, payloadHash) {
 		return signatureMismatch()
 	}
 	canonical := canonicalRequest(r, a.signedHeaders, payloadHash)

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -45,7 +46,11 @@ func verify(r *http.Request, body []byte, secret string, now time.Time) *apiErro
 	if err != nil {
 		return err
 	}
-	return verifySignature(r, body, a, date, secret)
+	if err := checkSignedHeaders(r, a); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(body)
+	return verifySignature(r, hex.EncodeToString(sum[:]), a, date, secret)
 }
 
 // The verifier agrees with aws-sdk-go-v2's signer (the oracle) over
@@ -169,6 +174,10 @@ func TestParseAuthorizationRefusals(t *testing.T) {
 		"AWS4-HMAC-SHA256 Credential=a/20260101/us-east-1/sqs/aws4_request, SignedHeaders=x-amz-date;host, Signature=" + strings.Repeat("0", 64),
 		"AWS4-HMAC-SHA256 Credential=a/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=" + strings.Repeat("0", 64),
 		"AWS4-HMAC-SHA256 Credential=a/20260101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=zz",
+		"AWS4-HMAC-SHA256 Credential=a/20260101/US_EAST$1/sqs/aws4_request, SignedHeaders=host, Signature=" + strings.Repeat("0", 64),
+		"AWS4-HMAC-SHA256 Credential=a//sqs/aws4_request, SignedHeaders=host, Signature=" + strings.Repeat("0", 64),
+		"AWS4-HMAC-SHA256 Credential=a/2026011/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=" + strings.Repeat("0", 64),
+		"AWS4-HMAC-SHA256 Credential=a/20261301/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=" + strings.Repeat("0", 64),
 		"Bearer skq_x",
 	} {
 		if _, err := parseAuthorization(h); err == nil || err.shape != errIncompleteSignature {
@@ -188,5 +197,45 @@ func TestDeriveSecret(t *testing.T) {
 	}
 	if _, err := ParseMasterKey("c2hvcnQ="); err == nil {
 		t.Fatal("a short master key was accepted")
+	}
+}
+
+// A signature that leaves X-Amz-Target, Content-Type or the date unsigned
+// is refused even when it is right: else a captured request's action could
+// be swapped within the clock skew. (Only host was once required.)
+func TestSignedHeadersMustCoverTheAction(t *testing.T) {
+	body := []byte(`{"QueueUrl":"q"}`)
+	now := time.Now().UTC()
+	date := now.Format("20060102T150405Z")
+	scope := date[:8] + "/us-east-1/sqs/aws4_request"
+	sign := func(signed string, headers map[string]string) *http.Request {
+		req, _ := http.NewRequest("POST", "http://127.0.0.1:20001/", bytes.NewReader(body))
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		a := sigv4Auth{date: date[:8], region: "us-east-1", service: "sqs", signedHeaders: strings.Split(signed, ";")}
+		r, _ := serverView(t, req)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		sum := sha256.Sum256(body)
+		crSum := sha256.Sum256([]byte(canonicalRequest(r, a.signedHeaders, hex.EncodeToString(sum[:]))))
+		sig := hmacSHA256(signingKey("s3cret", date[:8], "us-east-1", "sqs"), sigv4Algorithm+"\n"+date+"\n"+scope+"\n"+hex.EncodeToString(crSum[:]))
+		req.Header.Set("Authorization", sigv4Algorithm+" Credential=AKID/"+scope+", SignedHeaders="+signed+", Signature="+hex.EncodeToString(sig))
+		return req
+	}
+	all := map[string]string{"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.PurgeQueue", "X-Amz-Date": date}
+	r, got := serverView(t, sign("content-type;host;x-amz-date;x-amz-target", all))
+	if err := verify(r, got, "s3cret", now); err != nil {
+		t.Fatalf("all signed: %v", err)
+	}
+	for _, signed := range []string{"host;x-amz-date", "content-type;host;x-amz-date", "host;x-amz-date;x-amz-target", "content-type;host;x-amz-target"} {
+		r, got := serverView(t, sign(signed, all))
+		if err := verify(r, got, "s3cret", now); err == nil || err.shape != errIncompleteSignature {
+			t.Errorf("SignedHeaders=%s: %v", signed, err)
+		}
+	}
+	// Without a Content-Type header, none need be signed.
+	r, got = serverView(t, sign("host;x-amz-date;x-amz-target", map[string]string{"X-Amz-Target": "AmazonSQS.PurgeQueue", "X-Amz-Date": date}))
+	if err := verify(r, got, "s3cret", now); err != nil {
+		t.Fatalf("no Content-Type: %v", err)
 	}
 }

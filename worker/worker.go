@@ -72,6 +72,7 @@ func New(svc *service.Service, log *slog.Logger, opts Options) *Worker {
 		batch("remove messages of deleted queues", 30*time.Second, svc.RemoveOrphaned),
 		batch("prune empty FIFO groups", 10*time.Second, svc.PruneGroups),
 		batch("prune the history of messages gone a day ago", 60*time.Second, svc.PruneHistory),
+		batch("take over SQS move tasks whose node stopped", 15*time.Second, svc.TakeOverMoveTasks),
 		once("refresh queue gauges", 5*time.Second, 30*time.Second, svc.RefreshQueueCounts),
 		once("remove stale ready rows", 10*time.Second, 60*time.Second, svc.RemoveStaleReady),
 		once("record depth history", 20*time.Second, 30*time.Second, func(ctx context.Context) error {
