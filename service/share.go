@@ -2,8 +2,11 @@ package service
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // sharer lets concurrent requests share one statement, and so one commit
@@ -20,10 +23,26 @@ import (
 // others (the statements are written so that bad items simply change
 // nothing), and when the shared statement fails as a whole, run retries the
 // calls one by one, so each gets its own answer.
+//
+// A shared statement never waits on a lock held outside it: run's
+// statements carry a short lock timeout (db.LockBounded), and run returns
+// the calls of a statement that ran out of it, unanswered (the statement
+// stored nothing). Each of them then leaves the sharer and runs on its own
+// (alone), on its request's goroutine and context and without the lock
+// timeout, so that only the calls that really wait for the other
+// transaction -- a FIFO send to a held group, a resend of a held key, an
+// ack of a row another transaction holds -- wait, while every later request
+// of the node keeps sharing statements.
 type sharer[C any] struct {
 	maxItems int
 	size     func(*C) int
-	run      func(ctx context.Context, batch []*C)
+	run      func(ctx context.Context, batch []*C) (blocked []*C)
+	alone    func(ctx context.Context, call *C)
+	// waiting bounds the connections that calls run alone may hold at once,
+	// for all the sharers of a node: each may wait on another transaction
+	// for as long as its request lasts, and they must not take the whole
+	// pool from everything else. The rest wait here, without a connection.
+	lockWaiters *semaphore.Weighted
 
 	mu      sync.Mutex
 	busy    bool
@@ -32,8 +51,9 @@ type sharer[C any] struct {
 
 // shared is one waiting call.
 type shared[C any] struct {
-	call *C
-	done chan struct{}
+	call    *C
+	done    chan struct{}
+	blocked bool // its statement ran out of lock timeout: it runs alone
 }
 
 // sharedTimeout bounds a statement run on behalf of several requests: it
@@ -50,22 +70,39 @@ func (s *sharer[C]) do(ctx context.Context, call *C) error {
 		s.mu.Unlock()
 		select {
 		case <-w.done:
-			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		if w.blocked {
+			return s.runAlone(ctx, call)
+		}
+		return nil
 	}
 	s.busy = true
 	s.mu.Unlock()
 
 	// Nothing in flight: this request's own statement, on its own context.
-	s.run(ctx, []*C{call})
+	blocked := s.run(ctx, []*C{call})
 
 	// Whoever arrived meanwhile goes next, on a goroutine of its own, so
 	// this request answers now instead of serving others.
 	if next := s.take(); next != nil {
 		go s.drain(next)
 	}
+	if len(blocked) > 0 {
+		return s.runAlone(ctx, call)
+	}
+	return nil
+}
+
+// runAlone runs a call whose shared statement met a lock held outside it,
+// on its own, once a connection for lock waiters is free.
+func (s *sharer[C]) runAlone(ctx context.Context, call *C) error {
+	if err := s.lockWaiters.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	defer s.lockWaiters.Release(1)
+	s.alone(ctx, call)
 	return nil
 }
 
@@ -95,9 +132,10 @@ func (s *sharer[C]) drain(batch []*shared[C]) {
 			calls[i] = w.call
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
-		s.run(ctx, calls)
+		blocked := s.run(ctx, calls)
 		cancel()
 		for _, w := range batch {
+			w.blocked = slices.Contains(blocked, w.call)
 			close(w.done)
 		}
 		batch = s.take()

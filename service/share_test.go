@@ -23,7 +23,7 @@ func TestSharerBatchesWhatWaits(t *testing.T) {
 	s := &sharer[call]{
 		maxItems: 5,
 		size:     func(c *call) int { return c.items },
-		run: func(_ context.Context, batch []*call) {
+		run: func(_ context.Context, batch []*call) []*call {
 			mu.Lock()
 			n := len(batches) + 1
 			var ids []int
@@ -37,6 +37,7 @@ func TestSharerBatchesWhatWaits(t *testing.T) {
 				started <- struct{}{}
 				<-release // the first statement is in flight until released
 			}
+			return nil
 		},
 	}
 	ctx := context.Background()
