@@ -60,9 +60,14 @@ type prepared struct {
 	keyID       *int64 // the API key that sends it, for its history
 }
 
-// Send sends one message (the single-message route).
+// Send sends one message (the single-message route), creating its queue
+// if missing.
 func (s *Service) Send(ctx context.Context, tenant, queue string, in MessageInput) (SendResult, error) {
-	res, err := s.send(ctx, tenant, queue, []MessageInput{in}, func(int) string { return "" }, createMissing)
+	return s.sendOne(ctx, tenant, queue, in, createMissing)
+}
+
+func (s *Service) sendOne(ctx context.Context, tenant, queue string, in MessageInput, missing missingQueue) (SendResult, error) {
+	res, err := s.send(ctx, tenant, queue, []MessageInput{in}, func(int) string { return "" }, missing)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -75,12 +80,17 @@ func (s *Service) Send(ctx context.Context, tenant, queue string, in MessageInpu
 const MaxBatchGroups = 64
 
 // SendBatch sends up to MaxBatchMessages messages in one transaction: all or
-// nothing. Results are in input order.
+// nothing, creating the queue if missing (and only if something is sent).
+// Results are in input order.
 func (s *Service) SendBatch(ctx context.Context, tenant, queue string, in []MessageInput) ([]SendResult, error) {
+	return s.sendBatch(ctx, tenant, queue, in, createMissing)
+}
+
+func (s *Service) sendBatch(ctx context.Context, tenant, queue string, in []MessageInput, missing missingQueue) ([]SendResult, error) {
 	if err := checkBatch(in); err != nil {
 		return nil, err
 	}
-	return s.send(ctx, tenant, queue, in, func(i int) string { return fmt.Sprintf("messages[%d]", i) }, createMissing)
+	return s.send(ctx, tenant, queue, in, func(i int) string { return fmt.Sprintf("messages[%d]", i) }, missing)
 }
 
 // missingQueue is what a send does when its queue does not exist.
