@@ -94,9 +94,11 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	s.nacks = s.settleSharer(s.runNacks, lockWaiters)
 	s.extends = s.settleSharer(s.runExtends, lockWaiters)
 	s.sends = &sharer[sendCall]{maxItems: sharedSendBytes, size: sendSize, lockWaiters: lockWaiters,
+		queue: func(c *sendCall) string { return c.tenant + "/" + c.queue },
 		run:   func(ctx context.Context, calls []*sendCall) []*sendCall { return s.runSends(ctx, s.shared, calls) },
 		alone: func(ctx context.Context, c *sendCall) { s.sendAlone(ctx, s.own, c) }}
 	s.claims = &sharer[claimCall]{maxItems: sharedClaimCalls, size: claimSize, lockWaiters: lockWaiters,
+		queue: func(c *claimCall) string { return c.tenant + "/" + c.queue },
 		run:   func(ctx context.Context, calls []*claimCall) []*claimCall { return s.runClaims(ctx, s.shared, calls) },
 		alone: func(ctx context.Context, c *claimCall) { s.runClaims(ctx, s.own, []*claimCall{c}) }}
 	s.hub = wake.NewHub(newNodeID(), pool, log, opts.Limits.MaxWaiters)
@@ -145,6 +147,7 @@ func lockWaitConns(pool *pgxpool.Pool) int64 {
 // timeout, and alone without.
 func (s *Service) settleSharer(run func(context.Context, statements, []*settleCall) []*settleCall, lockWaiters *semaphore.Weighted) *sharer[settleCall] {
 	return &sharer[settleCall]{maxItems: sharedSettleHandles, size: settleSize, lockWaiters: lockWaiters,
+		queue: settleQueue,
 		run:   func(ctx context.Context, calls []*settleCall) []*settleCall { return run(ctx, s.shared, calls) },
 		alone: func(ctx context.Context, c *settleCall) { run(ctx, s.own, []*settleCall{c}) }}
 }

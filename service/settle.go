@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/skipq/skipq/db"
@@ -59,6 +60,16 @@ type settleCall struct {
 }
 
 func settleSize(c *settleCall) int { return len(c.rs.tokens) }
+
+// settleQueue is the queue of a settle's first handle: the one its lock
+// waits are counted by (sharer.queue). A settle naming several queues
+// is rare, and counted by one.
+func settleQueue(c *settleCall) string {
+	if len(c.rs.queueIDs) == 0 {
+		return ""
+	}
+	return strconv.FormatInt(c.rs.queueIDs[0], 10)
+}
 
 // settle runs one request's settle through its sharer.
 func (s *Service) settle(ctx context.Context, sh *sharer[settleCall], handles []string, args settleArgs, op string) (*settleCall, error) {

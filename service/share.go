@@ -27,26 +27,35 @@ import (
 // A shared statement never waits on a lock held outside it: run's
 // statements carry a short lock timeout (db.LockBounded), and run returns
 // the calls of a statement that ran out of it, unanswered (the statement
-// stored nothing). Each of them then leaves the sharer and runs on its own
-// (alone), on its request's goroutine and context and without the lock
-// timeout, so that only the calls that really wait for the other
-// transaction -- a FIFO send to a held group, a resend of a held key, an
-// ack of a row another transaction holds -- wait, while every later request
-// of the node keeps sharing statements.
+// stored nothing). Each of them then leaves the sharer and runs on its own,
+// on its request's goroutine and context (runAlone), so that only the calls
+// that really wait for the other transaction -- a FIFO send to a held
+// group, a resend of a held key, an ack of a row another transaction holds
+// -- wait (alone, without the lock timeout), while every later request of
+// the node keeps sharing statements.
 type sharer[C any] struct {
 	maxItems int
 	size     func(*C) int
 	run      func(ctx context.Context, batch []*C) (blocked []*C)
 	alone    func(ctx context.Context, call *C)
-	// waiting bounds the connections that calls run alone may hold at once,
-	// for all the sharers of a node: each may wait on another transaction
-	// for as long as its request lasts, and they must not take the whole
-	// pool from everything else. The rest wait here, without a connection.
+	// queue names what an outside lock a call meets belongs to. While a
+	// call of a queue waits on such a lock, the queue's later calls skip
+	// the shared statements (runAlone): a client that keeps sending to a
+	// held group would otherwise make one shared statement after another
+	// wait out its lock timeout.
+	queue func(*C) string
+	// lockWaiters bounds the connections that calls waiting on a lock held
+	// outside (alone) may hold at once, for all the sharers of a node: each
+	// may wait for as long as its request lasts, and they must not take the
+	// whole pool from everything else. The rest wait here, without a
+	// connection.
 	lockWaiters *semaphore.Weighted
 
 	mu      sync.Mutex
 	busy    bool
 	waiting []*shared[C]
+	// lockWaits counts, by queue, the calls waiting on a lock held outside.
+	lockWaits map[string]int
 }
 
 // shared is one waiting call.
@@ -64,6 +73,10 @@ const sharedTimeout = 10 * time.Second
 // answer is in call (or when ctx ends first: the statement may still run).
 func (s *sharer[C]) do(ctx context.Context, call *C) error {
 	s.mu.Lock()
+	if s.lockWaits[s.queue(call)] > 0 {
+		s.mu.Unlock()
+		return s.runAlone(ctx, call)
+	}
 	if s.busy {
 		w := &shared[C]{call: call, done: make(chan struct{})}
 		s.waiting = append(s.waiting, w)
@@ -96,8 +109,29 @@ func (s *sharer[C]) do(ctx context.Context, call *C) error {
 }
 
 // runAlone runs a call whose shared statement met a lock held outside it,
-// on its own, once a connection for lock waiters is free.
+// on its own. Which of the statement's calls needed the lock is not known,
+// and most did not: first each runs by itself still under the lock
+// timeout, which answers those at once without taking a place of the lock
+// waiters. Only a call that meets the lock again waits for it, once a
+// connection for lock waiters is free.
 func (s *sharer[C]) runAlone(ctx context.Context, call *C) error {
+	if len(s.run(ctx, []*C{call})) == 0 {
+		return nil
+	}
+	q := s.queue(call)
+	s.mu.Lock()
+	if s.lockWaits == nil {
+		s.lockWaits = map[string]int{}
+	}
+	s.lockWaits[q]++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.lockWaits[q]--; s.lockWaits[q] == 0 {
+			delete(s.lockWaits, q)
+		}
+		s.mu.Unlock()
+	}()
 	if err := s.lockWaiters.Acquire(ctx, 1); err != nil {
 		return err
 	}
