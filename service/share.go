@@ -39,10 +39,11 @@ type sharer[C any] struct {
 	run      func(ctx context.Context, batch []*C) (blocked []*C)
 	alone    func(ctx context.Context, call *C)
 	// queue names what an outside lock a call meets belongs to. While a
-	// call of a queue waits on such a lock, the queue's later calls skip
-	// the shared statements (runAlone): a client that keeps sending to a
-	// held group would otherwise make one shared statement after another
-	// wait out its lock timeout.
+	// call of a queue waits on such a lock, and for heldQueueLinger after,
+	// the queue's later calls skip the shared statements (runAlone): a
+	// client that keeps sending to a held group (giving up and trying
+	// again) would otherwise make one shared statement after another wait
+	// out its lock timeout.
 	queue func(*C) string
 	// lockWaiters bounds the connections that calls waiting on a lock held
 	// outside (alone) may hold at once, for all the sharers of a node: each
@@ -54,8 +55,8 @@ type sharer[C any] struct {
 	mu      sync.Mutex
 	busy    bool
 	waiting []*shared[C]
-	// lockWaits counts, by queue, the calls waiting on a lock held outside.
-	lockWaits map[string]int
+	// held are the queues whose calls met a lock held outside lately.
+	held map[string]*heldQueue
 }
 
 // shared is one waiting call.
@@ -73,7 +74,7 @@ const sharedTimeout = 10 * time.Second
 // answer is in call (or when ctx ends first: the statement may still run).
 func (s *sharer[C]) do(ctx context.Context, call *C) error {
 	s.mu.Lock()
-	if s.lockWaits[s.queue(call)] > 0 {
+	if s.isHeld(s.queue(call), time.Now()) {
 		s.mu.Unlock()
 		return s.runAlone(ctx, call)
 	}
@@ -120,16 +121,20 @@ func (s *sharer[C]) runAlone(ctx context.Context, call *C) error {
 	}
 	q := s.queue(call)
 	s.mu.Lock()
-	if s.lockWaits == nil {
-		s.lockWaits = map[string]int{}
+	if s.held == nil {
+		s.held = map[string]*heldQueue{}
 	}
-	s.lockWaits[q]++
+	h := s.held[q]
+	if h == nil {
+		h = &heldQueue{}
+		s.held[q] = h
+	}
+	h.waiting++
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		if s.lockWaits[q]--; s.lockWaits[q] == 0 {
-			delete(s.lockWaits, q)
-		}
+		h.waiting--
+		h.until = time.Now().Add(heldQueueLinger)
 		s.mu.Unlock()
 	}()
 	if err := s.lockWaiters.Acquire(ctx, 1); err != nil {
@@ -138,6 +143,29 @@ func (s *sharer[C]) runAlone(ctx context.Context, call *C) error {
 	defer s.lockWaiters.Release(1)
 	s.alone(ctx, call)
 	return nil
+}
+
+// heldQueue is a queue whose calls met a lock held outside: how many wait
+// on it now, and when the last stopped waiting.
+type heldQueue struct {
+	waiting int
+	until   time.Time
+}
+
+// heldQueueLinger is how long a queue's calls keep skipping the shared
+// statements after its last lock wait ended: a client that gave up on a
+// held lock tends to try again at once.
+const heldQueueLinger = time.Second
+
+// isHeld reports whether queue's calls run alone now, and forgets the
+// queues whose time is up. Called with mu held.
+func (s *sharer[C]) isHeld(queue string, now time.Time) bool {
+	for q, h := range s.held {
+		if h.waiting == 0 && now.After(h.until) {
+			delete(s.held, q)
+		}
+	}
+	return s.held[queue] != nil
 }
 
 // take hands out the next batch, or marks the sharer idle.
