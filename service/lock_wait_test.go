@@ -204,3 +204,46 @@ func awaitLockWait(t *testing.T, pool *pgxpool.Pool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Shared claims take rows and groups with SKIP LOCKED and try-locks: while
+// an SQL transaction holds a FIFO group (an open send to it) and the row of
+// another group's first message, a single-message receive of that queue,
+// which shares the claim statement, answers without waiting (at most a
+// message no one holds).
+func TestSharedClaimsPassLocksHeldOutside(t *testing.T) {
+	svc, _, pool := newService(t)
+	ctx := context.Background()
+	fifo := true
+	if _, _, err := svc.PutQueue(ctx, "default", "fc", service.QueueSettings{FIFO: &fifo}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"g1", "g3"} {
+		if _, err := svc.Send(ctx, "default", "fc", service.MessageInput{Body: g, GroupID: g}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT skipq.send('fc', 'held', group_id => 'g2')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM skipq.messages WHERE group_id = 'g1' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	// The deadline only turns a hang into a failure.
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	one, zero := 1, 0
+	msgs, err := svc.Receive(rctx, "default", "fc", service.ReceiveOptions{MaxMessages: &one, WaitSeconds: &zero})
+	if err != nil {
+		t.Fatalf("receive past the held group and row: %v", err)
+	}
+	for _, m := range msgs {
+		if m.GroupID == nil || *m.GroupID != "g3" {
+			t.Fatalf("received %+v, a message of a group the transaction holds", m)
+		}
+	}
+}
