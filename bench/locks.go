@@ -36,7 +36,8 @@ const (
 // first with nothing held, then while an SQL transaction holds a FIFO
 // group and another an idempotency key (each left open with a
 // skipq.send), and sends to that group and resends of that key keep
-// waiting on them. Each window lasts Options.Duration.
+// waiting on them. Each window lasts Options.Duration, after a warm-up of
+// Options.Warmup with nothing held.
 func (e *env) locks(ctx context.Context) (*LocksResult, error) {
 	ns, err := e.startNodes(ctx)
 	if err != nil {
@@ -60,7 +61,10 @@ func (e *env) locks(ctx context.Context) (*LocksResult, error) {
 	res := &LocksResult{Clients: lockClients, Queues: lockQueues, Seconds: e.o.Duration.Seconds()}
 
 	e.logf("locks: %d clients sending to %d queues, nothing held", lockClients, lockQueues)
-	res.Free, err = e.sendWindow(ctx, ns, queues)
+	if _, err := e.sendWindow(ctx, ns, queues, e.o.Warmup); err != nil {
+		return res, err
+	}
+	res.Free, err = e.sendWindow(ctx, ns, queues, e.o.Duration)
 	if err != nil {
 		return res, err
 	}
@@ -101,7 +105,7 @@ func (e *env) locks(ctx context.Context) (*LocksResult, error) {
 		waiters.Wait()
 		return res, err
 	}
-	res.Held, err = e.sendWindow(ctx, ns, queues)
+	res.Held, err = e.sendWindow(ctx, ns, queues, e.o.Duration)
 	stopWaiters()
 	waiters.Wait()
 	if err != nil {
@@ -170,9 +174,9 @@ func (e *env) awaitLockWaits(ctx context.Context) error {
 }
 
 // sendWindow runs lockClients clients, each sending one message per request
-// to one of queues, for Options.Duration, and measures them.
-func (e *env) sendWindow(ctx context.Context, ns *nodes, queues []string) (LocksWindow, error) {
-	wctx, stop := context.WithTimeout(ctx, e.o.Duration)
+// to one of queues, for d, and measures them.
+func (e *env) sendWindow(ctx context.Context, ns *nodes, queues []string, d time.Duration) (LocksWindow, error) {
+	wctx, stop := context.WithTimeout(ctx, d)
 	defer stop()
 	var mu sync.Mutex
 	var lat []float64
