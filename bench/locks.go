@@ -33,11 +33,12 @@ const (
 
 // locks measures what a lock held by an outside transaction costs the
 // requests that do not need it: lockClients clients send to other queues,
-// first with nothing held, then while an SQL transaction holds a FIFO
-// group and another an idempotency key (each left open with a
-// skipq.send), and sends to that group and resends of that key keep
-// waiting on them. Each window lasts Options.Duration, after a warm-up of
-// Options.Warmup with nothing held.
+// with nothing held, and while an SQL transaction holds a FIFO group and
+// another an idempotency key (each left open with a skipq.send), and sends
+// to that group and resends of that key keep waiting on them. After a
+// warm-up of Options.Warmup, the windows run nothing held (Options.Duration),
+// held (twice that), nothing held again: drift over the run (the tables
+// growing, autovacuum, other load) falls on both sides alike.
 func (e *env) locks(ctx context.Context) (*LocksResult, error) {
 	ns, err := e.startNodes(ctx)
 	if err != nil {
@@ -58,21 +59,42 @@ func (e *env) locks(ctx context.Context) (*LocksResult, error) {
 	if err := e.http.createQueue(ctx, ns.at(0), keyQueue, ""); err != nil {
 		return nil, err
 	}
-	res := &LocksResult{Clients: lockClients, Queues: lockQueues, Seconds: e.o.Duration.Seconds()}
+	res := &LocksResult{Clients: lockClients, Queues: lockQueues, Seconds: 2 * e.o.Duration.Seconds()}
 
 	e.logf("locks: %d clients sending to %d queues, nothing held", lockClients, lockQueues)
 	if _, err := e.sendWindow(ctx, ns, queues, e.o.Warmup); err != nil {
 		return res, err
 	}
-	res.Free, err = e.sendWindow(ctx, ns, queues, e.o.Duration)
+	before, err := e.sendWindow(ctx, ns, queues, e.o.Duration)
 	if err != nil {
 		return res, err
 	}
-
 	e.logf("locks: the same while SQL transactions hold a FIFO group and a key")
-	release, err := e.holdGroupAndKey(ctx, groupQueue, keyQueue)
+	held, err := e.whileHeld(ctx, ns, queues, groupQueue, keyQueue, res)
 	if err != nil {
 		return res, err
+	}
+	e.logf("locks: nothing held again")
+	after, err := e.sendWindow(ctx, ns, queues, e.o.Duration)
+	if err != nil {
+		return res, err
+	}
+	res.Free, res.Held = summarize(before, after), summarize(held)
+	if res.Free.MsgsPerS > 0 {
+		res.Ratio = round(res.Held.MsgsPerS/res.Free.MsgsPerS, 3)
+	}
+	e.logf("  free %s msgs/s p99 %.2f ms; held %s msgs/s p99 %.2f ms; ratio %.2f",
+		thousands(res.Free.MsgsPerS), res.Free.P99MS, thousands(res.Held.MsgsPerS), res.Held.P99MS, res.Ratio)
+	return res, nil
+}
+
+// whileHeld holds a FIFO group of groupQueue and a key of keyQueue in SQL
+// transactions, keeps sends waiting on them, and runs a window of twice
+// Options.Duration meanwhile.
+func (e *env) whileHeld(ctx context.Context, ns *nodes, queues []string, groupQueue, keyQueue string, res *LocksResult) (sendSamples, error) {
+	release, err := e.holdGroupAndKey(ctx, groupQueue, keyQueue)
+	if err != nil {
+		return sendSamples{}, err
 	}
 	defer release()
 	wctx, stopWaiters := context.WithCancel(ctx)
@@ -100,23 +122,14 @@ func (e *env) locks(ctx context.Context) (*LocksResult, error) {
 			})
 		}
 	}
-	if err := e.awaitLockWaits(ctx); err != nil {
+	defer func() {
 		stopWaiters()
 		waiters.Wait()
-		return res, err
+	}()
+	if err := e.awaitLockWaits(ctx); err != nil {
+		return sendSamples{}, err
 	}
-	res.Held, err = e.sendWindow(ctx, ns, queues, e.o.Duration)
-	stopWaiters()
-	waiters.Wait()
-	if err != nil {
-		return res, err
-	}
-	if res.Free.MsgsPerS > 0 {
-		res.Ratio = round(res.Held.MsgsPerS/res.Free.MsgsPerS, 3)
-	}
-	e.logf("  free %s msgs/s p99 %.2f ms; held %s msgs/s p99 %.2f ms; ratio %.2f",
-		thousands(res.Free.MsgsPerS), res.Free.P99MS, thousands(res.Held.MsgsPerS), res.Held.P99MS, res.Ratio)
-	return res, nil
+	return e.sendWindow(ctx, ns, queues, 2*e.o.Duration)
 }
 
 // holdGroupAndKey opens two SQL transactions, one holding groupQueue's
@@ -173,9 +186,32 @@ func (e *env) awaitLockWaits(ctx context.Context) error {
 	return errors.New("no send waited on the held locks within 30 s")
 }
 
+// sendSamples are the answered sends of a window: their latencies in ms,
+// and the window's length.
+type sendSamples struct {
+	latMS []float64
+	secs  float64
+}
+
+// summarize sums windows up.
+func summarize(windows ...sendSamples) LocksWindow {
+	var lat []float64
+	secs := 0.0
+	for _, w := range windows {
+		lat, secs = append(lat, w.latMS...), secs+w.secs
+	}
+	slices.Sort(lat)
+	w := LocksWindow{Sent: len(lat)}
+	if len(lat) > 0 && secs > 0 {
+		w.MsgsPerS = round(float64(len(lat))/secs, 1)
+		w.P50MS, w.P99MS, w.MaxMS = round(quantile(lat, 0.5), 2), round(quantile(lat, 0.99), 2), round(lat[len(lat)-1], 2)
+	}
+	return w
+}
+
 // sendWindow runs lockClients clients, each sending one message per request
-// to one of queues, for d, and measures them.
-func (e *env) sendWindow(ctx context.Context, ns *nodes, queues []string, d time.Duration) (LocksWindow, error) {
+// to one of queues, for d.
+func (e *env) sendWindow(ctx context.Context, ns *nodes, queues []string, d time.Duration) (sendSamples, error) {
 	wctx, stop := context.WithTimeout(ctx, d)
 	defer stop()
 	var mu sync.Mutex
@@ -209,11 +245,5 @@ func (e *env) sendWindow(ctx context.Context, ns *nodes, queues []string, d time
 		})
 	}
 	wg.Wait()
-	secs := time.Since(start).Seconds()
-	slices.Sort(lat)
-	w := LocksWindow{Sent: len(lat), MsgsPerS: round(float64(len(lat))/secs, 1)}
-	if len(lat) > 0 {
-		w.P50MS, w.P99MS, w.MaxMS = round(quantile(lat, 0.5), 2), round(quantile(lat, 0.99), 2), round(lat[len(lat)-1], 2)
-	}
-	return w, firstErr
+	return sendSamples{latMS: lat, secs: time.Since(start).Seconds()}, firstErr
 }

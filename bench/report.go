@@ -131,7 +131,7 @@ type SearchStatement struct {
 type LocksResult struct {
 	Clients int         `json:"clients"`
 	Queues  int         `json:"queues"`
-	Seconds float64     `json:"seconds"` // each window
+	Seconds float64     `json:"seconds"` // the held window; the free ones (before and after it) together as long
 	Free    LocksWindow `json:"free"`
 	Held    LocksWindow `json:"held"`
 	Ratio   float64     `json:"ratio"` // held / free msgs/s
@@ -621,7 +621,8 @@ func writeHeads(w io.Writer, h *HeadsResult, ev *HeadsEvidence) {
 }
 
 func writeLocks(w io.Writer, l *LocksResult) {
-	fmt.Fprintf(w, "locks: %d clients sending one message per request to %d queues, %.0f s per window\n", l.Clients, l.Queues, l.Seconds)
+	fmt.Fprintf(w, "locks: %d clients sending one message per request to %d queues, %.0f s held between two windows of %.0f s with nothing held\n",
+		l.Clients, l.Queues, l.Seconds, l.Seconds/2)
 	fmt.Fprintf(w, "  %-36s %10s %8s %8s %8s\n", "window", "msgs/s", "p50 ms", "p99 ms", "max ms")
 	for _, x := range []struct {
 		name string

@@ -35,9 +35,10 @@ Scenarios (--scenario, comma-separated; default all):
              next to untraced ones, batch 1 × 16 and 100 × 4 pairs, runs
              alternating untraced, traced, traced, untraced; history rows
              written per message
-  locks      16 clients sending to 4 queues, first with nothing held, then
-             while SQL transactions hold a FIFO group and an idempotency
-             key that other sends keep waiting on: msgs/s and p99 of both
+  locks      16 clients sending to 4 queues with nothing held, then for
+             twice the run's length while SQL transactions hold a FIFO
+             group and an idempotency key that other sends keep waiting
+             on, then with nothing held again: msgs/s and p99 of both
   idle       1,000 waiting long-polls on one node: connections, statements/s
   heads      p50 of one client's send → receive → ack cycle on an empty queue,
              behind 1,000,000 delayed messages (delay 1 h) and behind 100,000
@@ -54,7 +55,7 @@ A default run takes about 2.5 minutes on 2 cores (5 s per measured run after
 1 s of warm-up), plus about 3 minutes for heads while a claim still walks
 past what sits ahead of it (filling 1,100,000 messages through skipq's SQL
 API and HTTP receives, then the cycles), about 1 minute for trace (eight
-lifecycle runs), about 15 s for locks (two windows), and about 2.5 minutes
+lifecycle runs), about 25 s for locks (four runs' length), and about 2.5 minutes
 for search (loading 1,000,000 messages, then 14 searches × 53 requests); --quick about
 1 minute (3 s per run, batch 1 and 100 × 4 pairs, a 100,000-message backlog
 and search, 200 latency samples, 3 s idle, heads behind 100,000 delayed and
