@@ -140,6 +140,9 @@ func (st statements) outsideLock(err error) bool {
 // quarter, so that the rest of the node keeps its connections however many
 // requests wait on some open transaction.
 func lockWaitConns(pool *pgxpool.Pool) int64 {
+	if pool == nil { // a Service that only describes itself (the route list)
+		return 1
+	}
 	return max(1, int64(pool.Config().MaxConns)/4)
 }
 
