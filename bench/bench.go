@@ -43,6 +43,7 @@ const (
 	FIFO        = "fifo"
 	Search      = "search"
 	Trace       = "trace"
+	Locks       = "locks"
 )
 
 // Scenarios is every scenario, in run order.
@@ -53,7 +54,7 @@ const (
 // figures compare with the lifecycle's. FIFO fills one group with a million
 // messages. Search runs last: it adds
 // a million messages of a tenant of its own, which it reads, never claims.
-var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, Trace, Heads, Backlog, FIFO, Search}
+var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, Trace, Locks, Heads, Backlog, FIFO, Search}
 
 // Point is one lifecycle measurement: messages per send/receive/ack call and
 // producer/consumer pairs.
@@ -247,6 +248,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			rep.Search, err = e.search(ctx)
 		case Trace:
 			rep.Trace, err = e.trace(ctx)
+		case Locks:
+			rep.Locks, err = e.locks(ctx)
 		}
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", sc, err)

@@ -326,13 +326,42 @@ func TestTraceShape(t *testing.T) {
 			t.Errorf("batch %d: history rows per message %v (%s), want more than 1", p.Batch, p.EventsPerMessage, tr.EventsNote)
 		}
 	}
+	if n := targetsNamed(rep, "traced lifecycle"); n != 2 {
+		t.Errorf("targets = %+v, want one per trace point", rep.Targets)
+	}
+}
+
+// TestLocksShape runs a short locks scenario: both windows measured, the
+// sends to the held group and key all still waiting when the window ends,
+// and both targets reported. No speed is asserted.
+func TestLocksShape(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Options{
+		DatabaseURL: testdb.New(t), Scenarios: []string{bench.Locks}, Quick: true, Duration: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rep.Locks
+	if l == nil || l.Free.Sent == 0 || l.Held.Sent == 0 {
+		t.Fatalf("locks report: %+v", l)
+	}
+	if l.WaitersAnsweredWhileHeld != 0 {
+		t.Errorf("%d sends to the held group or key were answered while it was held", l.WaitersAnsweredWhileHeld)
+	}
+	if n := targetsNamed(rep, "held"); n != 2 {
+		t.Errorf("targets = %+v, want the ratio and the p99", rep.Targets)
+	}
+}
+
+// targetsNamed counts the report's targets whose name contains part.
+func targetsNamed(rep bench.Report, part string) int {
 	n := 0
 	for _, tg := range rep.Targets {
-		if strings.HasPrefix(tg.Name, "traced lifecycle") {
+		if strings.Contains(tg.Name, part) {
 			n++
 		}
 	}
-	if n != 2 {
-		t.Errorf("targets = %+v, want one per trace point", rep.Targets)
-	}
+	return n
 }

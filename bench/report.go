@@ -21,6 +21,7 @@ type Report struct {
 	FIFO           *FIFOResult        `json:"fifo,omitempty"`
 	Search         *SearchResult      `json:"search,omitempty"`
 	Trace          *TraceResult       `json:"trace,omitempty"`
+	Locks          *LocksResult       `json:"locks,omitempty"`
 	HeadsEvidence  *HeadsEvidence     `json:"heads_evidence,omitempty"`
 	RSSMBPeak      float64            `json:"rss_mb_peak"`
 	RSSScope       string             `json:"rss_scope"`
@@ -122,6 +123,32 @@ type SearchStatement struct {
 	Name       string   `json:"name"`
 	DurationMS float64  `json:"duration_ms"`
 	Plan       []string `json:"plan"`
+}
+
+// LocksResult is the locks scenario: clients sending to queues no held
+// lock touches, with nothing held and while SQL transactions hold a FIFO
+// group and an idempotency key that other sends wait for.
+type LocksResult struct {
+	Clients int         `json:"clients"`
+	Queues  int         `json:"queues"`
+	Seconds float64     `json:"seconds"` // the held window; the free ones (before and after it) together as long
+	Free    LocksWindow `json:"free"`
+	Held    LocksWindow `json:"held"`
+	Ratio   float64     `json:"ratio"` // held / free msgs/s
+	// WaitsStarted counts the sends to the held group or key that gave up
+	// waiting (each after a second), WaitersAnsweredWhileHeld those that
+	// were answered (none should be: they must wait).
+	WaitsStarted             int `json:"waits_started"`
+	WaitersAnsweredWhileHeld int `json:"waiters_answered_while_held"`
+}
+
+// LocksWindow is one window of the locks scenario.
+type LocksWindow struct {
+	Sent     int     `json:"sent"`
+	MsgsPerS float64 `json:"msgs_per_s"`
+	P50MS    float64 `json:"p50_ms"`
+	P99MS    float64 `json:"p99_ms"`
+	MaxMS    float64 `json:"max_ms"`
 }
 
 // TraceResult is the trace scenario (SPEC §16.5): the HTTP lifecycle on
@@ -393,6 +420,12 @@ func targets(r Report) []Target {
 				fmt.Sprintf("≥ %.2f", traceTarget), p.Ratio, "ratio", p.Ratio >= traceTarget, "SPEC §16.5")
 		}
 	}
+	if l := r.Locks; l != nil {
+		add("sends to other queues while a group and a key are held / nothing held", fmt.Sprintf("≥ %.2f", lockTargetRatio),
+			l.Ratio, "ratio", l.Ratio >= lockTargetRatio, "issue 27")
+		add("sends to other queues while a group and a key are held (p99)", fmt.Sprintf("≤ %d ms", lockTargetP99MS),
+			l.Held.P99MS, "ms", l.Held.P99MS <= lockTargetP99MS, "issue 27")
+	}
 	if s := r.Search; s != nil {
 		for _, c := range s.Cases {
 			add(fmt.Sprintf("search page of 100 in %s messages, %s (p99)", thousands(float64(s.Messages)), c.Name),
@@ -493,6 +526,9 @@ func (r Report) WriteText(w io.Writer) {
 	if tr := r.Trace; tr != nil {
 		writeTrace(w, tr)
 	}
+	if l := r.Locks; l != nil {
+		writeLocks(w, l)
+	}
 	if sq := r.SQS; sq != nil {
 		fmt.Fprintf(w, "SQS (aws-sdk-go-v2) next to the native HTTP API, lifecycle messages/s acked\n")
 		fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s\n", "batch", "pairs", "SQS", "native", "SQS/nat")
@@ -582,6 +618,20 @@ func writeHeads(w io.Writer, h *HeadsResult, ev *HeadsEvidence) {
 	}
 	fmt.Fprintf(w, "  fills: %s delayed in %.1f s (%s); %s in flight in %.1f s (%s); VACUUM ANALYZE %.1f s\n\n",
 		thousands(float64(h.DelayedCount)), ev.DelayedFillS, ev.DelayedFill, thousands(float64(h.InFlightCount)), ev.InFlightFillS, ev.InFlightFill, ev.VacuumS)
+}
+
+func writeLocks(w io.Writer, l *LocksResult) {
+	fmt.Fprintf(w, "locks: %d clients sending one message per request to %d queues, %.0f s held between two windows of %.0f s with nothing held\n",
+		l.Clients, l.Queues, l.Seconds, l.Seconds/2)
+	fmt.Fprintf(w, "  %-36s %10s %8s %8s %8s\n", "window", "msgs/s", "p50 ms", "p99 ms", "max ms")
+	for _, x := range []struct {
+		name string
+		w    LocksWindow
+	}{{"nothing held", l.Free}, {"a FIFO group and a key held by SQL", l.Held}} {
+		fmt.Fprintf(w, "  %-36s %10s %8.2f %8.2f %8.2f\n", x.name, thousands(x.w.MsgsPerS), x.w.P50MS, x.w.P99MS, x.w.MaxMS)
+	}
+	fmt.Fprintf(w, "  held / nothing held %.2f; sends to the held group or key: %d gave up waiting, %d answered while held\n\n",
+		l.Ratio, l.WaitsStarted, l.WaitersAnsweredWhileHeld)
 }
 
 func writeTrace(w io.Writer, tr *TraceResult) {

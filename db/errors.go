@@ -43,3 +43,10 @@ func IsForeignKeyViolation(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23503"
 }
+
+// IsLockNotAvailable reports whether err is a lock wait that ran out of
+// lock_timeout (SQLSTATE 55P03, lock_not_available): see LockBounded.
+func IsLockNotAvailable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}

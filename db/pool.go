@@ -172,22 +172,72 @@ type Planned struct{ Pool *pgxpool.Pool }
 
 var _ DBTX = Planned{}
 
-func (p Planned) send(ctx context.Context, sql string, args []any) pgx.BatchResults {
-	b := &pgx.Batch{}
-	b.Queue(planSettings)
-	b.Queue(sql, args...)
-	return p.Pool.SendBatch(ctx, b)
+func (p Planned) piped() piped { return piped{pool: p.Pool, setup: planSettings} }
+
+// Exec runs one statement with the plan settings (piped.Exec).
+func (p Planned) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return p.piped().Exec(ctx, sql, args...)
 }
 
-// Exec runs one statement with the plan settings. It returns only once
-// the implicit transaction committed: the statement's own result arrives
-// before the commit (at the pipeline's Sync), and a commit that fails -- the
-// server dying in between -- shows only when the batch is closed.
-func (p Planned) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+// Query runs one statement with the plan settings (piped.Query).
+func (p Planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return p.piped().Query(ctx, sql, args...)
+}
+
+// QueryRow runs one statement with the plan settings (piped.QueryRow).
+func (p Planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return p.piped().QueryRow(ctx, sql, args...)
+}
+
+// SharedLockTimeout is how long a statement that several requests share
+// may wait for a lock before it fails with SQLSTATE 55P03
+// (IsLockNotAvailable). Such a statement must never wait on a lock held by
+// a transaction outside it -- an open SQL transaction holding a FIFO
+// group, an idempotency key or a message row -- or every request queued
+// behind it on the node waits too. skipq's own statements hold their locks
+// for a few milliseconds; a wait longer than this is, nearly always, on
+// someone else's transaction, and the requests it carried run again each on
+// its own, where waiting is right.
+const SharedLockTimeout = 20 * time.Millisecond
+
+// lockBounded sets lock_timeout for the rest of the transaction it runs in.
+var lockBounded = fmt.Sprintf("SELECT set_config('lock_timeout', '%dms', true)", SharedLockTimeout.Milliseconds())
+
+// LockBounded runs each statement as it is (no plan settings: the functions
+// it calls carry their own) with lock_timeout at SharedLockTimeout, set for
+// that statement alone in the same pipeline and implicit transaction (as
+// Planned sets its settings). A statement that fails on the timeout stored
+// nothing: the error aborts the implicit transaction as a whole.
+func LockBounded(pool *pgxpool.Pool) DBTX { return piped{pool: pool, setup: lockBounded} }
+
+// LockBoundedTxOptions begin a transaction with the plan settings and the
+// shared lock timeout in force, in the same round trip as the BEGIN.
+var LockBoundedTxOptions = pgx.TxOptions{BeginQuery: "BEGIN; " + planSettings + "; " + lockBounded}
+
+// piped runs one statement behind setup, a statement of set_config(...,
+// true) calls, in one pipeline: Postgres runs both as one implicit
+// transaction, so the settings reach exactly that statement.
+type piped struct {
+	pool  *pgxpool.Pool
+	setup string
+}
+
+func (p piped) send(ctx context.Context, sql string, args []any) pgx.BatchResults {
+	b := &pgx.Batch{}
+	b.Queue(p.setup)
+	b.Queue(sql, args...)
+	return p.pool.SendBatch(ctx, b)
+}
+
+// Exec runs one statement behind the setup. It returns only once the
+// implicit transaction committed: the statement's own result arrives
+// before the commit (at the pipeline's Sync), and a commit that fails --
+// the server dying in between -- shows only when the batch is closed.
+func (p piped) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return retryPooled(func() (pgconn.CommandTag, error) { return p.exec(ctx, sql, args) })
 }
 
-func (p Planned) exec(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error) {
+func (p piped) exec(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error) {
 	br := p.send(ctx, sql, args)
 	_, err := br.Exec()
 	var tag pgconn.CommandTag
@@ -200,13 +250,13 @@ func (p Planned) exec(ctx context.Context, sql string, args []any) (pgconn.Comma
 	return tag, err
 }
 
-// Query runs one statement with the plan settings; closing the rows
-// releases the connection.
-func (p Planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+// Query runs one statement behind the setup; closing the rows releases
+// the connection.
+func (p piped) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	return queryPooled(func() (pgx.Rows, error) { return p.query(ctx, sql, args) })
 }
 
-func (p Planned) query(ctx context.Context, sql string, args []any) (pgx.Rows, error) {
+func (p piped) query(ctx context.Context, sql string, args []any) (pgx.Rows, error) {
 	br := p.send(ctx, sql, args)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -220,9 +270,9 @@ func (p Planned) query(ctx context.Context, sql string, args []any) (pgx.Rows, e
 	return &batchRows{Rows: rows, br: br}, nil
 }
 
-// QueryRow runs one statement with the plan settings and reads one row, as
-// pgx's QueryRow does (pgx.ErrNoRows when there is none).
-func (p Planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+// QueryRow runs one statement behind the setup and reads one row, as pgx's
+// QueryRow does (pgx.ErrNoRows when there is none).
+func (p piped) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	rows, err := p.Query(ctx, sql, args...)
 	return &batchRow{rows: rows, err: err}
 }

@@ -78,3 +78,44 @@ func TestPoolCancelsByDroppingTheConnection(t *testing.T) {
 		t.Fatalf("context watcher %T, want *pgconn.DeadlineContextWatcherHandler", h)
 	}
 }
+
+// A LockBounded statement that waits on a lock longer than its timeout
+// fails with lock_not_available and stores nothing: what it wrote before
+// the wait goes with its implicit transaction, so the requests it carried
+// can each run again without storing anything twice. The timeout is its
+// own: the connection goes back to the pool without it.
+func TestLockBoundedFailsWholeAndLeavesNoSetting(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, `CREATE TABLE written (id int);
+		CREATE FUNCTION write_then_lock() RETURNS void LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO written VALUES (1);
+			PERFORM pg_advisory_xact_lock(42);
+		END $$`); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_xact_lock(42)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.LockBounded(pool).Exec(ctx, "SELECT write_then_lock()"); !db.IsLockNotAvailable(err) {
+		t.Fatalf("Exec = %v, want lock_not_available", err)
+	}
+	var stored int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM written").Scan(&stored); err != nil || stored != 0 {
+		t.Fatalf("%d rows stored (%v): the failed statement should have stored nothing", stored, err)
+	}
+	var setting string
+	if err := pool.QueryRow(ctx, "SHOW lock_timeout").Scan(&setting); err != nil || setting != "0" {
+		t.Fatalf("lock_timeout after the statement: %q (%v), want the default 0", setting, err)
+	}
+}

@@ -449,8 +449,10 @@ func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibil
 // runClaims claims, per queue and visibility, as many messages as there are
 // calls, in one statement, and hands them out in sequence order, one each.
 // A call left without a message (the queue had fewer) answers empty, as a
-// claim of its own would have.
-func (s *Service) runClaims(ctx context.Context, calls []*claimCall) {
+// claim of its own would have. Claims skip locked rows and groups, but a
+// claim that still ran out of its lock timeout returns its calls, blocked,
+// to claim on their own (sharer).
+func (s *Service) runClaims(ctx context.Context, st statements, calls []*claimCall) (blocked []*claimCall) {
 	// Calls share a claim when they would make the same one, under the
 	// same API key (the history names one per statement).
 	type key struct {
@@ -481,26 +483,29 @@ func (s *Service) runClaims(ctx context.Context, calls []*claimCall) {
 		if k.fifo {
 			// One message from each of as many groups: the receivers share
 			// no group, and get the groups in rotation order.
-			rows, err = s.direct.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: k.tenant, Queue: k.queue,
+			rows, err = st.q.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: k.tenant, Queue: k.queue,
 				Now: s.now(), VisibilitySeconds: int32Ptr(group[0].visibility), MaxMessages: int32(len(group)),
 				MaxPerGroup: 1, MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
 				MessageOverhead: messageOverhead(k.queue), Mode: "claim", KeyID: group[0].keyID})
 		} else {
-			rows, err = s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
+			rows, err = st.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
 				MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility),
 				MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
 				MessageOverhead:  messageOverhead(k.queue), KeyID: group[0].keyID})
 			slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
 		}
-		if err != nil {
-			if len(group) == 1 {
-				group[0].err = err
-				continue
-			}
+		switch {
+		case st.outsideLock(err):
+			blocked = append(blocked, group...)
+			continue
+		case err != nil && len(group) == 1:
+			group[0].err = err
+			continue
+		case err != nil:
 			// The shared claim failed as a whole (and claimed nothing):
 			// each request on its own, so that each gets its own answer.
 			for _, c := range group {
-				s.runClaims(ctx, []*claimCall{c})
+				blocked = append(blocked, s.runClaims(ctx, st, []*claimCall{c})...)
 			}
 			continue
 		}
@@ -510,4 +515,5 @@ func (s *Service) runClaims(ctx context.Context, calls []*claimCall) {
 			}
 		}
 	}
+	return blocked
 }

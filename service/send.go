@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/skipq/skipq/db"
@@ -59,9 +60,14 @@ type prepared struct {
 	keyID       *int64 // the API key that sends it, for its history
 }
 
-// Send sends one message (the single-message route).
+// Send sends one message (the single-message route), creating its queue
+// if missing.
 func (s *Service) Send(ctx context.Context, tenant, queue string, in MessageInput) (SendResult, error) {
-	res, err := s.send(ctx, tenant, queue, []MessageInput{in}, func(int) string { return "" })
+	return s.sendOne(ctx, tenant, queue, in, createMissing)
+}
+
+func (s *Service) sendOne(ctx context.Context, tenant, queue string, in MessageInput, missing missingQueue) (SendResult, error) {
+	res, err := s.send(ctx, tenant, queue, []MessageInput{in}, func(int) string { return "" }, missing)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -74,13 +80,29 @@ func (s *Service) Send(ctx context.Context, tenant, queue string, in MessageInpu
 const MaxBatchGroups = 64
 
 // SendBatch sends up to MaxBatchMessages messages in one transaction: all or
-// nothing. Results are in input order.
+// nothing, creating the queue if missing (and only if something is sent).
+// Results are in input order.
 func (s *Service) SendBatch(ctx context.Context, tenant, queue string, in []MessageInput) ([]SendResult, error) {
+	return s.sendBatch(ctx, tenant, queue, in, createMissing)
+}
+
+func (s *Service) sendBatch(ctx context.Context, tenant, queue string, in []MessageInput, missing missingQueue) ([]SendResult, error) {
 	if err := checkBatch(in); err != nil {
 		return nil, err
 	}
-	return s.send(ctx, tenant, queue, in, func(i int) string { return fmt.Sprintf("messages[%d]", i) })
+	return s.send(ctx, tenant, queue, in, func(i int) string { return fmt.Sprintf("messages[%d]", i) }, missing)
 }
+
+// missingQueue is what a send does when its queue does not exist.
+type missingQueue bool
+
+const (
+	// createMissing creates it with the defaults (a native send).
+	createMissing missingQueue = true
+	// refuseMissing answers KindNotFound: an SQS send never creates a
+	// queue, and must not bring back one that was just deleted.
+	refuseMissing missingQueue = false
+)
 
 // checkBatch holds a batch to the limits of the request as a whole.
 func checkBatch(in []MessageInput) error {
@@ -102,7 +124,7 @@ func checkBatch(in []MessageInput) error {
 	return nil
 }
 
-func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageInput, pathOf func(int) string) ([]SendResult, error) {
+func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageInput, pathOf func(int) string, missing missingQueue) ([]SendResult, error) {
 	if err := checkQueueName("queue", queue); err != nil {
 		return nil, err
 	}
@@ -110,7 +132,7 @@ func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageIn
 	if err != nil {
 		return nil, err
 	}
-	call, err := s.store(ctx, tenant, queue, msgs, pathOf)
+	call, err := s.store(ctx, tenant, queue, msgs, pathOf, missing)
 	if err != nil {
 		return nil, err
 	}
@@ -124,11 +146,11 @@ func (s *Service) send(ctx context.Context, tenant, queue string, in []MessageIn
 // they were stored, tells the receivers, the names cache and the metrics.
 // The error is the sharer's (the request's context ended); the send's own
 // verdict is in the call.
-func (s *Service) store(ctx context.Context, tenant, queue string, msgs []prepared, pathOf func(int) string) (*sendCall, error) {
+func (s *Service) store(ctx context.Context, tenant, queue string, msgs []prepared, pathOf func(int) string, missing missingQueue) (*sendCall, error) {
 	for i := range msgs {
 		msgs[i].keyID = keyIDOf(ctx)
 	}
-	call := &sendCall{tenant: tenant, queue: queue, msgs: msgs, pathOf: pathOf}
+	call := &sendCall{tenant: tenant, queue: queue, msgs: msgs, pathOf: pathOf, missing: missing}
 	if err := s.sends.do(ctx, call); err != nil {
 		return nil, fromDB("send", err)
 	}
@@ -151,8 +173,8 @@ func (s *Service) store(ctx context.Context, tenant, queue string, msgs []prepar
 }
 
 // sendAttempts bounds how often a send retries when its queue vanished
-// between the statements that create it and insert into it (a DELETE of the
-// queue racing the send). Each retry re-creates the queue, so only a client
+// between finding it missing and inserting into it (a DELETE of the queue
+// racing the send). Each retry re-creates the queue, so only a client
 // deleting the same queue in a tight loop can exhaust it.
 const sendAttempts = 5
 
@@ -166,6 +188,7 @@ type sendCall struct {
 	tenant, queue string
 	msgs          []prepared
 	pathOf        func(int) string
+	missing       missingQueue
 	results       []SendResult
 	queueID       int64
 	err           error
@@ -208,8 +231,10 @@ const (
 // queue is missing, or a key conflicts (nothing was stored either) -- each
 // request is sent on its own (sendAlone), which creates the queue or gets
 // its own verdict, in arrival order. When the connection failed, whether it
-// committed is unknown, and each request answers the error.
-func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
+// committed is unknown, and each request answers the error. The requests
+// of a statement that ran out of its lock timeout are returned unanswered
+// (blocked), to be sent on their own (sharer).
+func (s *Service) runSends(ctx context.Context, st statements, calls []*sendCall) (blocked []*sendCall) {
 	type key struct{ tenant, queue string }
 	byQueue := map[key][]*sendCall{}
 	var order []key
@@ -223,14 +248,23 @@ func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
 	for _, k := range order {
 		group := byQueue[k]
 		if len(group) == 1 {
-			s.sendAlone(ctx, group[0])
+			if s.sendAlone(ctx, st, group[0]) {
+				blocked = append(blocked, group[0])
+			}
 			continue
 		}
 		var all []prepared
 		for _, c := range group {
 			all = append(all, c.msgs...)
 		}
-		rows, err := s.direct.MessageInsert(ctx, s.insertParams(k.tenant, k.queue, all))
+		rows, err := st.q.MessageInsert(ctx, s.insertParams(k.tenant, k.queue, all))
+		if st.outsideLock(err) {
+			// Some request waits on another transaction (a held group or
+			// key); the statement stored nothing. Which one is unknown:
+			// each goes on its own, and only that one waits.
+			blocked = append(blocked, group...)
+			continue
+		}
 		var refused *pgconn.PgError
 		if err != nil && !errors.As(err, &refused) {
 			// The connection failed: the shared statement may have
@@ -244,7 +278,9 @@ func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
 		}
 		if err != nil || len(rows) != len(all) {
 			for _, c := range group {
-				s.sendAlone(ctx, c)
+				if s.sendAlone(ctx, st, c) {
+					blocked = append(blocked, c)
+				}
 			}
 			continue
 		}
@@ -254,6 +290,7 @@ func (s *Service) runSends(ctx context.Context, calls []*sendCall) {
 			off += len(c.msgs)
 		}
 	}
+	return blocked
 }
 
 // answer gives a send its results from the rows of the statement that
@@ -299,27 +336,26 @@ func (c *sendCall) answer(rows []db.MessageInsertRow, off int) {
 	}
 }
 
-// sendAlone is one request's send, creating its queue if needed.
-func (s *Service) sendAlone(ctx context.Context, c *sendCall) {
+// sendAlone is one request's send, creating its queue if needed (and if
+// the call may). It reports whether the statement ran out of st's lock
+// timeout, unanswered.
+func (s *Service) sendAlone(ctx context.Context, st statements, c *sendCall) (blocked bool) {
 	params := s.insertParams(c.tenant, c.queue, c.msgs)
-	var rows []db.MessageInsertRow
-	var err error
-	for attempt := 1; ; attempt++ {
-		rows, err = s.direct.MessageInsert(ctx, params)
-		if err != nil || len(rows) > 0 {
-			break
+	rows, err := st.q.MessageInsert(ctx, params)
+	for attempt := 1; err == nil && len(rows) == 0; attempt++ {
+		if c.missing == refuseMissing {
+			c.err = notFound("queue %q does not exist", c.queue)
+			return false
 		}
 		if attempt == sendAttempts {
 			c.err = errQueueVanished
-			return
+			return false
 		}
-		// A queue created by a send with groups is FIFO (SPEC §12).
-		fifo := slices.ContainsFunc(c.msgs, func(m prepared) bool { return m.GroupID != "" })
-		if err = s.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: c.tenant, Names: []string{c.queue}, Fifo: fifo}); err != nil {
-			break
-		}
+		rows, err = s.createAndInsert(ctx, st, c, params)
 	}
 	switch {
+	case st.outsideLock(err):
+		return true
 	case db.IsUniqueViolation(err, "messages_message_id_queue_key"):
 		// The id is held by a message moved into this queue (requeue or
 		// dead-letter), which has no idempotency key of its own.
@@ -331,6 +367,43 @@ func (s *Service) sendAlone(ctx context.Context, c *sendCall) {
 	default:
 		c.answer(rows, 0)
 	}
+	return false
+}
+
+// errSendRefused rolls back the transaction of createAndInsert when the
+// database refused the send.
+var errSendRefused = errors.New("the send was refused")
+
+// createAndInsert creates a send's missing queue and inserts into it in one
+// transaction, which it rolls back when the insert stored nothing (a key
+// conflict, a group rule): a send that fails creates no queue. No rows
+// means the queue vanished again (deleted by someone else meanwhile).
+func (s *Service) createAndInsert(ctx context.Context, st statements, c *sendCall, params db.MessageInsertParams) ([]db.MessageInsertRow, error) {
+	var rows []db.MessageInsertRow
+	err := db.RetryPooled(func() error {
+		return pgx.BeginTxFunc(ctx, s.pool, st.tx, func(tx pgx.Tx) error {
+			q := st.q.WithTx(tx)
+			// A queue created by a send with groups is FIFO.
+			fifo := slices.ContainsFunc(c.msgs, func(m prepared) bool { return m.GroupID != "" })
+			if err := q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: c.tenant, Names: []string{c.queue}, Fifo: fifo}); err != nil {
+				return err
+			}
+			var err error
+			if rows, err = q.MessageInsert(ctx, params); err != nil {
+				return err
+			}
+			if slices.ContainsFunc(rows, func(r db.MessageInsertRow) bool {
+				return r.Outcome != db.OutcomeSent && r.Outcome != db.OutcomeDuplicate
+			}) {
+				return errSendRefused
+			}
+			return nil
+		})
+	})
+	if errors.Is(err, errSendRefused) {
+		return rows, nil
+	}
+	return rows, err
 }
 
 // heldConflict is a send of a messageId that a message moved into the queue

@@ -59,7 +59,7 @@ func (s *Service) SendEach(ctx context.Context, tenant, queue string, in []Messa
 		}
 	}
 	for vanished := 0; len(msgs) > 0; {
-		call, err := s.store(ctx, tenant, queue, msgs, noPath)
+		call, err := s.store(ctx, tenant, queue, msgs, noPath, createMissing)
 		if err != nil {
 			return nil, err
 		}

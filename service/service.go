@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/skipq/skipq/db"
 	"github.com/skipq/skipq/wake"
@@ -24,22 +25,26 @@ type Service struct {
 	// timer_wait), statements on small tables (job turns, the gauge
 	// snapshot), and VACUUM, which cannot run inside the implicit
 	// transaction that Planned opens.
-	direct     *db.Queries
-	timerProbe timerProbe
-	groupPrune groupPruneCursor
-	limits     Limits
-	log        *slog.Logger
-	hub        *wake.Hub
-	acks       *sharer[settleCall]
-	nacks      *sharer[settleCall]
-	extends    *sharer[settleCall]
-	sends      *sharer[sendCall]
-	claims     *sharer[claimCall]
-	keys       keyCache
-	sqsKeys    keyCache // SQS access key ids
-	names      queueNames
-	kinds      queueKinds
-	obs        Observer
+	direct *db.Queries
+	// shared and own are where the statements that concurrent requests
+	// share run: in the sharer, under a lock timeout, and, for a call whose
+	// shared statement met a lock held outside it, on its own.
+	shared, own statements
+	timerProbe  timerProbe
+	groupPrune  groupPruneCursor
+	limits      Limits
+	log         *slog.Logger
+	hub         *wake.Hub
+	acks        *sharer[settleCall]
+	nacks       *sharer[settleCall]
+	extends     *sharer[settleCall]
+	sends       *sharer[sendCall]
+	claims      *sharer[claimCall]
+	keys        keyCache
+	sqsKeys     keyCache // SQS access key ids
+	names       queueNames
+	kinds       queueKinds
+	obs         Observer
 	// now, when set, replaces the database clock in every time-based rule
 	// (tests move time instead of sleeping).
 	now func() *time.Time
@@ -69,6 +74,8 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 		pool:    pool,
 		q:       db.New(db.Planned{Pool: pool}),
 		direct:  db.New(db.Direct{Pool: pool}),
+		shared:  statements{q: db.New(db.LockBounded(pool)), tx: db.LockBoundedTxOptions, lockBounded: true},
+		own:     statements{q: db.New(db.Direct{Pool: pool}), tx: db.TxOptions},
 		limits:  opts.Limits,
 		log:     log,
 		now:     func() *time.Time { return nil },
@@ -82,11 +89,18 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	if opts.Clock != nil {
 		s.now = func() *time.Time { t := opts.Clock(); return &t }
 	}
-	s.acks = &sharer[settleCall]{maxItems: sharedSettleHandles, size: settleSize, run: s.runAcks}
-	s.nacks = &sharer[settleCall]{maxItems: sharedSettleHandles, size: settleSize, run: s.runNacks}
-	s.extends = &sharer[settleCall]{maxItems: sharedSettleHandles, size: settleSize, run: s.runExtends}
-	s.sends = &sharer[sendCall]{maxItems: sharedSendBytes, size: sendSize, run: s.runSends}
-	s.claims = &sharer[claimCall]{maxItems: sharedClaimCalls, size: claimSize, run: s.runClaims}
+	lockWaiters := semaphore.NewWeighted(lockWaitConns(pool))
+	s.acks = s.settleSharer(s.runAcks, lockWaiters)
+	s.nacks = s.settleSharer(s.runNacks, lockWaiters)
+	s.extends = s.settleSharer(s.runExtends, lockWaiters)
+	s.sends = &sharer[sendCall]{maxItems: sharedSendBytes, size: sendSize, lockWaiters: lockWaiters,
+		queue: func(c *sendCall) string { return c.tenant + "/" + c.queue },
+		run:   func(ctx context.Context, calls []*sendCall) []*sendCall { return s.runSends(ctx, s.shared, calls) },
+		alone: func(ctx context.Context, c *sendCall) { s.sendAlone(ctx, s.own, c) }}
+	s.claims = &sharer[claimCall]{maxItems: sharedClaimCalls, size: claimSize, lockWaiters: lockWaiters,
+		queue: func(c *claimCall) string { return c.tenant + "/" + c.queue },
+		run:   func(ctx context.Context, calls []*claimCall) []*claimCall { return s.runClaims(ctx, s.shared, calls) },
+		alone: func(ctx context.Context, c *claimCall) { s.runClaims(ctx, s.own, []*claimCall{c}) }}
 	s.hub = wake.NewHub(newNodeID(), pool, log, opts.Limits.MaxWaiters)
 	return s
 }
@@ -104,6 +118,42 @@ const sharedClaimCalls = 256
 // sharedSettleHandles bounds the handles of one shared settle statement
 // (ack, nack or extend): four full requests' worth.
 const sharedSettleHandles = 4 * MaxReceiptHandles
+
+// statements are one way to run the statements of a sharer.
+type statements struct {
+	q  *db.Queries
+	tx pgx.TxOptions // for a transaction of several of them
+	// lockBounded: a lock wait longer than db.SharedLockTimeout fails the
+	// statement, which stored nothing (outsideLock).
+	lockBounded bool
+}
+
+// outsideLock reports whether err is a lock-bounded statement's lock wait
+// running out: it waited on a lock held outside it, and its calls must run
+// on their own.
+func (st statements) outsideLock(err error) bool {
+	return st.lockBounded && db.IsLockNotAvailable(err)
+}
+
+// lockWaitConns is how many of the pool's connections the calls that wait
+// on locks held outside skipq (run alone, see sharer) may hold at once: a
+// quarter, so that the rest of the node keeps its connections however many
+// requests wait on some open transaction.
+func lockWaitConns(pool *pgxpool.Pool) int64 {
+	if pool == nil { // a Service that only describes itself (the route list)
+		return 1
+	}
+	return max(1, int64(pool.Config().MaxConns)/4)
+}
+
+// settleSharer shares acks, nacks or extends, run by run with the lock
+// timeout, and alone without.
+func (s *Service) settleSharer(run func(context.Context, statements, []*settleCall) []*settleCall, lockWaiters *semaphore.Weighted) *sharer[settleCall] {
+	return &sharer[settleCall]{maxItems: sharedSettleHandles, size: settleSize, lockWaiters: lockWaiters,
+		queue: settleQueue,
+		run:   func(ctx context.Context, calls []*settleCall) []*settleCall { return run(ctx, s.shared, calls) },
+		alone: func(ctx context.Context, c *settleCall) { run(ctx, s.own, []*settleCall{c}) }}
+}
 
 // inTx runs fn in one transaction (again, should it meet a transaction
 // pooler's prepared-statement error: db.RetryPooled).

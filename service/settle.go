@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/skipq/skipq/db"
@@ -59,6 +60,16 @@ type settleCall struct {
 }
 
 func settleSize(c *settleCall) int { return len(c.rs.tokens) }
+
+// settleQueue is the queue of a settle's first handle: the one its lock
+// waits are counted by (sharer.queue). A settle naming several queues
+// is rare, and counted by one.
+func settleQueue(c *settleCall) string {
+	if len(c.rs.queueIDs) == 0 {
+		return ""
+	}
+	return strconv.FormatInt(c.rs.queueIDs[0], 10)
+}
 
 // settle runs one request's settle through its sharer.
 func (s *Service) settle(ctx context.Context, sh *sharer[settleCall], handles []string, args settleArgs, op string) (*settleCall, error) {
@@ -129,26 +140,32 @@ func (m merged) answer(calls []*settleCall, changed map[settledKey]bool) {
 	}
 }
 
-// failed handles a shared statement that failed as a whole: a request
-// alone gets the error; several are each run again on their own, so that
-// each gets its own answer.
-func failed(ctx context.Context, calls []*settleCall, err error, run func(context.Context, []*settleCall)) {
-	if len(calls) == 1 {
+// failed handles a shared statement that failed as a whole. When it ran
+// out of its lock timeout (it waited on a row another transaction holds,
+// and settled nothing), its calls are returned, blocked, to run on their
+// own (sharer). Otherwise a request alone gets the error, and several are
+// each run again by themselves, so that each gets its own answer.
+func failed(ctx context.Context, st statements, calls []*settleCall, err error,
+	run func(context.Context, statements, []*settleCall) []*settleCall) (blocked []*settleCall) {
+	switch {
+	case st.outsideLock(err):
+		return calls
+	case len(calls) == 1:
 		calls[0].err = err
-		return
+		return nil
 	}
 	for _, c := range calls {
-		run(ctx, []*settleCall{c})
+		blocked = append(blocked, run(ctx, st, []*settleCall{c})...)
 	}
+	return blocked
 }
 
-func (s *Service) runAcks(ctx context.Context, calls []*settleCall) {
+func (s *Service) runAcks(ctx context.Context, st statements, calls []*settleCall) (blocked []*settleCall) {
 	m := merge(calls)
-	rows, err := s.direct.MessageAckByReceipt(ctx, db.MessageAckByReceiptParams{
+	rows, err := st.q.MessageAckByReceipt(ctx, db.MessageAckByReceiptParams{
 		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, KeyIds: m.keyIDsOrZero(), Now: s.now()})
 	if err != nil {
-		failed(ctx, calls, err, s.runAcks)
-		return
+		return failed(ctx, st, calls, err, s.runAcks)
 	}
 	changed := map[settledKey]bool{}
 	acked := map[int64]int{}
@@ -167,16 +184,16 @@ func (s *Service) runAcks(ctx context.Context, calls []*settleCall) {
 	}
 	m.answer(calls, changed)
 	s.observeByID(ctx, acked, s.obs.MessagesAcked)
+	return nil
 }
 
-func (s *Service) runNacks(ctx context.Context, calls []*settleCall) {
+func (s *Service) runNacks(ctx context.Context, st statements, calls []*settleCall) (blocked []*settleCall) {
 	m := merge(calls)
-	rows, err := s.direct.MessageNack(ctx, db.MessageNackParams{
+	rows, err := st.q.MessageNack(ctx, db.MessageNackParams{
 		Now: s.now(), QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, Reasons: m.reasons,
 		ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount), KeyIds: m.keyIDs})
 	if err != nil {
-		failed(ctx, calls, err, s.runNacks)
-		return
+		return failed(ctx, st, calls, err, s.runNacks)
 	}
 	changed := map[settledKey]bool{}
 	available := map[int64]int{}
@@ -202,16 +219,16 @@ func (s *Service) runNacks(ctx context.Context, calls []*settleCall) {
 	m.answer(calls, changed)
 	s.observeByID(ctx, nackedBy, s.obs.MessagesNacked)
 	s.observeMoves(moves)
+	return nil
 }
 
-func (s *Service) runExtends(ctx context.Context, calls []*settleCall) {
+func (s *Service) runExtends(ctx context.Context, st statements, calls []*settleCall) (blocked []*settleCall) {
 	m := merge(calls)
-	rows, err := s.direct.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{
+	rows, err := st.q.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{
 		Now: s.now(), VisibilitySeconds: m.seconds,
 		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, KeyIds: m.keyIDsOrZero()})
 	if err != nil {
-		failed(ctx, calls, err, s.runExtends)
-		return
+		return failed(ctx, st, calls, err, s.runExtends)
 	}
 	changed := map[settledKey]bool{}
 	until := map[settledKey]time.Time{}
@@ -228,6 +245,7 @@ func (s *Service) runExtends(ctx context.Context, calls []*settleCall) {
 			}
 		}
 	}
+	return nil
 }
 
 // VisibilityResult adds the new lease end of each settled handle.

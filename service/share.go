@@ -2,8 +2,11 @@ package service
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // sharer lets concurrent requests share one statement, and so one commit
@@ -20,20 +23,47 @@ import (
 // others (the statements are written so that bad items simply change
 // nothing), and when the shared statement fails as a whole, run retries the
 // calls one by one, so each gets its own answer.
+//
+// A shared statement never waits on a lock held outside it: run's
+// statements carry a short lock timeout (db.LockBounded), and run returns
+// the calls of a statement that ran out of it, unanswered (the statement
+// stored nothing). Each of them then leaves the sharer and runs on its own,
+// on its request's goroutine and context (runAlone), so that only the calls
+// that really wait for the other transaction -- a FIFO send to a held
+// group, a resend of a held key, an ack of a row another transaction holds
+// -- wait (alone, without the lock timeout), while every later request of
+// the node keeps sharing statements.
 type sharer[C any] struct {
 	maxItems int
 	size     func(*C) int
-	run      func(ctx context.Context, batch []*C)
+	run      func(ctx context.Context, batch []*C) (blocked []*C)
+	alone    func(ctx context.Context, call *C)
+	// queue names what an outside lock a call meets belongs to. While a
+	// call of a queue waits on such a lock, and for heldQueueLinger after,
+	// the queue's later calls skip the shared statements (runAlone): a
+	// client that keeps sending to a held group (giving up and trying
+	// again) would otherwise make one shared statement after another wait
+	// out its lock timeout.
+	queue func(*C) string
+	// lockWaiters bounds the connections that calls waiting on a lock held
+	// outside (alone) may hold at once, for all the sharers of a node: each
+	// may wait for as long as its request lasts, and they must not take the
+	// whole pool from everything else. The rest wait here, without a
+	// connection.
+	lockWaiters *semaphore.Weighted
 
 	mu      sync.Mutex
 	busy    bool
 	waiting []*shared[C]
+	// held are the queues whose calls met a lock held outside lately.
+	held map[string]*heldQueue
 }
 
 // shared is one waiting call.
 type shared[C any] struct {
-	call *C
-	done chan struct{}
+	call    *C
+	done    chan struct{}
+	blocked bool // its statement ran out of lock timeout: it runs alone
 }
 
 // sharedTimeout bounds a statement run on behalf of several requests: it
@@ -44,29 +74,98 @@ const sharedTimeout = 10 * time.Second
 // answer is in call (or when ctx ends first: the statement may still run).
 func (s *sharer[C]) do(ctx context.Context, call *C) error {
 	s.mu.Lock()
+	if s.isHeld(s.queue(call), time.Now()) {
+		s.mu.Unlock()
+		return s.runAlone(ctx, call)
+	}
 	if s.busy {
 		w := &shared[C]{call: call, done: make(chan struct{})}
 		s.waiting = append(s.waiting, w)
 		s.mu.Unlock()
 		select {
 		case <-w.done:
-			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		if w.blocked {
+			return s.runAlone(ctx, call)
+		}
+		return nil
 	}
 	s.busy = true
 	s.mu.Unlock()
 
 	// Nothing in flight: this request's own statement, on its own context.
-	s.run(ctx, []*C{call})
+	blocked := s.run(ctx, []*C{call})
 
 	// Whoever arrived meanwhile goes next, on a goroutine of its own, so
 	// this request answers now instead of serving others.
 	if next := s.take(); next != nil {
 		go s.drain(next)
 	}
+	if len(blocked) > 0 {
+		return s.runAlone(ctx, call)
+	}
 	return nil
+}
+
+// runAlone runs a call whose shared statement met a lock held outside it,
+// on its own. Which of the statement's calls needed the lock is not known,
+// and most did not: first each runs by itself still under the lock
+// timeout, which answers those at once without taking a place of the lock
+// waiters. Only a call that meets the lock again waits for it, once a
+// connection for lock waiters is free.
+func (s *sharer[C]) runAlone(ctx context.Context, call *C) error {
+	if len(s.run(ctx, []*C{call})) == 0 {
+		return nil
+	}
+	q := s.queue(call)
+	s.mu.Lock()
+	if s.held == nil {
+		s.held = map[string]*heldQueue{}
+	}
+	h := s.held[q]
+	if h == nil {
+		h = &heldQueue{}
+		s.held[q] = h
+	}
+	h.waiting++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		h.waiting--
+		h.until = time.Now().Add(heldQueueLinger)
+		s.mu.Unlock()
+	}()
+	if err := s.lockWaiters.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	defer s.lockWaiters.Release(1)
+	s.alone(ctx, call)
+	return nil
+}
+
+// heldQueue is a queue whose calls met a lock held outside: how many wait
+// on it now, and when the last stopped waiting.
+type heldQueue struct {
+	waiting int
+	until   time.Time
+}
+
+// heldQueueLinger is how long a queue's calls keep skipping the shared
+// statements after its last lock wait ended: a client that gave up on a
+// held lock tends to try again at once.
+const heldQueueLinger = time.Second
+
+// isHeld reports whether queue's calls run alone now, and forgets the
+// queues whose time is up. Called with mu held.
+func (s *sharer[C]) isHeld(queue string, now time.Time) bool {
+	for q, h := range s.held {
+		if h.waiting == 0 && now.After(h.until) {
+			delete(s.held, q)
+		}
+	}
+	return s.held[queue] != nil
 }
 
 // take hands out the next batch, or marks the sharer idle.
@@ -95,9 +194,10 @@ func (s *sharer[C]) drain(batch []*shared[C]) {
 			calls[i] = w.call
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
-		s.run(ctx, calls)
+		blocked := s.run(ctx, calls)
 		cancel()
 		for _, w := range batch {
+			w.blocked = slices.Contains(blocked, w.call)
 			close(w.done)
 		}
 		batch = s.take()

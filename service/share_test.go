@@ -2,10 +2,13 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // A lone call runs at once, alone; calls that arrive while a statement runs
@@ -23,7 +26,8 @@ func TestSharerBatchesWhatWaits(t *testing.T) {
 	s := &sharer[call]{
 		maxItems: 5,
 		size:     func(c *call) int { return c.items },
-		run: func(_ context.Context, batch []*call) {
+		queue:    func(*call) string { return "" },
+		run: func(_ context.Context, batch []*call) []*call {
 			mu.Lock()
 			n := len(batches) + 1
 			var ids []int
@@ -37,6 +41,7 @@ func TestSharerBatchesWhatWaits(t *testing.T) {
 				started <- struct{}{}
 				<-release // the first statement is in flight until released
 			}
+			return nil
 		},
 	}
 	ctx := context.Background()
@@ -91,5 +96,72 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition never held")
 		}
 		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// Calls whose statement met a lock held outside it leave the sharer: a
+// call that did not need the lock answers by itself without waiting for a
+// lock waiter's place, and at most lockWaiters calls wait on the lock at
+// once, the rest without running.
+func TestSharerRunsBlockedCallsAloneBounded(t *testing.T) {
+	type call struct {
+		id   int
+		held bool // needs the lock another transaction holds
+	}
+	var mu sync.Mutex
+	runs := map[int]int{}
+	inAlone, maxInAlone := 0, 0
+	release := make(chan struct{})
+	s := &sharer[call]{
+		maxItems:    100,
+		size:        func(*call) int { return 1 },
+		queue:       func(c *call) string { return fmt.Sprint(c.held) },
+		lockWaiters: semaphore.NewWeighted(1),
+		run: func(_ context.Context, batch []*call) []*call {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, c := range batch {
+				runs[c.id]++
+				if c.held {
+					return batch // the statement fails as a whole
+				}
+			}
+			return nil
+		},
+		alone: func(_ context.Context, c *call) {
+			mu.Lock()
+			inAlone++
+			maxInAlone = max(maxInAlone, inAlone)
+			mu.Unlock()
+			<-release
+			mu.Lock()
+			inAlone--
+			mu.Unlock()
+		},
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for id := range 3 {
+		wg.Go(func() { _ = s.do(ctx, &call{id: id, held: true}) })
+	}
+	// Each held call met the lock (shared, or by itself once another call
+	// of its queue waited on it): one waits alone, the others for its
+	// place.
+	for {
+		mu.Lock()
+		ready := runs[0] >= 1 && runs[1] >= 1 && runs[2] >= 1 && inAlone == 1
+		mu.Unlock()
+		if ready {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.do(ctx, &call{id: 3}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	wg.Wait()
+	if maxInAlone != 1 {
+		t.Fatalf("%d calls waited on the lock at once, want at most 1", maxInAlone)
 	}
 }

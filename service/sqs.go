@@ -74,6 +74,20 @@ type SQSQueue struct {
 	UpdatedAt time.Time
 }
 
+// SQSSend sends one message as Send does, to a queue that must exist: an
+// SQS send never creates a queue. A queue this node still has in its cache
+// but another node deleted answers KindNotFound (QueueDoesNotExist) instead
+// of coming back with the native defaults.
+func (s *Service) SQSSend(ctx context.Context, tenant, queue string, in MessageInput) (SendResult, error) {
+	return s.sendOne(ctx, tenant, queue, in, refuseMissing)
+}
+
+// SQSSendBatch sends messages as SendBatch does, to a queue that must
+// exist (SQSSend).
+func (s *Service) SQSSendBatch(ctx context.Context, tenant, queue string, in []MessageInput) ([]SendResult, error) {
+	return s.sendBatch(ctx, tenant, queue, in, refuseMissing)
+}
+
 // SQSQueue returns a queue with its SQS extras (KindNotFound if missing).
 func (s *Service) SQSQueue(ctx context.Context, tenant, name string) (SQSQueue, error) {
 	if err := checkQueueName("queue", name); err != nil {

@@ -333,7 +333,7 @@ func (h *Handler) sendMessage(ctx context.Context, who *caller, body []byte) (an
 	if aerr != nil {
 		return nil, aerr
 	}
-	res, err := h.svc.Send(ctx, who.tenant, q.Name, msg)
+	res, err := h.svc.SQSSend(ctx, who.tenant, q.Name, msg)
 	if err != nil {
 		return nil, fromService(err)
 	}
@@ -421,7 +421,7 @@ func (h *Handler) sendMessageBatch(ctx context.Context, who *caller, body []byte
 		msgs, outs = append(msgs, msg), append(outs, out)
 	}
 	if len(msgs) > 0 {
-		res, err := h.svc.SendBatch(ctx, who.tenant, q.Name, msgs)
+		res, err := h.svc.SQSSendBatch(ctx, who.tenant, q.Name, msgs)
 		if err != nil {
 			return nil, fromService(err)
 		}

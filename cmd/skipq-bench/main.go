@@ -42,6 +42,10 @@ Scenarios (--scenario, comma-separated; default all):
              next to untraced ones, batch 1 × 16 and 100 × 4 pairs, runs
              alternating untraced, traced, traced, untraced; history rows
              written per message
+  locks      16 clients sending to 4 queues with nothing held, then for
+             twice the run's length while SQL transactions hold a FIFO
+             group and an idempotency key that other sends keep waiting
+             on, then with nothing held again: msgs/s and p99 of both
   idle       1,000 waiting long-polls on one node: connections, statements/s
   heads      p50 of one client's send → receive → ack cycle on an empty queue,
              behind 1,000,000 delayed messages (delay 1 h) and behind 100,000
@@ -58,8 +62,8 @@ A default run takes about 2.5 minutes on 2 cores (5 s per measured run after
 1 s of warm-up), plus about 3 minutes for heads while a claim still walks
 past what sits ahead of it (filling 1,100,000 messages through skipq's SQL
 API and HTTP receives, then the cycles), about 1 minute for trace (eight
-lifecycle runs), and about 2.5 minutes for search
-(loading 1,000,000 messages, then 14 searches × 53 requests); --quick about
+lifecycle runs), about 25 s for locks (four runs' length), and about 2.5 minutes
+for search (loading 1,000,000 messages, then 14 searches × 53 requests); --quick about
 1 minute (3 s per run, batch 1 and 100 × 4 pairs, a 100,000-message backlog
 and search, 200 latency samples, 3 s idle, heads behind 100,000 delayed and
 20,000 in-flight messages with 100 cycles per queue).
@@ -95,7 +99,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
 	quick := fs.Bool("quick", false, "a short smoke run (CI)")
-	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, sqlconsumer, latency, sqs, trace, idle, heads, backlog, fifo, search (default all)")
+	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, sqlconsumer, latency, sqs, trace, locks, idle, heads, backlog, fifo, search (default all)")
 	duration := fs.Duration("duration", 0, "each measured run (default 5s; 3s with --quick)")
 	urls := fs.String("url", "", "comma-separated URLs of running nodes to drive instead of in-process ones (needs --database-url)")
 	dbURL := fs.String("database-url", "", "an existing, migrated database instead of a fresh one on the private cluster")
