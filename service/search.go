@@ -39,9 +39,10 @@ const (
 	// caller must narrow the search by queue or prefix.
 	maxSearchQueues = 1000
 	// searchScanBudget is how many index entries one search reads at most,
-	// shared among its queues (never fewer than a page per queue): a rare
-	// filter answers a partial page with a cursor rather than walk a queue
-	// to its end.
+	// whatever its page size and number of queues, shared among its queues
+	// (at least one each, so it must not be below maxSearchQueues): a rare
+	// filter, or a page larger than the queues' shares hold, answers a
+	// shorter page with a cursor rather than read on.
 	searchScanBudget = 20000
 )
 
@@ -93,7 +94,7 @@ func (s *Service) SearchMessages(ctx context.Context, tenant string, o SearchOpt
 		tags = []byte("{}")
 	}
 	p := db.MessageSearchWalkParams{
-		ScanPerQueue: int64(max(o.Limit+1, searchScanBudget/len(queues))), MaxMatches: int64(o.Limit + 1),
+		Budget: searchScanBudget, MaxMatches: int64(o.Limit + 1),
 		States: o.States, Tags: tags, SentAfter: o.SentAfter, SentBefore: o.SentBefore,
 		QueueIds: ids, Now: s.now(),
 	}
