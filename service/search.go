@@ -202,6 +202,10 @@ func (s *Service) validateSearch(o *SearchOptions) (*searchKey, error) {
 			is.add("queue", "%q: %s", q, msg)
 		}
 	}
+	is.text("queuePrefix", o.QueuePrefix)
+	if o.MessageID != "" && !messageIDPattern.MatchString(o.MessageID) {
+		is.add("messageId", "must match ^[A-Za-z0-9._:-]{1,128}$")
+	}
 	if len(o.Queues) > 0 && o.QueuePrefix != "" {
 		is.add("queuePrefix", "give queue or queuePrefix, not both")
 	}
@@ -258,7 +262,9 @@ func decodeSearchCursor(cursor string) (*searchKey, error) {
 	}
 	raw, err := decodeCursor(cursor)
 	var k searchKey
-	if err != nil || json.Unmarshal([]byte(raw), &k) != nil || k.Sequence <= 0 {
+	// The queue name is compared as text in SQL: bytes that text cannot
+	// hold are not a name this server wrote, and must not reach Postgres.
+	if err != nil || json.Unmarshal([]byte(raw), &k) != nil || k.Sequence <= 0 || textProblem(k.Queue) != "" {
 		return nil, Invalid(Issue{Path: "cursor", Message: "is not a cursor this server issued"})
 	}
 	return &k, nil

@@ -98,6 +98,30 @@ func textProblem(v string) string {
 	return ""
 }
 
+// checkReason checks a nack's reason (nil: none): stored as text, at most
+// MaxReasonBytes.
+func checkReason(reason *string) error {
+	var is issues
+	switch {
+	case reason == nil:
+	case len(*reason) > MaxReasonBytes:
+		is.add("reason", "must be at most %d bytes", MaxReasonBytes)
+	default:
+		is.text("reason", *reason)
+	}
+	return is.err()
+}
+
+// checkTextKey checks a key decoded from a token the server issued that
+// is compared as text in SQL: bytes that text cannot hold are not a key
+// this server wrote, and must not reach Postgres.
+func checkTextKey(path, key string) error {
+	if textProblem(key) != "" {
+		return Invalid(Issue{Path: path, Message: "is not a token this server issued"})
+	}
+	return nil
+}
+
 func join(prefix, field string) string {
 	if prefix == "" {
 		return field

@@ -47,6 +47,8 @@ func FuzzSQS(f *testing.F) {
 		{"GetQueueAttributes", `{"QueueUrl":"q","AttributeNames":["All"]}`},
 		{"ListQueues", `{"MaxResults":0,"NextToken":"%%"}`},
 		{"ListDeadLetterSourceQueues", `{"QueueUrl":"q","NextToken":"!"}`},
+		{"ListDeadLetterSourceQueues", `{"QueueUrl":"q","NextToken":"AAAAAAAAAAAAAAAAAAAA"}`},
+		{"ListDeadLetterSourceQueues", `{"QueueUrl":"q","NextToken":"__4"}`},
 		{"TagQueue", `[]`},
 		{"SendMessage", `{"QueueUrl":"q.fifo","MessageBody":"x","MessageGroupId":"g#1","MessageDeduplicationId":"d","DelaySeconds":3}`},
 		{"ReceiveMessage", `{"QueueUrl":"q.fifo","ReceiveRequestAttemptId":"a b","MaxNumberOfMessages":10}`},

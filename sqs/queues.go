@@ -564,6 +564,9 @@ func (h *Handler) listDeadLetterSourceQueues(ctx context.Context, who *caller, b
 		return nil, invalidParameter("Invalid NextToken.")
 	}
 	names, more, serr := h.svc.SQSDeadLetterSources(ctx, who.tenant, q.Name, string(after), limit)
+	if service.KindOf(serr) == service.KindInvalid { // a token that decodes to no queue name
+		return nil, invalidParameter("Invalid NextToken.")
+	}
 	if serr != nil {
 		return nil, fromService(serr)
 	}

@@ -183,3 +183,15 @@ func TestForwardedQueueURLs(t *testing.T) {
 		}
 	}
 }
+
+// A ListDeadLetterSourceQueues NextToken that decodes to bytes no queue
+// name holds (NUL, invalid UTF-8) is InvalidParameterValue, not a 500.
+func TestListDeadLetterSourceQueuesRefusesForeignTokens(t *testing.T) {
+	n := newNode(t)
+	r := raw(t, n.URL, "CreateQueue", map[string]any{"QueueName": "dlq"})
+	q, _ := r.Body["QueueUrl"].(string)
+	for _, token := range []string{"AAAAAAAAAAAAAAAAAAAA", "__4"} {
+		raw(t, n.URL, "ListDeadLetterSourceQueues", map[string]any{"QueueUrl": q, "NextToken": token}).
+			sqsError(t, 400, "InvalidParameterValueException", "InvalidParameterValue")
+	}
+}
