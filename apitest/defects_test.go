@@ -259,4 +259,10 @@ func TestNewerTextInputsRefuseNUL(t *testing.T) {
 	// base64url of {"t":1,"q":"a\u0000","s":1}
 	cursor := base64.RawURLEncoding.EncodeToString([]byte(`{"t":1,"q":"a\u0000","s":1}`))
 	wantError(t, n.do(t, "GET", "/v1/messages?cursor="+cursor, nil), http.StatusBadRequest, "invalid_request", "cursor")
+	// Path segments reach SQL too.
+	for _, path := range []string{"/v1/queues/nul/messages/a%00", "/v1/queues/nul/messages/a%00/history", "/v1/queues/a%00"} {
+		if r := n.do(t, "GET", path, nil); r.Status != http.StatusBadRequest && r.Status != http.StatusNotFound {
+			t.Errorf("GET %s: %d %s", path, r.Status, r.Raw)
+		}
+	}
 }

@@ -3,8 +3,9 @@
 -- index entries in all, whatever the page size and the number of queues.
 -- The walks before (00022, 00029) gave each queue max(a page, budget /
 -- queues) entries, so a page of 1,000 over 1,000 queues could read a
--- million. Here the walk goes in rounds: the first gives every queue an
--- even share of half the budget; each later one gives what is left,
+-- million. Here the walk goes in rounds: the first gives every queue twice
+-- its even part of the page (at most an even share of half the budget);
+-- each later one gives what is left,
 -- evenly, to the queues that stopped at their share at or before the
 -- page's cut (the oldest sentAt of the newest p_max_matches matches found
 -- so far): only they can still hold messages of the page, and a queue
@@ -80,15 +81,18 @@ BEGIN
     a_stopped := array_fill(false, ARRAY[v_n]);
     a_on := array_fill(true, ARRAY[v_n]);
     v_on := v_n;
-    -- Rounds: the first gives every queue an even share of half the
-    -- budget; each later one gives what is left, evenly, to the queues
-    -- that stopped at their share before the page's cut (only they can
-    -- still hold messages of the page). The walk ends when no queue may
-    -- read on or the budget is spent.
+    -- Rounds: the first gives every queue twice its even part of the page
+    -- (at most an even share of half the budget); each later one gives
+    -- what is left, evenly, to the queues that stopped at their share at
+    -- or before the page's cut (only they can still hold messages of the
+    -- page). The walk ends when no queue may read on or the budget is
+    -- spent.
     WHILE v_on > 0 AND v_left > 0 LOOP
         v_round := v_round + 1;
         IF v_round = 1 THEN
-            v_share := greatest(1, v_left / (2 * v_on));
+            -- Twice a queue's part of the page, at most half the budget:
+            -- a page spread over many queues takes a little from each.
+            v_share := greatest(1, least(v_left / (2 * v_on), 2 * ((p_max_matches + v_on - 1) / v_on)));
         ELSE
             v_share := v_left / v_on;
             EXIT WHEN v_share = 0;

@@ -262,10 +262,8 @@ func decodeSearchCursor(cursor string) (*searchKey, error) {
 	}
 	raw, err := decodeCursor(cursor)
 	var k searchKey
-	// The queue name is compared as text in SQL: bytes that text cannot
-	// hold are not a name this server wrote, and must not reach Postgres.
-	if err != nil || json.Unmarshal([]byte(raw), &k) != nil || k.Sequence <= 0 || textProblem(k.Queue) != "" {
+	if err != nil || json.Unmarshal([]byte(raw), &k) != nil || k.Sequence <= 0 {
 		return nil, Invalid(Issue{Path: "cursor", Message: "is not a cursor this server issued"})
 	}
-	return &k, nil
+	return &k, checkTextKey("cursor", k.Queue)
 }

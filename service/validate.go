@@ -112,12 +112,12 @@ func checkReason(reason *string) error {
 	return is.err()
 }
 
-// checkTextKey checks a key decoded from a token the server issued that
-// is compared as text in SQL: bytes that text cannot hold are not a key
-// this server wrote, and must not reach Postgres.
+// checkTextKey checks a key decoded from a cursor (a queue name) that is
+// compared as text in SQL: bytes that text cannot hold (22021) are not a
+// key this server wrote, and must not reach Postgres.
 func checkTextKey(path, key string) error {
 	if textProblem(key) != "" {
-		return Invalid(Issue{Path: path, Message: "is not a token this server issued"})
+		return Invalid(Issue{Path: path, Message: "is not a cursor this server issued"})
 	}
 	return nil
 }
