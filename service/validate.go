@@ -98,6 +98,17 @@ func textProblem(v string) string {
 	return ""
 }
 
+// CheckTexts checks the keys and values of a map stored as text or as
+// jsonb strings (which cannot hold NUL either), by path.key.
+func CheckTexts(path string, m map[string]string) error {
+	var is issues
+	for k, v := range m {
+		is.text(path, k)
+		is.text(join(path, k), v)
+	}
+	return is.err()
+}
+
 // checkReason checks a nack's reason (nil: none): stored as text, at most
 // MaxReasonBytes.
 func checkReason(reason *string) error {

@@ -359,6 +359,9 @@ func checkTags(tags map[string]string) *apiError {
 			return invalidParameter("Tag keys must be 1 to 128 characters and values at most 256 characters.")
 		}
 	}
+	if service.CheckTexts("Tags", tags) != nil {
+		return invalidParameter("Tag keys and values must be valid UTF-8 without NUL characters.")
+	}
 	return nil
 }
 

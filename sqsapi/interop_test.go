@@ -195,3 +195,20 @@ func TestListDeadLetterSourceQueuesRefusesForeignTokens(t *testing.T) {
 			sqsError(t, 400, "InvalidParameterValueException", "InvalidParameterValue")
 	}
 }
+
+// Queue tags holding text Postgres cannot hold (NUL, found by the audit of
+// text inputs) are InvalidParameterValue, not a 500, in TagQueue and
+// CreateQueue; the refused CreateQueue creates nothing.
+func TestQueueTagsRefuseNUL(t *testing.T) {
+	n := newNode(t)
+	r := raw(t, n.URL, "CreateQueue", map[string]any{"QueueName": "tagged"})
+	q, _ := r.Body["QueueUrl"].(string)
+	for _, tags := range []map[string]any{{"a": "b\x00"}, {"a\x00": "b"}} {
+		raw(t, n.URL, "TagQueue", map[string]any{"QueueUrl": q, "Tags": tags}).
+			sqsError(t, 400, "InvalidParameterValueException", "InvalidParameterValue")
+		raw(t, n.URL, "CreateQueue", map[string]any{"QueueName": "other", "tags": tags}).
+			sqsError(t, 400, "InvalidParameterValueException", "InvalidParameterValue")
+	}
+	raw(t, n.URL, "GetQueueUrl", map[string]any{"QueueName": "other"}).
+		sqsError(t, 400, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue")
+}
