@@ -3,20 +3,22 @@
 -- index entries in all, whatever the page size and the number of queues.
 -- The walks before (00022, 00029) gave each queue max(a page, budget /
 -- queues) entries, so a page of 1,000 over 1,000 queues could read a
--- million. Here the walk goes in rounds: the first gives every queue twice
--- its even part of the page (at most an even share of half the budget);
--- each later one gives what is left,
--- evenly, to the queues that stopped at their share at or before the
--- page's cut (the oldest sentAt of the newest p_max_matches matches found
--- so far): only they can still hold messages of the page, and a queue
--- that ended, or was cut, leaves its rest to them. A page whose messages
--- sit in a few queues is thus read from those queues, not a share from
--- each. At least one entry per queue; the caller gives a budget of at
--- least that. Each queue that stopped at its share returns the last entry
--- it read as its walk-end mark (exhausted), as before: the page ends at
--- the earliest mark and the next one goes on from there, so a page may be
--- short but nothing is skipped. Each queue's statement also returns its
--- last entry (lead() looks one ahead), to charge what it read.
+-- million. Here the walk goes in rounds, each one statement over its
+-- queues: the first gives every queue twice its even part of the page (at
+-- most an even share of half the budget); each later one gives four times
+-- the share before, at most what is left evenly, to the queues that
+-- stopped at their share at or before the page's cut (the oldest sentAt
+-- of the newest p_max_matches matches found so far): only they can still
+-- hold messages of the page, and a queue that ended, or was cut, leaves
+-- its rest to them. A page spread
+-- over many queues thus costs a little of each, and one whose messages sit
+-- in a few queues is read from those. At least one entry per queue; the
+-- caller gives a budget of at least that. Each queue that stopped at its
+-- share returns the last entry it read as its walk-end mark (exhausted),
+-- as before: the page ends at the earliest mark and the next one goes on
+-- from there, so a page may be short but nothing is skipped. Each queue's
+-- read also returns its last entry (lead() looks one ahead), to charge
+-- what it read and to resume there.
 --
 -- Queue names compare bytewise (COLLATE "C") in the cursor condition, as
 -- the node orders them (Go's string order): under a database collation
@@ -36,24 +38,23 @@ RETURNS TABLE (queue_id bigint, queue_name text, sequence bigint, sent_at timest
                matched boolean, state text, size bigint, exhausted boolean)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
--- One plan per statement for every queue and call: a custom plan per
--- queue costs more than the page it reads.
+-- One plan per statement for every call: a custom plan costs more than
+-- the page it reads.
 SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
-    m record;
+    r record;
     c refcursor;
-    -- The queues, by index i: id, name, where the next read resumes (NULL:
-    -- from the search's cursor), matches found, whether the last read
-    -- stopped at its share (then a_rt/a_rs is its walk-end mark), and
-    -- whether the next round reads on.
+    -- The queues, by index: id, name, the last entry read (NULL: none yet;
+    -- the next read resumes after it), whether that read stopped at its
+    -- share (then that entry is the queue's walk-end mark), and whether
+    -- the next round reads on.
     a_id bigint[];
     a_name text[];
     a_rt timestamptz[];
     a_rs bigint[];
-    a_found bigint[];
     a_stopped boolean[];
     a_on boolean[];
     v_n integer;
@@ -66,136 +67,128 @@ DECLARE
     -- The entries the walk may still read; a round's share per queue.
     v_left bigint := p_budget;
     v_share bigint;
-    v_read bigint;
-    v_qid bigint;
-    v_qname text;
-    v_rt timestamptz;
-    v_rs bigint;
 BEGIN
     SELECT array_agg(z.id), array_agg(z.name) INTO a_id, a_name
     FROM skipq.queues z WHERE z.id = ANY(p_queue_ids);
     v_n := coalesce(cardinality(a_id), 0);
     a_rt := array_fill(NULL::timestamptz, ARRAY[v_n]);
     a_rs := array_fill(NULL::bigint, ARRAY[v_n]);
-    a_found := array_fill(0::bigint, ARRAY[v_n]);
     a_stopped := array_fill(false, ARRAY[v_n]);
     a_on := array_fill(true, ARRAY[v_n]);
     v_on := v_n;
     -- Rounds: the first gives every queue twice its even part of the page
     -- (at most an even share of half the budget); each later one gives
-    -- what is left, evenly, to the queues that stopped at their share at
-    -- or before the page's cut (only they can still hold messages of the
+    -- four times that, at most what is left evenly, to the queues that
+    -- stopped at their share at or before the page's cut (only they can still hold messages of the
     -- page). The walk ends when no queue may read on or the budget is
-    -- spent.
+    -- spent. Each round is one statement over its queues, each read by
+    -- its index from where it stopped; the filters run in the statement,
+    -- so only matches reach this loop, and each queue's last entry read,
+    -- to charge what it read and mark where it stopped.
     WHILE v_on > 0 AND v_left > 0 LOOP
         v_round := v_round + 1;
         IF v_round = 1 THEN
-            -- Twice a queue's part of the page, at most half the budget:
-            -- a page spread over many queues takes a little from each.
             v_share := greatest(1, least(v_left / (2 * v_on), 2 * ((p_max_matches + v_on - 1) / v_on)));
         ELSE
-            v_share := v_left / v_on;
+            -- Growing by four, so that the cut of each round (the page's
+            -- matches so far) bounds the next before the budget is spent.
+            v_share := least(v_left / v_on, 4 * v_share);
             EXIT WHEN v_share = 0;
         END IF;
         FOR i IN 1 .. v_n LOOP
-            CONTINUE WHEN NOT a_on[i];
-            v_qid := a_id[i]; v_qname := a_name[i]; v_rt := a_rt[i]; v_rs := a_rs[i];
-            v_read := 0;
-            a_stopped[i] := false;
-            IF p_group_id IS NULL THEN
-                OPEN c FOR
-                    SELECT y.sequence, y.sent_at, y.state, y.ok, y.n, y.last,
-                           skipq.message_wire_size(y.body, y.body_binary, y.metadata, y.tags, y.message_id,
-                               y.client_id, y.re_routed_from) + octet_length(v_qname) AS size
-                    FROM (
-                        SELECT x.*, s.state,
-                               (cardinality(p_states) = 0 OR s.state = ANY(p_states))
-                               AND x.tags @> p_tags
-                               AND (x.expires_at IS NULL OR x.expires_at > v_now) AS ok,
-                               row_number() OVER w AS n,
-                               lead(x.sequence) OVER w IS NULL AS last
-                        FROM (
-                            SELECT m.* FROM skipq.messages m
-                            WHERE m.queue_id = v_qid
-                              AND m.sent_at >= coalesce(p_sent_after, '-infinity')
-                              AND m.sent_at < coalesce(p_sent_before, 'infinity')
-                              AND m.sent_at <= coalesce(p_after_sent_at, 'infinity')
-                              AND m.sent_at >= coalesce(v_cut, '-infinity')
-                              AND m.sent_at <= coalesce(v_rt, 'infinity')
-                              AND (v_rt IS NULL OR m.sent_at < v_rt OR m.sequence > v_rs)
-                              AND (p_after_sent_at IS NULL OR m.sent_at < p_after_sent_at
-                                   OR (v_qname COLLATE "C", m.sequence) > (p_after_queue COLLATE "C", p_after_sequence))
-                            ORDER BY m.sent_at DESC, m.sequence
-                            LIMIT v_share) x
-                        CROSS JOIN LATERAL (SELECT skipq.message_search_state(x.dead_lettered_at, x.visible_at,
-                            x.receive_count, x.max_receive_count, x.lease_token, v_now) AS state) s
-                        WINDOW w AS (ORDER BY x.sent_at DESC, x.sequence)
-                    ) y
-                    WHERE y.ok OR y.last
-                    ORDER BY y.sent_at DESC, y.sequence;
-            ELSE
-                OPEN c FOR
-                    SELECT y.sequence, y.sent_at, y.state, y.ok, y.n, y.last,
-                           skipq.message_wire_size(y.body, y.body_binary, y.metadata, y.tags, y.message_id,
-                               y.client_id, y.re_routed_from) + octet_length(v_qname) AS size
-                    FROM (
-                        SELECT x.*, s.state,
-                               (cardinality(p_states) = 0 OR s.state = ANY(p_states))
-                               AND x.tags @> p_tags
-                               AND (x.expires_at IS NULL OR x.expires_at > v_now) AS ok,
-                               row_number() OVER w AS n,
-                               lead(x.sequence) OVER w IS NULL AS last
-                        FROM (
-                            SELECT m.* FROM skipq.messages m
-                            WHERE (m.queue_id::text || '/' || m.group_id) = (v_qid::text || '/' || p_group_id)
-                              AND m.group_id IS NOT NULL
-                              AND m.sent_at >= coalesce(p_sent_after, '-infinity')
-                              AND m.sent_at < coalesce(p_sent_before, 'infinity')
-                              AND m.sent_at <= coalesce(p_after_sent_at, 'infinity')
-                              AND m.sent_at >= coalesce(v_cut, '-infinity')
-                              AND m.sent_at <= coalesce(v_rt, 'infinity')
-                              AND (v_rt IS NULL OR m.sent_at < v_rt OR m.sequence > v_rs)
-                              AND (p_after_sent_at IS NULL OR m.sent_at < p_after_sent_at
-                                   OR (v_qname COLLATE "C", m.sequence) > (p_after_queue COLLATE "C", p_after_sequence))
-                            ORDER BY m.sent_at DESC, m.sequence
-                            LIMIT v_share) x
-                        CROSS JOIN LATERAL (SELECT skipq.message_search_state(x.dead_lettered_at, x.visible_at,
-                            x.receive_count, x.max_receive_count, x.lease_token, v_now) AS state) s
-                        WINDOW w AS (ORDER BY x.sent_at DESC, x.sequence)
-                    ) y
-                    WHERE y.ok OR y.last
-                    ORDER BY y.sent_at DESC, y.sequence;
-            END IF;
-            LOOP
-                FETCH c INTO m;
-                EXIT WHEN NOT FOUND;
-                -- The statement has read m.n entries (one more, looking
-                -- ahead for the last).
-                v_read := least(v_share, m.n + 1);
-                a_rt[i] := m.sent_at; a_rs[i] := m.sequence;
-                IF m.ok THEN
-                    queue_id := v_qid; queue_name := v_qname; sequence := m.sequence; sent_at := m.sent_at;
-                    state := m.state; size := m.size; matched := true; exhausted := false;
-                    RETURN NEXT;
-                    v_times := v_times || m.sent_at;
-                    a_found[i] := a_found[i] + 1;
-                    EXIT WHEN a_found[i] >= p_max_matches;
-                END IF;
-                IF m.last THEN
-                    v_read := m.n;
-                    a_stopped[i] := m.n = v_share;
-                END IF;
-            END LOOP;
-            CLOSE c;
-            v_left := v_left - v_read;
-            IF cardinality(v_times) >= p_max_matches THEN
-                v_times := ARRAY(SELECT t FROM unnest(v_times) t ORDER BY t DESC LIMIT p_max_matches);
-                v_cut := v_times[p_max_matches];
+            IF a_on[i] THEN
+                a_stopped[i] := false;
             END IF;
         END LOOP;
+        -- The two statements differ only in how they find a queue's
+        -- candidates; each keeps a plan of its own.
+        IF p_group_id IS NULL THEN
+            OPEN c FOR
+                SELECT q.i, x.sequence, x.sent_at, x.state, x.ok, x.n, x.last,
+                       CASE WHEN x.ok THEN skipq.message_wire_size(x.body, x.body_binary, x.metadata, x.tags,
+                           x.message_id, x.client_id, x.re_routed_from) + octet_length(q.name) END AS size
+                FROM unnest(a_id, a_name, a_rt, a_rs, a_on) WITH ORDINALITY AS q(id, name, rt, rs, active, i)
+                CROSS JOIN LATERAL (
+                    SELECT y.*, s.state,
+                           (cardinality(p_states) = 0 OR s.state = ANY(p_states))
+                           AND y.tags @> p_tags
+                           AND (y.expires_at IS NULL OR y.expires_at > v_now) AS ok,
+                           row_number() OVER w AS n,
+                           lead(y.sequence) OVER w IS NULL AS last
+                    FROM (
+                        SELECT m.* FROM skipq.messages m
+                        WHERE m.queue_id = q.id
+                          AND m.sent_at >= coalesce(p_sent_after, '-infinity')
+                          AND m.sent_at < coalesce(p_sent_before, 'infinity')
+                          AND m.sent_at <= coalesce(p_after_sent_at, 'infinity')
+                          AND m.sent_at <= coalesce(q.rt, 'infinity')
+                          AND m.sent_at >= coalesce(v_cut, '-infinity')
+                          AND (p_after_sent_at IS NULL OR m.sent_at < p_after_sent_at
+                               OR (q.name COLLATE "C", m.sequence) > (p_after_queue COLLATE "C", p_after_sequence))
+                          AND (q.rt IS NULL OR m.sent_at < q.rt OR m.sequence > q.rs)
+                        ORDER BY m.sent_at DESC, m.sequence
+                        LIMIT v_share) y
+                    CROSS JOIN LATERAL (SELECT skipq.message_search_state(y.dead_lettered_at, y.visible_at,
+                        y.receive_count, y.max_receive_count, y.lease_token, v_now) AS state) s
+                    WINDOW w AS (ORDER BY y.sent_at DESC, y.sequence)
+                ) x
+                WHERE q.active AND (x.ok OR x.last);
+        ELSE
+            OPEN c FOR
+                SELECT q.i, x.sequence, x.sent_at, x.state, x.ok, x.n, x.last,
+                       CASE WHEN x.ok THEN skipq.message_wire_size(x.body, x.body_binary, x.metadata, x.tags,
+                           x.message_id, x.client_id, x.re_routed_from) + octet_length(q.name) END AS size
+                FROM unnest(a_id, a_name, a_rt, a_rs, a_on) WITH ORDINALITY AS q(id, name, rt, rs, active, i)
+                CROSS JOIN LATERAL (
+                    SELECT y.*, s.state,
+                           (cardinality(p_states) = 0 OR s.state = ANY(p_states))
+                           AND y.tags @> p_tags
+                           AND (y.expires_at IS NULL OR y.expires_at > v_now) AS ok,
+                           row_number() OVER w AS n,
+                           lead(y.sequence) OVER w IS NULL AS last
+                    FROM (
+                        SELECT m.* FROM skipq.messages m
+                        WHERE (m.queue_id::text || '/' || m.group_id) = (q.id::text || '/' || p_group_id)
+                          AND m.group_id IS NOT NULL
+                          AND m.sent_at >= coalesce(p_sent_after, '-infinity')
+                          AND m.sent_at < coalesce(p_sent_before, 'infinity')
+                          AND m.sent_at <= coalesce(p_after_sent_at, 'infinity')
+                          AND m.sent_at <= coalesce(q.rt, 'infinity')
+                          AND m.sent_at >= coalesce(v_cut, '-infinity')
+                          AND (p_after_sent_at IS NULL OR m.sent_at < p_after_sent_at
+                               OR (q.name COLLATE "C", m.sequence) > (p_after_queue COLLATE "C", p_after_sequence))
+                          AND (q.rt IS NULL OR m.sent_at < q.rt OR m.sequence > q.rs)
+                        ORDER BY m.sent_at DESC, m.sequence
+                        LIMIT v_share) y
+                    CROSS JOIN LATERAL (SELECT skipq.message_search_state(y.dead_lettered_at, y.visible_at,
+                        y.receive_count, y.max_receive_count, y.lease_token, v_now) AS state) s
+                    WINDOW w AS (ORDER BY y.sent_at DESC, y.sequence)
+                ) x
+                WHERE q.active AND (x.ok OR x.last);
+        END IF;
+        LOOP
+            FETCH c INTO r;
+            EXIT WHEN NOT FOUND;
+            IF r.ok THEN
+                queue_id := a_id[r.i]; queue_name := a_name[r.i]; sequence := r.sequence; sent_at := r.sent_at;
+                state := r.state; size := r.size; matched := true; exhausted := false;
+                RETURN NEXT;
+                v_times := v_times || r.sent_at;
+            END IF;
+            IF r.last THEN
+                a_rt[r.i] := r.sent_at; a_rs[r.i] := r.sequence;
+                a_stopped[r.i] := r.n = v_share;
+                v_left := v_left - r.n;
+            END IF;
+        END LOOP;
+        CLOSE c;
+        IF cardinality(v_times) >= p_max_matches THEN
+            v_times := ARRAY(SELECT t FROM unnest(v_times) t ORDER BY t DESC LIMIT p_max_matches);
+            v_cut := v_times[p_max_matches];
+        END IF;
         v_on := 0;
         FOR i IN 1 .. v_n LOOP
-            a_on[i] := a_stopped[i] AND a_found[i] < p_max_matches AND (v_cut IS NULL OR a_rt[i] >= v_cut);
+            a_on[i] := a_stopped[i] AND (v_cut IS NULL OR a_rt[i] >= v_cut);
             IF a_on[i] THEN
                 v_on := v_on + 1;
             END IF;
