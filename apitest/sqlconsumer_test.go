@@ -610,16 +610,18 @@ func TestSQLConsumerMayExecuteOnlyTheConsumerFunctions(t *testing.T) {
 // An SQL ack of a FIFO group's head wakes the group's queue at commit, as
 // the HTTP ack does: a notification from "sql" for the queue is published
 // when the acking transaction commits, and a receive parked on a node
-// without a worker gets the group's next message. Each round acks one way
-// (one handle, a list, try_ack) and waits 2 s, which only a wake-up meets
+// without a worker gets the group's next message. Each round settles one
+// way (one handle, a list, try_ack, a requeue to another queue, which
+// wakes the queue it leaves too) and waits 2 s, which only a wake-up meets
 // reliably: without one, the message would reach the receive through the
-// hub's safety recheck (every 5 s while the listener is up), which three
+// hub's safety recheck (every 5 s while the listener is up), which four
 // rounds in a row cannot all meet by chance.
 func TestSQLAckOfAGroupHeadWakesWaitingReceivers(t *testing.T) {
 	n := newNode(t, func(c *node.Config) { c.Role = node.RoleAPI })
 	ctx := context.Background()
 	n.must(t, http.StatusCreated, "PUT", "/v1/queues/w", map[string]any{"fifo": true})
-	acks := []string{"SELECT skipq.ack($1::text)", "SELECT skipq.ack(ARRAY[$1::text])", "SELECT skipq.try_ack(ARRAY[$1::text])"}
+	acks := []string{"SELECT skipq.ack($1::text)", "SELECT skipq.ack(ARRAY[$1::text])", "SELECT skipq.try_ack(ARRAY[$1::text])",
+		"SELECT skipq.requeue($1::text, 'elsewhere')"}
 	for i := range len(acks) + 1 {
 		n.send(t, "w", map[string]any{"body": fmt.Sprint(i), "groupId": "g"})
 	}

@@ -4,9 +4,11 @@
 -- ack does (the node publishes its wake-up) and as skipq.nack and
 -- skipq.send already do. Without it a receiver parked on any node got the
 -- group's next message only at its hub's safety recheck, seconds later.
--- An ack of a message without a group makes nothing receivable and wakes
--- nobody. skipq.set_visibility ends a lease only with 0, which is a nack
--- and wakes already.
+-- skipq.requeue, which woke only the queue it moves to, also wakes the
+-- source queue when the message held a group there. An ack of a message
+-- without a group makes nothing receivable and wakes nobody.
+-- skipq.set_visibility ends a lease only with 0, which is a nack and
+-- wakes already.
 --
 -- skipq.wake_groups is the one place that turns the settled messages'
 -- groups into wake-ups: each queue once, counting its distinct groups
@@ -106,7 +108,47 @@ BEGIN
 END $$;
 -- +goose StatementEnd
 
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.requeue(receipt_handle text, to_queue text) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r record;
+    m record;
+    v_group text;
+BEGIN
+    PERFORM skipq.check_queue_name('to_queue', to_queue);
+    r := skipq.receipt_parse(receipt_handle);
+    -- The group it leaves, read before the move.
+    SELECT x.group_id INTO v_group FROM skipq.messages x
+    WHERE x.queue_id = r.queue_id AND x.sequence = r.sequence AND x.lease_token = r.token;
+    SELECT * INTO m FROM skipq.message_requeue(clock_timestamp(), ARRAY[r.queue_id], ARRAY[r.sequence],
+                                               ARRAY[r.token], to_queue, skipq.limit_setting('max_receive_count', 1024));
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'skipq: receipt_stale' USING ERRCODE = 'SQ404';
+    END IF;
+    PERFORM skipq.wake('sql', ARRAY[m.destination_queue_id], ARRAY[1]);
+    PERFORM skipq.wake_groups(ARRAY[r.queue_id], ARRAY[v_group]);
+END $$;
+-- +goose StatementEnd
+
 -- +goose Down
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.requeue(receipt_handle text, to_queue text) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r record;
+    m record;
+BEGIN
+    PERFORM skipq.check_queue_name('to_queue', to_queue);
+    r := skipq.receipt_parse(receipt_handle);
+    SELECT * INTO m FROM skipq.message_requeue(clock_timestamp(), ARRAY[r.queue_id], ARRAY[r.sequence],
+                                               ARRAY[r.token], to_queue, skipq.limit_setting('max_receive_count', 1024));
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'skipq: receipt_stale' USING ERRCODE = 'SQ404';
+    END IF;
+    PERFORM skipq.wake('sql', ARRAY[m.destination_queue_id], ARRAY[1]);
+END $$;
+-- +goose StatementEnd
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.ack(receipt_handle text) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
