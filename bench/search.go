@@ -116,12 +116,7 @@ func (e *env) search(ctx context.Context) (*SearchResult, error) {
 
 	after, before := newest.Add(-40*time.Minute), newest.Add(-30*time.Minute)
 	mid := "m-" + strconv.Itoa(e.o.Preload/2)
-	// Each case as a request's query and as the service's options (for
-	// its plans).
-	cases := []struct {
-		name, query string
-		o           service.SearchOptions
-	}{
+	cases := []searchCaseSpec{
 		{"no filter", "", service.SearchOptions{}},
 		{"queue", "queue=" + url.QueryEscape(names[7]), service.SearchOptions{Queues: names[7:8]}},
 		{"queuePrefix (50 queues)", "queuePrefix=" + url.QueryEscape(base+".a."), service.SearchOptions{QueuePrefix: base + ".a."}},
@@ -150,18 +145,10 @@ func (e *env) search(ctx context.Context) (*SearchResult, error) {
 	res.ExplainNote = note
 	cpu0 := e.cpuSnapshot(ctx)
 	for _, c := range cases {
-		sc, err := searchRequests(ctx, hc, ns.at(0), c.query, samples)
+		sc, err := e.searchCase(ctx, hc, ns.at(0), tenant, c, samples, explainer)
 		if err != nil {
-			return res, fmt.Errorf("search %s: %w", c.name, err)
+			return res, err
 		}
-		sc.Name, sc.Query = c.name, c.query
-		if explainer != nil {
-			if sc.Statements, err = explainer.page(ctx, tenant, c.o); err != nil {
-				return res, fmt.Errorf("search %s: explain: %w", c.name, err)
-			}
-		}
-		e.logf("  %-44s p50 %6.1f ms  p99 %6.1f ms  %3d messages%s", c.name, sc.P50MS, sc.P99MS, sc.Items,
-			map[bool]string{true: " + cursor", false: ""}[sc.NextCursor])
 		res.Cases = append(res.Cases, *sc)
 	}
 	if wideKey != "" {
@@ -219,29 +206,44 @@ func (e *env) searchWide(ctx context.Context, base, key string, newest time.Time
 	}
 	e.checkpoint(ctx)
 	var out []SearchCase
-	for _, c := range []struct {
-		name, query string
-		o           service.SearchOptions
-	}{
+	for _, c := range []searchCaseSpec{
 		{"queuePrefix (1,000 queues)", "queuePrefix=" + url.QueryEscape(prefix), service.SearchOptions{QueuePrefix: prefix}},
 		{"queuePrefix (1,000 queues), limit=1000", "queuePrefix=" + url.QueryEscape(prefix) + "&limit=1000",
 			service.SearchOptions{QueuePrefix: prefix, Limit: 1000}},
 	} {
-		sc, err := searchRequests(ctx, hc, base, c.query, samples)
+		sc, err := e.searchCase(ctx, hc, base, tenant, c, samples, explainer)
 		if err != nil {
-			return out, fmt.Errorf("search %s: %w", c.name, err)
+			return out, err
 		}
-		sc.Name, sc.Query = c.name, c.query
-		if explainer != nil {
-			if sc.Statements, err = explainer.page(ctx, tenant, c.o); err != nil {
-				return out, fmt.Errorf("search %s: explain: %w", c.name, err)
-			}
-		}
-		e.logf("  %-44s p50 %6.1f ms  p99 %6.1f ms  %3d messages%s", c.name, sc.P50MS, sc.P99MS, sc.Items,
-			map[bool]string{true: " + cursor", false: ""}[sc.NextCursor])
 		out = append(out, *sc)
 	}
 	return out, nil
+}
+
+// searchCaseSpec is one search case: as a request's query and as the
+// service's options (for its plans).
+type searchCaseSpec struct {
+	name, query string
+	o           service.SearchOptions
+}
+
+// searchCase times one case's first page over HTTP and, with an
+// explainer, records the plans of one page of it.
+func (e *env) searchCase(ctx context.Context, hc *client, base, tenant string, c searchCaseSpec, samples int,
+	explainer *searchExplainer) (*SearchCase, error) {
+	sc, err := searchRequests(ctx, hc, base, c.query, samples)
+	if err != nil {
+		return nil, fmt.Errorf("search %s: %w", c.name, err)
+	}
+	sc.Name, sc.Query = c.name, c.query
+	if explainer != nil {
+		if sc.Statements, err = explainer.page(ctx, tenant, c.o); err != nil {
+			return nil, fmt.Errorf("search %s: explain: %w", c.name, err)
+		}
+	}
+	e.logf("  %-44s p50 %6.1f ms  p99 %6.1f ms  %3d messages%s", c.name, sc.P50MS, sc.P99MS, sc.Items,
+		map[bool]string{true: " + cursor", false: ""}[sc.NextCursor])
+	return sc, nil
 }
 
 // searchLoad writes n messages into the queues (names, in order) in one

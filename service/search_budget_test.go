@@ -78,7 +78,8 @@ func TestSearchReadsAtMostItsBudget(t *testing.T) {
 // explainedIndexReads runs one search page on a connection of its own that
 // has auto_explain report every statement's plan (the walk's per-queue
 // statements too), and sums the index entries the scans of index read:
-// the rows they returned and those their filter removed.
+// the rows they returned and those their filter removed (per-loop
+// averages, rounded, times the loops: within half a row per loop).
 func explainedIndexReads(t *testing.T, url string, clk *clock, index string, o service.SearchOptions) int {
 	t.Helper()
 	ctx := context.Background()
