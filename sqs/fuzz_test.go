@@ -50,6 +50,7 @@ func FuzzSQS(f *testing.F) {
 		{"ListDeadLetterSourceQueues", `{"QueueUrl":"q","NextToken":"AAAAAAAAAAAAAAAAAAAA"}`},
 		{"ListDeadLetterSourceQueues", `{"QueueUrl":"q","NextToken":"__4"}`},
 		{"TagQueue", `{"QueueUrl":"q","Tags":{"a":"b\u0000"}}`},
+		{"SetQueueAttributes", `{"QueueUrl":"q","Attributes":{"Policy":"a\u0000"}}`},
 		{"TagQueue", `[]`},
 		{"SendMessage", `{"QueueUrl":"q.fifo","MessageBody":"x","MessageGroupId":"g#1","MessageDeduplicationId":"d","DelaySeconds":3}`},
 		{"ReceiveMessage", `{"QueueUrl":"q.fifo","ReceiveRequestAttemptId":"a b","MaxNumberOfMessages":10}`},

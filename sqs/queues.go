@@ -116,6 +116,10 @@ func (h *Handler) parseAttributes(ctx context.Context, who *caller, queue string
 			return queueChange{}, err
 		}
 	}
+	// Stored as given, as jsonb strings: text Postgres cannot hold is refused.
+	if service.CheckTexts("Attributes", ch.verbatim) != nil {
+		return queueChange{}, newError(errInvalidAttributeValue, "Attribute values must be valid UTF-8 without NUL characters.")
+	}
 	return ch, nil
 }
 

@@ -196,10 +196,12 @@ func TestListDeadLetterSourceQueuesRefusesForeignTokens(t *testing.T) {
 	}
 }
 
-// Queue tags holding text Postgres cannot hold (NUL, found by the audit of
-// text inputs) are InvalidParameterValue, not a 500, in TagQueue and
-// CreateQueue; the refused CreateQueue creates nothing.
-func TestQueueTagsRefuseNUL(t *testing.T) {
+// Queue tags and attributes stored as given holding text Postgres cannot
+// hold (NUL, found by the audit of text inputs) are refused
+// (InvalidParameterValue, InvalidAttributeValue), not a 500, in TagQueue,
+// SetQueueAttributes and CreateQueue; a refused CreateQueue creates
+// nothing.
+func TestQueueTagsAndAttributesRefuseNUL(t *testing.T) {
 	n := newNode(t)
 	r := raw(t, n.URL, "CreateQueue", map[string]any{"QueueName": "tagged"})
 	q, _ := r.Body["QueueUrl"].(string)
@@ -208,6 +210,14 @@ func TestQueueTagsRefuseNUL(t *testing.T) {
 			sqsError(t, 400, "InvalidParameterValueException", "InvalidParameterValue")
 		raw(t, n.URL, "CreateQueue", map[string]any{"QueueName": "other", "tags": tags}).
 			sqsError(t, 400, "InvalidParameterValueException", "InvalidParameterValue")
+	}
+	// Attributes stored as given (Policy and the like), the same.
+	for _, attr := range []string{"Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "SqsManagedSseEnabled"} {
+		attrs := map[string]any{attr: "a\x00"}
+		raw(t, n.URL, "SetQueueAttributes", map[string]any{"QueueUrl": q, "Attributes": attrs}).
+			sqsError(t, 400, "InvalidAttributeValue", "InvalidAttributeValue")
+		raw(t, n.URL, "CreateQueue", map[string]any{"QueueName": "other", "Attributes": attrs}).
+			sqsError(t, 400, "InvalidAttributeValue", "InvalidAttributeValue")
 	}
 	raw(t, n.URL, "GetQueueUrl", map[string]any{"QueueName": "other"}).
 		sqsError(t, 400, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue")
