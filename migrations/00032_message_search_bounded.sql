@@ -79,12 +79,13 @@ BEGIN
     -- Rounds: the first gives every queue twice its even part of the page
     -- (at most an even share of half the budget); each later one gives
     -- four times that, at most what is left evenly, to the queues that
-    -- stopped at their share at or before the page's cut (only they can still hold messages of the
-    -- page). The walk ends when no queue may read on or the budget is
-    -- spent. Each round is one statement over its queues, each read by
-    -- its index from where it stopped; the filters run in the statement,
-    -- so only matches reach this loop, and each queue's last entry read,
-    -- to charge what it read and mark where it stopped.
+    -- stopped at their share at or before the page's cut (only they can
+    -- still hold messages of the page). The walk ends when no queue may
+    -- read on or the budget is spent. Each round is one statement over
+    -- its queues, each read by its index from where it stopped; the
+    -- filters run in the statement, so only matches reach this loop, and
+    -- each queue's last entry read, to charge what it read and mark where
+    -- it stopped.
     WHILE v_on > 0 AND v_left > 0 LOOP
         v_round := v_round + 1;
         IF v_round = 1 THEN
