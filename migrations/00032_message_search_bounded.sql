@@ -88,7 +88,11 @@ BEGIN
     -- it stopped.
     WHILE v_on > 0 AND v_left > 0 LOOP
         v_round := v_round + 1;
-        IF v_round = 1 THEN
+        IF v_round = 1 AND p_group_id IS NOT NULL THEN
+            -- A group's read sorts all its entries past the cursor whatever
+            -- the share: one round, with the whole budget.
+            v_share := greatest(1, v_left / v_on);
+        ELSIF v_round = 1 THEN
             v_share := greatest(1, least(v_left / (2 * v_on), 2 * ((p_max_matches + v_on - 1) / v_on)));
         ELSE
             -- Growing by four, so that the cut of each round (the page's
