@@ -5,6 +5,7 @@ package apitest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -236,4 +237,32 @@ func TestQueueIsNotItsOwnDeadLetterQueue(t *testing.T) {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return strings.TrimSpace(string(b))
+}
+
+// Text that Postgres text cannot hold (NUL, invalid UTF-8) in the newer
+// inputs is a 400 at the field's path, never a 500 (22021): a nack's
+// reason (one handle and a list), search's queuePrefix and messageId, and
+// a search cursor naming a queue with a NUL.
+func TestNewerTextInputsRefuseNUL(t *testing.T) {
+	n := newNode(t)
+	n.send(t, "nul", map[string]any{"body": "x"})
+	h := n.receive(t, "nul", nil)[0]["receiptHandle"]
+	for _, reason := range []string{"a\x00b", "\x00"} {
+		wantError(t, n.do(t, "POST", "/v1/receipts/nack", map[string]any{"receiptHandle": h, "reason": reason}),
+			http.StatusBadRequest, "invalid_request", "reason")
+		wantError(t, n.do(t, "POST", "/v1/receipts/nack", map[string]any{"receiptHandles": []any{h}, "reason": reason}),
+			http.StatusBadRequest, "invalid_request", "reason")
+	}
+	wantError(t, n.do(t, "GET", "/v1/messages?queuePrefix=a%00", nil), http.StatusBadRequest, "invalid_request", "queuePrefix")
+	wantError(t, n.do(t, "GET", "/v1/messages?queuePrefix=%ff", nil), http.StatusBadRequest, "invalid_request", "queuePrefix")
+	wantError(t, n.do(t, "GET", "/v1/messages?messageId=a%00", nil), http.StatusBadRequest, "invalid_request", "messageId")
+	// base64url of {"t":1,"q":"a\u0000","s":1}
+	cursor := base64.RawURLEncoding.EncodeToString([]byte(`{"t":1,"q":"a\u0000","s":1}`))
+	wantError(t, n.do(t, "GET", "/v1/messages?cursor="+cursor, nil), http.StatusBadRequest, "invalid_request", "cursor")
+	// Path segments reach SQL too.
+	for _, path := range []string{"/v1/queues/nul/messages/a%00", "/v1/queues/nul/messages/a%00/history", "/v1/queues/a%00"} {
+		if r := n.do(t, "GET", path, nil); r.Status != http.StatusBadRequest && r.Status != http.StatusNotFound {
+			t.Errorf("GET %s: %d %s", path, r.Status, r.Raw)
+		}
+	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/node"
 )
 
 // The SQL consumer API (SPEC-SQL-CONSUMER.md, B.3's checks): the ack
@@ -602,5 +604,81 @@ func TestSQLConsumerMayExecuteOnlyTheConsumerFunctions(t *testing.T) {
 	}
 	if got := executableBy(t, connect(t, n.DB), consumer); !slices.Equal(got, want) {
 		t.Errorf("a skipq_consumer may execute\n  %s\nwant exactly\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// An SQL ack of a FIFO group's head wakes the group's queue at commit, as
+// the HTTP ack does: a notification from "sql" for the queue is published
+// when the acking transaction commits, and a receive parked on a node
+// without a worker gets the group's next message. Each round settles one
+// way (one handle, a list, try_ack, a requeue to another queue, which
+// wakes the queue it leaves too) and waits 2 s, which only a wake-up meets
+// reliably: without one, the message would reach the receive through the
+// hub's safety recheck (every 5 s while the listener is up), which four
+// rounds in a row cannot all meet by chance.
+func TestSQLAckOfAGroupHeadWakesWaitingReceivers(t *testing.T) {
+	n := newNode(t, func(c *node.Config) { c.Role = node.RoleAPI })
+	ctx := context.Background()
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/w", map[string]any{"fifo": true})
+	acks := []string{"SELECT skipq.ack($1::text)", "SELECT skipq.ack(ARRAY[$1::text])", "SELECT skipq.try_ack(ARRAY[$1::text])",
+		"SELECT skipq.requeue($1::text, 'elsewhere')"}
+	for i := range len(acks) + 1 {
+		n.send(t, "w", map[string]any{"body": fmt.Sprint(i), "groupId": "g"})
+	}
+	var queueID int64
+	consumer := connect(t, n.DB)
+	if err := consumer.QueryRow(ctx, "SELECT id FROM skipq.queues WHERE name = 'w'").Scan(&queueID); err != nil {
+		t.Fatal(err)
+	}
+	listener := connect(t, n.DB)
+	if _, err := listener.Exec(ctx, "LISTEN skipq_wake"); err != nil {
+		t.Fatal(err)
+	}
+	var handle, body string
+	if err := consumer.QueryRow(ctx, "SELECT receipt_handle, convert_from(body, 'UTF8') FROM skipq.receive('w')").Scan(&handle, &body); err != nil {
+		t.Fatal(err)
+	}
+	for i, ack := range acks {
+		if body != fmt.Sprint(i) {
+			t.Fatalf("round %d: holding message %s", i, body)
+		}
+		waiting := n.receiveAsync(t, "w", map[string]any{"waitSeconds": 2})
+		waitForWaiters(t, n)
+		tx, err := consumer.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, ack, handle); err != nil {
+			t.Fatalf("%s: %v", ack, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		awaitSQLWake(t, listener, queueID)
+		got := <-waiting
+		if len(got) != 1 || got[0]["body"] != fmt.Sprint(i+1) {
+			t.Fatalf("%s: the waiting receive got %v, want message %d", ack, got, i+1)
+		}
+		// The next round acks the message this receive holds (an HTTP
+		// handle settles in SQL too).
+		handle, body = got[0]["receiptHandle"].(string), got[0]["body"].(string)
+	}
+}
+
+// awaitSQLWake waits (up to 10 s, generously) for the SQL API's wake-up of
+// queueID; nodes' own notifications are passed over.
+func awaitSQLWake(t *testing.T, listener *pgx.Conn, queueID int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	want := fmt.Sprintf("sql %d ", queueID)
+	for {
+		note, err := listener.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("no wake-up of queue %d from SQL: %v", queueID, err)
+		}
+		if strings.HasPrefix(note.Payload, want) {
+			return
+		}
 	}
 }

@@ -32,6 +32,10 @@ const (
 	searchAQueues    = 50
 	searchFIFOQueues = 20
 	searchGroups     = 100
+	// searchWideQueues queues of a tenant of their own hold as many
+	// messages again, for the cases over one prefix of that many queues
+	// (in-process nodes only: with --url there is one key, one tenant).
+	searchWideQueues = 1000
 	// searchSpan is how far back the messages' sentAt reach, evenly.
 	searchSpan = time.Hour
 	// The measured requests per case (after searchWarmup unmeasured ones).
@@ -61,16 +65,18 @@ const searchStateOf = `CASE WHEN g % 20 IN (14, 15) THEN 'delayed' WHEN g % 20 I
 // which records the plan of every statement the page ran, the walk's
 // per-queue statements included.
 func (e *env) search(ctx context.Context) (*SearchResult, error) {
-	key := e.o.APIKey
+	key, wideKey := e.o.APIKey, ""
 	var configure []func(*node.Config)
 	if len(e.o.URLs) == 0 {
-		tenant := "bench-search-" + strings.ToLower(rand.Text()[:8])
 		svc := service.New(e.mon, service.Options{Limits: service.DefaultLimits()})
-		_, secret, err := svc.CreateKey(ctx, tenant, "admin", "skipq-bench search")
-		if err != nil {
-			return nil, fmt.Errorf("search: API key: %w", err)
+		for _, k := range []*string{&key, &wideKey} {
+			tenant := "bench-search-" + strings.ToLower(rand.Text()[:8])
+			_, secret, err := svc.CreateKey(ctx, tenant, "admin", "skipq-bench search")
+			if err != nil {
+				return nil, fmt.Errorf("search: API key: %w", err)
+			}
+			*k = secret
 		}
-		key = secret
 		configure = append(configure, func(c *node.Config) { c.Auth = "required" })
 	}
 	ns, err := e.startNodes(ctx, configure...)
@@ -110,12 +116,7 @@ func (e *env) search(ctx context.Context) (*SearchResult, error) {
 
 	after, before := newest.Add(-40*time.Minute), newest.Add(-30*time.Minute)
 	mid := "m-" + strconv.Itoa(e.o.Preload/2)
-	// Each case as a request's query and as the service's options (for
-	// its plans).
-	cases := []struct {
-		name, query string
-		o           service.SearchOptions
-	}{
+	cases := []searchCaseSpec{
 		{"no filter", "", service.SearchOptions{}},
 		{"queue", "queue=" + url.QueryEscape(names[7]), service.SearchOptions{Queues: names[7:8]}},
 		{"queuePrefix (50 queues)", "queuePrefix=" + url.QueryEscape(base+".a."), service.SearchOptions{QueuePrefix: base + ".a."}},
@@ -144,19 +145,18 @@ func (e *env) search(ctx context.Context) (*SearchResult, error) {
 	res.ExplainNote = note
 	cpu0 := e.cpuSnapshot(ctx)
 	for _, c := range cases {
-		sc, err := searchRequests(ctx, hc, ns.at(0), c.query, samples)
+		sc, err := e.searchCase(ctx, hc, ns.at(0), tenant, c, samples, explainer)
 		if err != nil {
-			return res, fmt.Errorf("search %s: %w", c.name, err)
+			return res, err
 		}
-		sc.Name, sc.Query = c.name, c.query
-		if explainer != nil {
-			if sc.Statements, err = explainer.page(ctx, tenant, c.o); err != nil {
-				return res, fmt.Errorf("search %s: explain: %w", c.name, err)
-			}
-		}
-		e.logf("  %-44s p50 %6.1f ms  p99 %6.1f ms  %3d messages%s", c.name, sc.P50MS, sc.P99MS, sc.Items,
-			map[bool]string{true: " + cursor", false: ""}[sc.NextCursor])
 		res.Cases = append(res.Cases, *sc)
+	}
+	if wideKey != "" {
+		wide, err := e.searchWide(ctx, ns.at(0), wideKey, newest, samples, explainer)
+		if err != nil {
+			return res, err
+		}
+		res.Cases = append(res.Cases, wide...)
 	}
 	res.CPU = cpu0.share(e.cpuSnapshot(ctx))
 	e.noteCPU(res.CPU)
@@ -172,6 +172,78 @@ func (e *env) search(ctx context.Context) (*SearchResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// searchWide times the cases over one prefix of searchWideQueues queues
+// (SPEC's "no filter combination scans the whole table per request": a
+// search's budget holds whatever the number of queues and the page size),
+// in a tenant of their own holding Preload messages spread over them.
+func (e *env) searchWide(ctx context.Context, base, key string, newest time.Time, samples int, explainer *searchExplainer) ([]SearchCase, error) {
+	hc := newClient(key)
+	defer hc.close()
+	prefix := queueName("search") + ".w."
+	names := make([]string, searchWideQueues)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%04d", prefix, i)
+		if err := hc.createQueue(ctx, base, names[i], ""); err != nil {
+			return nil, err
+		}
+	}
+	if e.o.DatabaseURL != "" { // someone else's database: its messages go at the end
+		defer func() {
+			for _, q := range names {
+				_ = hc.do(ctx, http.MethodDelete, queuePath(base, q), nil, http.StatusNoContent, nil)
+			}
+		}()
+	}
+	var tenant string
+	if err := e.mon.QueryRow(ctx, monitorMark+"SELECT tenant FROM skipq.queues WHERE name = $1", names[0]).Scan(&tenant); err != nil {
+		return nil, fmt.Errorf("search: queue %s: %w", names[0], err)
+	}
+	e.logf("search: loading %d messages into %d queues of one prefix", e.o.Preload, searchWideQueues)
+	if _, err := e.searchLoad(ctx, tenant, names, newest, e.o.Preload); err != nil {
+		return nil, err
+	}
+	e.checkpoint(ctx)
+	var out []SearchCase
+	for _, c := range []searchCaseSpec{
+		{"queuePrefix (1,000 queues)", "queuePrefix=" + url.QueryEscape(prefix), service.SearchOptions{QueuePrefix: prefix}},
+		{"queuePrefix (1,000 queues), limit=1000", "queuePrefix=" + url.QueryEscape(prefix) + "&limit=1000",
+			service.SearchOptions{QueuePrefix: prefix, Limit: 1000}},
+	} {
+		sc, err := e.searchCase(ctx, hc, base, tenant, c, samples, explainer)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, *sc)
+	}
+	return out, nil
+}
+
+// searchCaseSpec is one search case: as a request's query and as the
+// service's options (for its plans).
+type searchCaseSpec struct {
+	name, query string
+	o           service.SearchOptions
+}
+
+// searchCase times one case's first page over HTTP and, with an
+// explainer, records the plans of one page of it.
+func (e *env) searchCase(ctx context.Context, hc *client, base, tenant string, c searchCaseSpec, samples int,
+	explainer *searchExplainer) (*SearchCase, error) {
+	sc, err := searchRequests(ctx, hc, base, c.query, samples)
+	if err != nil {
+		return nil, fmt.Errorf("search %s: %w", c.name, err)
+	}
+	sc.Name, sc.Query = c.name, c.query
+	if explainer != nil {
+		if sc.Statements, err = explainer.page(ctx, tenant, c.o); err != nil {
+			return nil, fmt.Errorf("search %s: explain: %w", c.name, err)
+		}
+	}
+	e.logf("  %-44s p50 %6.1f ms  p99 %6.1f ms  %3d messages%s", c.name, sc.P50MS, sc.P99MS, sc.Items,
+		map[bool]string{true: " + cursor", false: ""}[sc.NextCursor])
+	return sc, nil
 }
 
 // searchLoad writes n messages into the queues (names, in order) in one
@@ -282,11 +354,13 @@ SET auto_explain.log_nested_statements = on; SET client_min_messages = log`)
 	return x, ""
 }
 
-// page runs the first page of query and returns the plans of what it ran:
+// page runs the first page of query (of 100 unless it says) and returns the plans of what it ran:
 // each top-level statement, and of each nested one (the walk's, run once
 // per queue) its slowest run, with how many runs there were.
 func (x *searchExplainer) page(ctx context.Context, tenant string, o service.SearchOptions) ([]SearchStatement, error) {
-	o.Limit = 100
+	if o.Limit == 0 {
+		o.Limit = 100
+	}
 	// Once unmeasured, as a node's warm connection has compiled the walk.
 	if _, _, err := x.svc.SearchMessages(ctx, tenant, o); err != nil {
 		return nil, err

@@ -486,3 +486,19 @@ func TestDatabaseAway(t *testing.T) {
 		}
 	}
 }
+
+// A search whose prefix or cursor holds text Postgres cannot hold (NUL,
+// invalid UTF-8) answers the console's 400 page, not a 500.
+func TestSearchRefusesNonText(t *testing.T) {
+	n := startNode(t, false)
+	for _, q := range []string{"queuePrefix=a%00", "queuePrefix=%ff", "cursor=eyJ0IjoxLCJxIjoiYVx1MDAwMCIsInMiOjF9"} {
+		resp, err := http.Get(n.URL + "/console/search?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Errorf("%s: %d %s", q, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
+}

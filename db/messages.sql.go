@@ -1457,7 +1457,7 @@ WHERE q.id = ANY($2::bigint[])
   AND ($8::timestamptz IS NULL
        OR m.sent_at < $8::timestamptz
        OR (m.sent_at = $8::timestamptz
-           AND (q.name, m.sequence) > ($9::text, $10::bigint)))
+           AND (q.name COLLATE "C", m.sequence) > ($9::text, $10::bigint)))
 `
 
 type MessageSearchByIDParams struct {
@@ -1487,7 +1487,7 @@ type MessageSearchByIDRow struct {
 
 // Search with a messageId: the message id index gives the (at most one per
 // queue) candidates directly; the other filters and the cursor hold as in
-// MessageSearchWalk.
+// MessageSearchWalk (names compare bytewise, as the node orders them).
 func (q *Queries) MessageSearchByID(ctx context.Context, arg MessageSearchByIDParams) ([]MessageSearchByIDRow, error) {
 	rows, err := q.db.Query(ctx, messageSearchByID,
 		arg.MessageID,

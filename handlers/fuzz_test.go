@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,6 +54,12 @@ func FuzzRoutes(f *testing.F) {
 		{"POST", "/v1/queues/orders/messages", "text/plain", `{"body": 1}`},
 		{"POST", "/v1/queues/orders/messages", "application/json", `{"body": "x", "body": "y"}`},
 		{"PATCH", "/v1/queues/orders", "", ""},
+		// Text Postgres cannot hold, in query parameters, cursors and bodies.
+		{"GET", "/v1/messages?queuePrefix=a%00&messageId=b&tag=k:%ff", "", ""},
+		{"GET", "/v1/messages?cursor=eyJ0IjoxLCJxIjoiYVx1MDAwMCIsInMiOjF9", "", ""},
+		{"GET", "/v1/queues?prefix=%ff&cursor=YQA", "", ""},
+		{"POST", "/v1/receipts/nack", "application/json", `{"receiptHandle": "x", "reason": "a\u0000"}`},
+		{"POST", "/v1/receipts/nack", "application/json", `{"receiptHandles": ["x"], "reason": "\u0000"}`},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, s.contentType, s.body)
@@ -73,6 +80,12 @@ func FuzzRoutes(f *testing.F) {
 		if rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable {
 			t.Fatalf("%s %s %q: %d %s", method, path, body, rec.Code, rec.Body)
 		}
+		// Text Postgres cannot hold in the path or a query parameter is
+		// refused before any statement (which would fail with 22021): the
+		// unreachable database's 503 means it got through.
+		if rec.Code == http.StatusServiceUnavailable && holdsNonText(req) {
+			t.Fatalf("%s %s: text Postgres cannot hold reached the database", method, path)
+		}
 		if rec.Code >= 400 {
 			var env struct {
 				Error struct{ Code, Message, RequestID string } `json:"error"`
@@ -85,6 +98,21 @@ func FuzzRoutes(f *testing.F) {
 			}
 		}
 	})
+}
+
+// holdsNonText reports whether the request's path or a query parameter
+// holds a NUL or invalid UTF-8.
+func holdsNonText(req *http.Request) bool {
+	bad := func(v string) bool { return !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 }
+	if bad(req.URL.Path) {
+		return true
+	}
+	for _, vs := range req.URL.Query() {
+		if slices.ContainsFunc(vs, bad) {
+			return true
+		}
+	}
+	return false
 }
 
 // specCodes is SPEC §4's table of statuses and the error codes each may

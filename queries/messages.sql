@@ -526,7 +526,7 @@ VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers, skipq.m
 -- name: MessageSearchByID :many
 -- Search with a messageId: the message id index gives the (at most one per
 -- queue) candidates directly; the other filters and the cursor hold as in
--- MessageSearchWalk.
+-- MessageSearchWalk (names compare bytewise, as the node orders them).
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT q.id AS queue_id, q.name AS queue_name, m.sequence, m.sent_at, true AS matched, s.state::text AS state,
        (skipq.message_wire_size(m.body, m.body_binary, m.metadata, m.tags, m.message_id,
@@ -546,7 +546,7 @@ WHERE q.id = ANY(@queue_ids::bigint[])
   AND (sqlc.narg('after_sent_at')::timestamptz IS NULL
        OR m.sent_at < sqlc.narg('after_sent_at')::timestamptz
        OR (m.sent_at = sqlc.narg('after_sent_at')::timestamptz
-           AND (q.name, m.sequence) > (@after_queue::text, @after_sequence::bigint)));
+           AND (q.name COLLATE "C", m.sequence) > (@after_queue::text, @after_sequence::bigint)));
 
 -- name: MessageGetByKeys :many
 -- The rows of a search page, by primary key: one probe per (queue,

@@ -37,6 +37,11 @@ func FuzzCursors(f *testing.F) {
 	f.Add(encodeCursor("orders"))
 	f.Add("!!")
 	f.Add("")
+	// Keys that text cannot hold: a search cursor naming a queue with a
+	// NUL, NUL bytes, invalid UTF-8.
+	f.Add(encodeSearchCursor(searchKey{SentAt: 1, Queue: "a\x00", Sequence: 1}))
+	f.Add("AAAAAAAAAAAAAAAAAAAA")
+	f.Add("__4")
 	f.Fuzz(func(t *testing.T, cursor string) {
 		// Round trips: whatever this server encodes decodes to itself.
 		if key, err := decodeCursor(encodeCursor(cursor)); err != nil || key != cursor {
@@ -54,6 +59,15 @@ func FuzzCursors(f *testing.F) {
 			func() error { _, err := decodeCursor(cursor); return err },
 			func() error { _, err := decodeSequenceCursor(cursor); return err },
 			func() error { _, _, err := decodeDLQCursor(cursor); return err },
+			func() error { _, err := decodeSearchCursor(cursor); return err },
+			func() error { _, err := queueNamePage(1, "", cursor); return err },
+		}
+		// What the text cursors hand on is compared as text in SQL.
+		if k, err := decodeSearchCursor(cursor); err == nil && k != nil && textProblem(k.Queue) != "" {
+			t.Fatalf("search cursor %q names queue %q, which text cannot hold", cursor, k.Queue)
+		}
+		if after, err := queueNamePage(1, "", cursor); err == nil && textProblem(after) != "" {
+			t.Fatalf("queue cursor %q names %q, which text cannot hold", cursor, after)
 		}
 		for _, check := range checks {
 			if err := check(); err != nil {

@@ -54,6 +54,8 @@ func (s *Service) CreateKey(ctx context.Context, tenant, role, name string) (API
 	if name == "" || len(name) > 256 {
 		is.add("name", "must be 1 to 256 bytes")
 	}
+	is.text("tenant", tenant)
+	is.text("name", name)
 	if err := is.err(); err != nil {
 		return APIKey{}, "", err
 	}

@@ -110,3 +110,18 @@ func TestKeyFloodCostsOneLookupPerSecret(t *testing.T) {
 		t.Fatal("the valid key was pushed out of the cache by the flood")
 	}
 }
+
+// A key's tenant and name are stored as text: NUL or invalid UTF-8 is an
+// issue at its path, not a database error (22021).
+func TestCreateKeyRefusesNonText(t *testing.T) {
+	svc, _, _ := newService(t)
+	for _, c := range []struct{ tenant, name, path string }{
+		{"a\x00", "n", "tenant"}, {"\xff", "n", "tenant"}, {"t", "a\x00b", "name"}, {"t", "\xff", "name"},
+	} {
+		_, _, err := svc.CreateKey(context.Background(), c.tenant, "read", c.name)
+		var e *service.Error
+		if !errors.As(err, &e) || e.Kind != service.KindInvalid || len(e.Issues) != 1 || e.Issues[0].Path != c.path {
+			t.Errorf("tenant %q name %q: %v, want an issue at %s", c.tenant, c.name, err, c.path)
+		}
+	}
+}

@@ -247,12 +247,7 @@ func queueNamePage(limit int, prefix, cursor string) (after string, err error) {
 	if after, err = decodeCursor(cursor); err != nil {
 		return "", err
 	}
-	// The key is compared as text in SQL: bytes that text cannot hold are
-	// not a name this server wrote, and must not reach Postgres (22021).
-	if textProblem(after) != "" {
-		return "", Invalid(Issue{Path: "cursor", Message: "is not a cursor this server issued"})
-	}
-	return after, nil
+	return after, checkTextKey("cursor", after)
 }
 
 // ListQueues lists a tenant's queues by name, after the cursor (the last

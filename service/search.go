@@ -39,9 +39,10 @@ const (
 	// caller must narrow the search by queue or prefix.
 	maxSearchQueues = 1000
 	// searchScanBudget is how many index entries one search reads at most,
-	// shared among its queues (never fewer than a page per queue): a rare
-	// filter answers a partial page with a cursor rather than walk a queue
-	// to its end.
+	// whatever its page size and number of queues, shared among its queues
+	// (at least one each, so it must not be below maxSearchQueues): a rare
+	// filter, or a page larger than the queues' shares hold, answers a
+	// shorter page with a cursor rather than read on.
 	searchScanBudget = 20000
 )
 
@@ -93,7 +94,7 @@ func (s *Service) SearchMessages(ctx context.Context, tenant string, o SearchOpt
 		tags = []byte("{}")
 	}
 	p := db.MessageSearchWalkParams{
-		ScanPerQueue: int64(max(o.Limit+1, searchScanBudget/len(queues))), MaxMatches: int64(o.Limit + 1),
+		Budget: searchScanBudget, MaxMatches: int64(o.Limit + 1),
 		States: o.States, Tags: tags, SentAfter: o.SentAfter, SentBefore: o.SentBefore,
 		QueueIds: ids, Now: s.now(),
 	}
@@ -201,6 +202,10 @@ func (s *Service) validateSearch(o *SearchOptions) (*searchKey, error) {
 			is.add("queue", "%q: %s", q, msg)
 		}
 	}
+	is.text("queuePrefix", o.QueuePrefix)
+	if o.MessageID != "" && !messageIDPattern.MatchString(o.MessageID) {
+		is.add("messageId", "must match ^[A-Za-z0-9._:-]{1,128}$")
+	}
 	if len(o.Queues) > 0 && o.QueuePrefix != "" {
 		is.add("queuePrefix", "give queue or queuePrefix, not both")
 	}
@@ -260,5 +265,5 @@ func decodeSearchCursor(cursor string) (*searchKey, error) {
 	if err != nil || json.Unmarshal([]byte(raw), &k) != nil || k.Sequence <= 0 {
 		return nil, Invalid(Issue{Path: "cursor", Message: "is not a cursor this server issued"})
 	}
-	return &k, nil
+	return &k, checkTextKey("cursor", k.Queue)
 }

@@ -83,26 +83,34 @@ func TestSearchPagesAcrossInterleavedQueues(t *testing.T) {
 		for _, limit := range []int{1, 3, 10, 100} {
 			o := c.o
 			o.Limit = limit
-			var got []string
-			for pages := 0; ; pages++ {
-				if pages > len(want)+1 {
-					t.Fatalf("%s limit %d: more pages than messages", c.name, limit)
-				}
-				msgs, next, err := svc.SearchMessages(ctx, "default", o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, m := range msgs {
-					got = append(got, m.MessageID)
-				}
-				if next == "" {
-					break
-				}
-				o.Cursor = next
-			}
+			got := searchAll(t, svc, o, len(want))
 			if !slices.Equal(got, want) {
 				t.Errorf("%s limit %d: got %d messages %v, want %d %v", c.name, limit, len(got), got, len(want), want)
 			}
 		}
+	}
+}
+
+// searchAll pages through a search to its end and returns the messages'
+// ids in the order the pages gave them. It fails the test past one page
+// more than total messages (a cursor that does not move on).
+func searchAll(t *testing.T, svc *service.Service, o service.SearchOptions, total int) []string {
+	t.Helper()
+	var got []string
+	for pages := 0; ; pages++ {
+		if pages > total+1 {
+			t.Fatalf("limit %d: more pages than messages", o.Limit)
+		}
+		msgs, next, err := svc.SearchMessages(context.Background(), "default", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			got = append(got, m.MessageID)
+		}
+		if next == "" {
+			return got
+		}
+		o.Cursor = next
 	}
 }

@@ -25,8 +25,8 @@ func (s *Service) Ack(ctx context.Context, handles []string) (SettleResult, erro
 // Each records the nack, with reason (nil: none), as its last failure, and
 // a dead letter carries it as the cause of its death (SPEC §16.1).
 func (s *Service) Nack(ctx context.Context, handles []string, reason *string) (SettleResult, error) {
-	if reason != nil && len(*reason) > MaxReasonBytes {
-		return SettleResult{}, Invalid(Issue{Path: "reason", Message: fmt.Sprintf("must be at most %d bytes", MaxReasonBytes)})
+	if err := checkReason(reason); err != nil {
+		return SettleResult{}, err
 	}
 	c, err := s.settle(ctx, s.nacks, handles, settleArgs{reason: reason}, "nack")
 	return c.res, err

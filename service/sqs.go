@@ -148,6 +148,9 @@ func (s *Service) SQSPutQueue(ctx context.Context, queueID int64, x SQSExtras) e
 // SQSDeadLetterSources lists the queues of a tenant whose dead-letter queue
 // is name, by name after `after`; more reports that more remain.
 func (s *Service) SQSDeadLetterSources(ctx context.Context, tenant, name, after string, limit int) (names []string, more bool, err error) {
+	if err := checkTextKey("NextToken", after); err != nil {
+		return nil, false, err
+	}
 	names, err = s.q.SQSDeadLetterSources(ctx, db.SQSDeadLetterSourcesParams{
 		Tenant: tenant, Name: name, After: after, MaxQueues: int32(limit + 1)})
 	if err != nil {

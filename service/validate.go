@@ -98,6 +98,41 @@ func textProblem(v string) string {
 	return ""
 }
 
+// CheckTexts checks the keys and values of a map stored as text or as
+// jsonb strings (which cannot hold NUL either), by path.key.
+func CheckTexts(path string, m map[string]string) error {
+	var is issues
+	for k, v := range m {
+		is.text(path, k)
+		is.text(join(path, k), v)
+	}
+	return is.err()
+}
+
+// checkReason checks a nack's reason (nil: none): stored as text, at most
+// MaxReasonBytes.
+func checkReason(reason *string) error {
+	var is issues
+	switch {
+	case reason == nil:
+	case len(*reason) > MaxReasonBytes:
+		is.add("reason", "must be at most %d bytes", MaxReasonBytes)
+	default:
+		is.text("reason", *reason)
+	}
+	return is.err()
+}
+
+// checkTextKey checks a key decoded from a cursor (a queue name) that is
+// compared as text in SQL: bytes that text cannot hold (22021) are not a
+// key this server wrote, and must not reach Postgres.
+func checkTextKey(path, key string) error {
+	if textProblem(key) != "" {
+		return Invalid(Issue{Path: path, Message: "is not a cursor this server issued"})
+	}
+	return nil
+}
+
 func join(prefix, field string) string {
 	if prefix == "" {
 		return field

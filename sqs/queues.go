@@ -116,6 +116,10 @@ func (h *Handler) parseAttributes(ctx context.Context, who *caller, queue string
 			return queueChange{}, err
 		}
 	}
+	// Stored as given, as jsonb strings: text Postgres cannot hold is refused.
+	if service.CheckTexts("Attributes", ch.verbatim) != nil {
+		return queueChange{}, newError(errInvalidAttributeValue, "Attribute values must be valid UTF-8 without NUL characters.")
+	}
 	return ch, nil
 }
 
@@ -359,6 +363,9 @@ func checkTags(tags map[string]string) *apiError {
 			return invalidParameter("Tag keys must be 1 to 128 characters and values at most 256 characters.")
 		}
 	}
+	if service.CheckTexts("Tags", tags) != nil {
+		return invalidParameter("Tag keys and values must be valid UTF-8 without NUL characters.")
+	}
 	return nil
 }
 
@@ -564,6 +571,9 @@ func (h *Handler) listDeadLetterSourceQueues(ctx context.Context, who *caller, b
 		return nil, invalidParameter("Invalid NextToken.")
 	}
 	names, more, serr := h.svc.SQSDeadLetterSources(ctx, who.tenant, q.Name, string(after), limit)
+	if service.KindOf(serr) == service.KindInvalid { // a token that decodes to no queue name
+		return nil, invalidParameter("Invalid NextToken.")
+	}
 	if serr != nil {
 		return nil, fromService(serr)
 	}

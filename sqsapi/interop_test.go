@@ -183,3 +183,42 @@ func TestForwardedQueueURLs(t *testing.T) {
 		}
 	}
 }
+
+// A ListDeadLetterSourceQueues NextToken that decodes to bytes no queue
+// name holds (NUL, invalid UTF-8) is InvalidParameterValue, not a 500.
+func TestListDeadLetterSourceQueuesRefusesForeignTokens(t *testing.T) {
+	n := newNode(t)
+	r := raw(t, n.URL, "CreateQueue", map[string]any{"QueueName": "dlq"})
+	q, _ := r.Body["QueueUrl"].(string)
+	for _, token := range []string{"AAAAAAAAAAAAAAAAAAAA", "__4"} {
+		raw(t, n.URL, "ListDeadLetterSourceQueues", map[string]any{"QueueUrl": q, "NextToken": token}).
+			sqsError(t, 400, "InvalidParameterValueException", "InvalidParameterValue")
+	}
+}
+
+// Queue tags and attributes stored as given holding text Postgres cannot
+// hold (NUL, found by the audit of text inputs) are refused
+// (InvalidParameterValue, InvalidAttributeValue), not a 500, in TagQueue,
+// SetQueueAttributes and CreateQueue; a refused CreateQueue creates
+// nothing.
+func TestQueueTagsAndAttributesRefuseNUL(t *testing.T) {
+	n := newNode(t)
+	r := raw(t, n.URL, "CreateQueue", map[string]any{"QueueName": "tagged"})
+	q, _ := r.Body["QueueUrl"].(string)
+	for _, tags := range []map[string]any{{"a": "b\x00"}, {"a\x00": "b"}} {
+		raw(t, n.URL, "TagQueue", map[string]any{"QueueUrl": q, "Tags": tags}).
+			sqsError(t, 400, "InvalidParameterValueException", "InvalidParameterValue")
+		raw(t, n.URL, "CreateQueue", map[string]any{"QueueName": "other", "tags": tags}).
+			sqsError(t, 400, "InvalidParameterValueException", "InvalidParameterValue")
+	}
+	// Attributes stored as given (Policy and the like), the same.
+	for _, attr := range []string{"Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "SqsManagedSseEnabled"} {
+		attrs := map[string]any{attr: "a\x00"}
+		raw(t, n.URL, "SetQueueAttributes", map[string]any{"QueueUrl": q, "Attributes": attrs}).
+			sqsError(t, 400, "InvalidAttributeValue", "InvalidAttributeValue")
+		raw(t, n.URL, "CreateQueue", map[string]any{"QueueName": "other", "Attributes": attrs}).
+			sqsError(t, 400, "InvalidAttributeValue", "InvalidAttributeValue")
+	}
+	raw(t, n.URL, "GetQueueUrl", map[string]any{"QueueName": "other"}).
+		sqsError(t, 400, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue")
+}

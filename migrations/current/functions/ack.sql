@@ -7,7 +7,7 @@ CREATE OR REPLACE FUNCTION skipq.ack(receipt_handles text[]) RETURNS integer
     AS $$
 DECLARE
     k record;
-    n integer;
+    a record;
 BEGIN
     PERFORM skipq.check(receipt_handles IS NOT NULL AND cardinality(receipt_handles) BETWEEN 1 AND 1024,
                         'receipt_handles must hold 1 to 1024 handles');
@@ -15,13 +15,15 @@ BEGIN
            array_agg(p.sequence ORDER BY p.queue_id, p.sequence) AS s,
            array_agg(p.token ORDER BY p.queue_id, p.sequence) AS t
     INTO k FROM skipq.receipts_parse(receipt_handles) p;
-    SELECT count(*) INTO n FROM skipq.message_ack(k.q, k.s, k.t);
-    IF n <> cardinality(receipt_handles) THEN
+    SELECT count(*)::integer AS n, array_agg(m.queue_id) AS q, array_agg(m.group_id) AS g INTO a
+    FROM skipq.message_ack(k.q, k.s, k.t) m;
+    IF a.n <> cardinality(receipt_handles) THEN
         RAISE EXCEPTION 'skipq: receipt_stale' USING ERRCODE = 'SQ404',
-            DETAIL = format('%s of %s handles settled nothing', cardinality(receipt_handles) - n,
+            DETAIL = format('%s of %s handles settled nothing', cardinality(receipt_handles) - a.n,
                             cardinality(receipt_handles));
     END IF;
-    RETURN n;
+    PERFORM skipq.wake_groups(a.q, a.g);
+    RETURN a.n;
 END $$;
 
 CREATE OR REPLACE FUNCTION skipq.ack(receipt_handle text) RETURNS void
@@ -30,12 +32,15 @@ CREATE OR REPLACE FUNCTION skipq.ack(receipt_handle text) RETURNS void
     AS $$
 DECLARE
     r record;
+    a record;
 BEGIN
     r := skipq.receipt_parse(receipt_handle);
-    PERFORM 1 FROM skipq.message_ack(ARRAY[r.queue_id], ARRAY[r.sequence], ARRAY[r.token]);
+    SELECT m.queue_id, m.group_id INTO a
+    FROM skipq.message_ack(ARRAY[r.queue_id], ARRAY[r.sequence], ARRAY[r.token]) m;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'skipq: receipt_stale' USING ERRCODE = 'SQ404';
     END IF;
+    PERFORM skipq.wake_groups(ARRAY[a.queue_id], ARRAY[a.group_id]);
 END $$;
 
 REVOKE ALL ON FUNCTION skipq.ack(receipt_handles text[]) FROM PUBLIC;

@@ -8,15 +8,20 @@ CREATE OR REPLACE FUNCTION skipq.requeue(receipt_handle text, to_queue text) RET
 DECLARE
     r record;
     m record;
+    v_group text;
 BEGIN
     PERFORM skipq.check_queue_name('to_queue', to_queue);
     r := skipq.receipt_parse(receipt_handle);
+    -- The group it leaves, read before the move.
+    SELECT x.group_id INTO v_group FROM skipq.messages x
+    WHERE x.queue_id = r.queue_id AND x.sequence = r.sequence AND x.lease_token = r.token;
     SELECT * INTO m FROM skipq.message_requeue(clock_timestamp(), ARRAY[r.queue_id], ARRAY[r.sequence],
                                                ARRAY[r.token], to_queue, skipq.limit_setting('max_receive_count', 1024));
     IF NOT FOUND THEN
         RAISE EXCEPTION 'skipq: receipt_stale' USING ERRCODE = 'SQ404';
     END IF;
     PERFORM skipq.wake('sql', ARRAY[m.destination_queue_id], ARRAY[1]);
+    PERFORM skipq.wake_groups(ARRAY[r.queue_id], ARRAY[v_group]);
 END $$;
 
 REVOKE ALL ON FUNCTION skipq.requeue(receipt_handle text, to_queue text) FROM PUBLIC;

@@ -7,6 +7,7 @@ CREATE OR REPLACE FUNCTION skipq.try_ack(receipt_handles text[]) RETURNS SETOF t
     AS $$
 DECLARE
     k record;
+    a record;
 BEGIN
     PERFORM skipq.check(receipt_handles IS NOT NULL AND cardinality(receipt_handles) <= 1024,
                         'receipt_handles must hold at most 1024 handles');
@@ -15,13 +16,16 @@ BEGIN
            array_agg(p.sequence ORDER BY p.queue_id, p.sequence) AS s,
            array_agg(p.token ORDER BY p.queue_id, p.sequence) AS t
     INTO k FROM skipq.receipts_parse(receipt_handles) p;
-    RETURN QUERY
+    SELECT array_agg(m.queue_id) AS q, array_agg(m.sequence) AS s, array_agg(m.lease_token) AS t,
+           array_agg(m.group_id) AS g
+    INTO a FROM skipq.message_ack(k.q, k.s, k.t) m;
+    PERFORM skipq.wake_groups(a.q, a.g);
     -- A handle settled if its message went with its token (a stale handle
     -- of the same message, given next to the live one, did not).
-    WITH acked AS MATERIALIZED (
-        SELECT a.queue_id, a.sequence, a.lease_token FROM skipq.message_ack(k.q, k.s, k.t) a)
+    RETURN QUERY
     SELECT u.h FROM unnest(k.h, k.q, k.s, k.t) AS u(h, q, s, t)
-    WHERE EXISTS (SELECT 1 FROM acked a WHERE a.queue_id = u.q AND a.sequence = u.s AND a.lease_token = u.t);
+    WHERE EXISTS (SELECT 1 FROM unnest(a.q, a.s, a.t) AS x(q, s, t)
+                  WHERE x.q = u.q AND x.s = u.s AND x.t = u.t);
 END $$;
 
 REVOKE ALL ON FUNCTION skipq.try_ack(receipt_handles text[]) FROM PUBLIC;
