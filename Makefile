@@ -36,7 +36,7 @@ pgbouncer-bin:
 	fi
 
 # browser-bin: Debian's chromium-headless-shell (about 100 MB), which the
-# web console's browser tests drive with chromedp (console/). Under CI=true
+# web console's browser tests drive with chromedp (internal/console/). Under CI=true
 # those tests fail when no browser can be found.
 browser-bin:
 	@if ! command -v chromium-headless-shell >/dev/null && [ ! -x /usr/bin/chromium-headless-shell ]; then \
@@ -76,7 +76,7 @@ lint:
 	go tool golangci-lint run --build-tags chaos,failover ./...
 
 # test: the loop to run often. Lint, vet, check that sqlc's generated code
-# and migrations/current/ are current, run every test of every package
+# and internal/migrations/current/ are current, run every test of every package
 # against a real PostgreSQL, then stop the shared test cluster whether the
 # tests passed or not, keeping the first failure's exit status.
 test: postgres-bin pgbouncer-bin browser-bin lint
@@ -84,40 +84,40 @@ test: postgres-bin pgbouncer-bin browser-bin lint
 	@if [ -f sqlc.yaml ]; then echo "go tool sqlc diff"; go tool sqlc diff; fi
 	@status=0; \
 	go test -count=1 -timeout 20m ./... || status=$$?; \
-	go run ./devpg/stopcluster $(TEST_CLUSTER) || true; \
+	go run ./internal/devpg/stopcluster $(TEST_CLUSTER) || true; \
 	exit $$status
 
 # check: the slow suites, which CI runs after `make test` (.ci/run): the HTTP
 # API suite (apitest) a second time with the nodes' database URL, a plain
 # one, through PgBouncer in transaction-pooling mode and their LISTEN
-# connection direct (node/nodetest), the concurrent packages under the race
+# connection direct (internal/node/nodetest), the concurrent packages under the race
 # detector (RACE_PACKAGES), the fault test once (make chaos's TestChaos,
 # about 50 s: 100,000 messages through killed nodes, two PostgreSQL crashes
 # and terminated backends), the failover and online-migration tests once
 # (make failover, about 1 minute); then the cluster stops as in `test`.
 check: postgres-bin pgbouncer-bin
 	@status=0; \
-	echo "SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./apitest/"; \
-	SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./apitest/ || status=$$?; \
+	echo "SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./internal/apitest/"; \
+	SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./internal/apitest/ || status=$$?; \
 	echo "go test -race $(RACE_PACKAGES)"; \
 	go test -race -count=1 -timeout 20m $(RACE_PACKAGES) || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
-	echo "go test -tags chaos -run TestChaos ./chaos/"; \
-	go test -tags chaos -count=1 -timeout 10m -run TestChaos ./chaos/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
-	echo "go test -tags failover -run 'TestFailover|TestOnlineMigration' ./chaos/"; \
-	go test -tags failover -count=1 -timeout 10m -run 'TestFailover|TestOnlineMigration' ./chaos/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
-	go run ./devpg/stopcluster $(TEST_CLUSTER) || true; \
+	echo "go test -tags chaos -run TestChaos ./internal/chaos/"; \
+	go test -tags chaos -count=1 -timeout 10m -run TestChaos ./internal/chaos/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
+	echo "go test -tags failover -run 'TestFailover|TestOnlineMigration' ./internal/chaos/"; \
+	go test -tags failover -count=1 -timeout 10m -run 'TestFailover|TestOnlineMigration' ./internal/chaos/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
+	go run ./internal/devpg/stopcluster $(TEST_CLUSTER) || true; \
 	exit $$status
 
 # The packages whose goroutines meet (the long-poll hub, the client's
 # Consume, the rate limiter, the node's wiring, the API under concurrent
 # requests) run a second time under the race detector: about 2 minutes here.
-RACE_PACKAGES := ./handlers/ ./service/ ./wake/ ./client/ ./node/... ./db/ ./apitest/
+RACE_PACKAGES := ./internal/handlers/ ./internal/service/ ./internal/wake/ ./client/ ./internal/node/... ./internal/db/ ./internal/apitest/
 
 # fuzz: run every fuzz target for FUZZTIME each (their seed corpora already
 # run in `make test`).
 FUZZTIME ?= 5m
-FUZZ_TARGETS := ./handlers:FuzzRoutes ./service:FuzzParseReceipt ./service:FuzzCursors \
-	./service:FuzzPrepareMessage ./service:FuzzQueueName ./sqs:FuzzSQS
+FUZZ_TARGETS := ./internal/handlers:FuzzRoutes ./internal/service:FuzzParseReceipt ./internal/service:FuzzCursors \
+	./internal/service:FuzzPrepareMessage ./internal/service:FuzzQueueName ./internal/sqs:FuzzSQS
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
@@ -132,7 +132,7 @@ fuzz:
 # live lease or before its delay, a 5xx other than 503, or a hang. See
 # docs/RELIABILITY.md.
 chaos: postgres-bin
-	go test -tags chaos -count=1 -timeout 15m -v -run TestChaos ./chaos/
+	go test -tags chaos -count=1 -timeout 15m -v -run TestChaos ./internal/chaos/
 	SKIPQ_TEST_LONGPOLLS=10000 go test -count=1 -v -run 'TestManyLongPolls|TestSlowAndOversizedRequests' ./cmd/skipq/
 
 # failover: SPEC §15's PostgreSQL failover under load: a primary and a
@@ -149,22 +149,22 @@ chaos: postgres-bin
 # non-503 error, a loss, or a migration holding a lock that stops traffic.
 # See docs/RELIABILITY.md and docs/DESIGN.md ("Online migrations").
 failover: postgres-bin
-	go test -tags failover -count=1 -timeout 10m -v -run 'TestFailover|TestOnlineMigration' ./chaos/
+	go test -tags failover -count=1 -timeout 10m -v -run 'TestFailover|TestOnlineMigration' ./internal/chaos/
 
 # screenshots: the web console's pages, as its browser tests see them,
 # written to docs/console/ (shown in the README).
 screenshots: postgres-bin browser-bin
-	SKIPQ_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run 'TestAdminSendsBrowsesPurgesDeletes|TestRedrive|TestOverviewAndRates' ./console/
+	SKIPQ_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run 'TestAdminSendsBrowsesPurgesDeletes|TestRedrive|TestOverviewAndRates' ./internal/console/
 
-# generate: rewrite migrations/current/ (the schema every migration leaves,
-# as pg_dump prints it, one file per function) and regenerate db/ from
-# queries/ over it with sqlc. `make test` fails while either is stale.
+# generate: rewrite internal/migrations/current/ (the schema every migration leaves,
+# as pg_dump prints it, one file per function) and regenerate internal/db/ from
+# internal/queries/ over it with sqlc. `make test` fails while either is stale.
 generate: postgres-bin
-	SKIPQ_UPDATE_CURRENT=1 go test -count=1 -run TestCurrentSchemaIsGenerated ./migrations/
+	SKIPQ_UPDATE_CURRENT=1 go test -count=1 -run TestCurrentSchemaIsGenerated ./internal/migrations/
 	go tool sqlc generate
 
 # clean: stop the test cluster and remove built binaries. The development
 # cluster's data (.skipq/dev) stays.
 clean:
-	go run ./devpg/stopcluster $(TEST_CLUSTER)
+	go run ./internal/devpg/stopcluster $(TEST_CLUSTER)
 	rm -rf bin/

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/skipq/skipq/client"
-	"github.com/skipq/skipq/node/nodetest"
-	"github.com/skipq/skipq/testdb"
+	"github.com/skipq/skipq/internal/node/nodetest"
+	"github.com/skipq/skipq/internal/testdb"
 )
 
 // ---------------------------------------------------------------------------

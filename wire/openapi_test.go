@@ -21,10 +21,10 @@ type schema struct {
 }
 
 // Every body of the API, as the handlers write it (wire) and as
-// handlers/openapi.json documents it, must have the same fields, nested
+// internal/handlers/openapi.json documents it, must have the same fields, nested
 // objects included: a field added in one place only fails here.
 func TestWireTypesMatchOpenAPI(t *testing.T) {
-	raw, err := os.ReadFile("../handlers/openapi.json")
+	raw, err := os.ReadFile("../internal/handlers/openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // the one definition the handlers encode, the client decodes and the CLI
 // prints. It depends on nothing of the server, so the client can import it.
 //
-// handlers/openapi.json describes the same shapes; a test in this package
+// internal/handlers/openapi.json describes the same shapes; a test in this package
 // holds every type here to its schema there, so a field cannot be added in
 // one place only.
 package wire

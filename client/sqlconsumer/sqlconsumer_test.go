@@ -9,8 +9,8 @@ import (
 
 	"github.com/skipq/skipq/client"
 	"github.com/skipq/skipq/client/sqlconsumer"
-	"github.com/skipq/skipq/node/nodetest"
-	"github.com/skipq/skipq/testdb"
+	"github.com/skipq/skipq/internal/node/nodetest"
+	"github.com/skipq/skipq/internal/testdb"
 )
 
 // Received over HTTP, extended and acked in a transaction with the work; a

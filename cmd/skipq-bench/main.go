@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/skipq/skipq/bench"
+	"github.com/skipq/skipq/internal/bench"
 )
 
 const benchUsage = `Usage: skipq-bench [flags]

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/skipq/skipq/client"
-	"github.com/skipq/skipq/testdb"
+	"github.com/skipq/skipq/internal/testdb"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of the CLI tests")

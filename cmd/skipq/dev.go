@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/skipq/skipq/devpg"
-	"github.com/skipq/skipq/node"
+	"github.com/skipq/skipq/internal/devpg"
+	"github.com/skipq/skipq/internal/node"
 )
 
 // devDatabase is the database `skipq dev` serves from in its private cluster.

@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/skipq/skipq/db"
-	"github.com/skipq/skipq/node"
-	"github.com/skipq/skipq/service"
-	"github.com/skipq/skipq/sqs"
+	"github.com/skipq/skipq/internal/db"
+	"github.com/skipq/skipq/internal/node"
+	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/sqs"
 )
 
 const keysUsage = "skipq keys create --tenant T --role read|write|admin --name N | list | revoke ID | sqs-credentials ID"

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/skipq/skipq/service"
-	"github.com/skipq/skipq/testdb"
+	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/testdb"
 )
 
 // skipq keys create, list and revoke (SPEC §2, §5): the database holds only

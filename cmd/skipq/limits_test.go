@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skipq/skipq/testdb"
+	"github.com/skipq/skipq/internal/testdb"
 )
 
 // longPolls is how many concurrent long-polls TestManyLongPolls parks;

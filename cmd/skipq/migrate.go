@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/skipq/skipq/migrations"
-	"github.com/skipq/skipq/node"
+	"github.com/skipq/skipq/internal/migrations"
+	"github.com/skipq/skipq/internal/node"
 )
 
 func cmdMigrate(ctx context.Context, args []string) error {

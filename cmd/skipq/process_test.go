@@ -24,8 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/skipq/skipq/migrations"
-	"github.com/skipq/skipq/testdb"
+	"github.com/skipq/skipq/internal/migrations"
+	"github.com/skipq/skipq/internal/testdb"
 )
 
 var binary string

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/skipq/skipq/node"
+	"github.com/skipq/skipq/internal/node"
 )
 
 func cmdServe(ctx context.Context, args []string, log *slog.Logger) error {

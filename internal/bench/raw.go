@@ -1,0 +1,282 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/internal/node"
+	"github.com/skipq/skipq/internal/service"
+)
+
+// The raw-SQL baseline: the same lifecycle as skipq's (insert a batch; one
+// claim statement with FOR UPDATE SKIP LOCKED that sets the lease; delete by
+// key), written as plainly as the work allows, on a table of its own with
+// the layout skipq used before its flat claims (rawSchema): one table, the
+// claim walking its primary key with the visibility as a filter -- pgmq's
+// shape, and the best of the plain designs measured on this machine type
+// (../shared/POSTGRES-QUEUE-FACTS.md). It does what internal/queries/messages.sql
+// does minus skipq's extras: no queue lookup by (tenant, name) (it knows the
+// queue id), no per-message policy resolution, no ready table or timers, no
+// triggers, no lease-token check on delete. Single-message statements use
+// scalar forms; batches use arrays.
+const (
+	rawSchema = `CREATE SCHEMA IF NOT EXISTS skipq_bench;
+CREATE TABLE IF NOT EXISTS skipq_bench.raw_messages (
+    queue_id          bigint      NOT NULL,
+    sequence          bigint      NOT NULL DEFAULT nextval('skipq.message_sequence'),
+    message_id        text        NOT NULL,
+    body              bytea       NOT NULL,
+    sent_at           timestamptz NOT NULL,
+    visible_at        timestamptz NOT NULL,
+    expires_at        timestamptz,
+    receive_count     integer     NOT NULL DEFAULT 0,
+    first_received_at timestamptz,
+    max_receive_count integer     NOT NULL,
+    lease_token       bytea,
+    PRIMARY KEY (queue_id, sequence)
+) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01,
+        autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE UNIQUE INDEX IF NOT EXISTS raw_messages_message_id_queue_key ON skipq_bench.raw_messages (message_id, queue_id);`
+
+	rawInsert1 = `-- name: RawInsert1
+INSERT INTO skipq_bench.raw_messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count)
+VALUES ($1, $2, $3, now(), now(), 1024)`
+
+	rawInsertBatch = `-- name: RawInsertBatch
+INSERT INTO skipq_bench.raw_messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count)
+SELECT $1, u.id, u.body, now(), now(), 1024
+FROM unnest($2::text[], $3::bytea[]) AS u(id, body)`
+
+	rawClaim1 = `-- name: RawClaim1
+UPDATE skipq_bench.raw_messages m
+SET visible_at = now() + interval '60 seconds',
+    receive_count = m.receive_count + 1,
+    first_received_at = coalesce(m.first_received_at, now()),
+    lease_token = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
+WHERE m.queue_id = $1 AND m.sequence = (
+    SELECT c.sequence FROM skipq_bench.raw_messages c
+    WHERE c.queue_id = $1 AND c.visible_at <= now() AND c.receive_count < c.max_receive_count
+      AND (c.expires_at IS NULL OR c.expires_at > now())
+    ORDER BY c.sequence LIMIT 1
+    FOR UPDATE SKIP LOCKED)
+RETURNING m.sequence, m.message_id, m.body, m.receive_count, m.lease_token`
+
+	rawClaimBatch = `-- name: RawClaimBatch
+UPDATE skipq_bench.raw_messages m
+SET visible_at = now() + interval '60 seconds',
+    receive_count = m.receive_count + 1,
+    first_received_at = coalesce(m.first_received_at, now()),
+    lease_token = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
+WHERE m.queue_id = $1 AND m.sequence = ANY(ARRAY(
+    SELECT c.sequence FROM skipq_bench.raw_messages c
+    WHERE c.queue_id = $1 AND c.visible_at <= now() AND c.receive_count < c.max_receive_count
+      AND (c.expires_at IS NULL OR c.expires_at > now())
+    ORDER BY c.sequence LIMIT $2
+    FOR UPDATE SKIP LOCKED))
+RETURNING m.sequence, m.message_id, m.body, m.receive_count, m.lease_token`
+
+	rawAck1 = `-- name: RawAck1
+DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1 AND sequence = $2`
+
+	rawAckBatch = `-- name: RawAckBatch
+DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1 AND sequence = ANY($2::bigint[])`
+
+	// rawVacuum does for the baseline's table what skipq's worker does for
+	// its own, on the same schedule (service.VacuumPeriod).
+	rawVacuum = `VACUUM (SKIP_LOCKED) skipq_bench.raw_messages`
+)
+
+// rawWorkload runs the lifecycle over a pgx pool with a connection per
+// worker. A consumer that finds nothing waits for a producer's signal (or
+// 100 ms): the in-process equivalent of skipq's local wake-up, so neither
+// side pays for polling.
+type rawWorkload struct {
+	pool    *pgxpool.Pool
+	queueID int64
+	batch   int
+	avail   chan struct{}
+	body    []byte
+}
+
+func (w *rawWorkload) produce(ctx context.Context, _ int) (int, error) {
+	var err error
+	if w.batch == 1 {
+		_, err = w.pool.Exec(ctx, rawInsert1, w.queueID, uuid.Must(uuid.NewV7()).String(), w.body)
+	} else {
+		ids := make([]string, w.batch)
+		bodies := make([][]byte, w.batch)
+		for i := range ids {
+			ids[i] = uuid.Must(uuid.NewV7()).String()
+			bodies[i] = w.body
+		}
+		_, err = w.pool.Exec(ctx, rawInsertBatch, w.queueID, ids, bodies)
+	}
+	if err != nil {
+		return 0, err
+	}
+	announceSend(w.avail)
+	return w.batch, nil
+}
+
+func (w *rawWorkload) consume(ctx context.Context, i int) (int, error) {
+	var seqs []int64
+	var err error
+	if w.batch == 1 {
+		seqs, err = w.claim(ctx, rawClaim1, w.queueID)
+	} else {
+		seqs, err = w.claim(ctx, rawClaimBatch, w.queueID, w.batch)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(seqs) == 0 {
+		awaitSend(ctx, w.avail)
+		return 0, nil
+	}
+	var n int64
+	if len(seqs) == 1 {
+		tag, err := w.pool.Exec(ctx, rawAck1, w.queueID, seqs[0])
+		if err != nil {
+			return 0, err
+		}
+		n = tag.RowsAffected()
+	} else {
+		tag, err := w.pool.Exec(ctx, rawAckBatch, w.queueID, seqs)
+		if err != nil {
+			return 0, err
+		}
+		n = tag.RowsAffected()
+	}
+	if int(n) != len(seqs) {
+		return int(n), fmt.Errorf("raw ack deleted %d of %d claimed messages", n, len(seqs))
+	}
+	return int(n), nil
+}
+
+// announceSend is a producer's signal to one waiting consumer (none
+// waiting: nothing to do).
+func announceSend(avail chan<- struct{}) {
+	select {
+	case avail <- struct{}{}:
+	default:
+	}
+}
+
+// awaitSend is a consumer's wait when it found nothing: a producer's
+// signal, or 100 ms.
+func awaitSend(ctx context.Context, avail <-chan struct{}) {
+	t := time.NewTimer(100 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-avail:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// claim runs a claim and reads what a consumer would use.
+func (w *rawWorkload) claim(ctx context.Context, sql string, args ...any) ([]int64, error) {
+	rows, err := w.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var seqs []int64
+	for rows.Next() {
+		var seq int64
+		var id string
+		var body, token []byte
+		var count int32
+		if err := rows.Scan(&seq, &id, &body, &count, &token); err != nil {
+			return nil, err
+		}
+		seqs = append(seqs, seq)
+	}
+	return seqs, rows.Err()
+}
+
+// rawLifecycle runs one point of the raw baseline on a fresh queue (tenant
+// bench-raw) with its own pool, opened before the run starts: a connection
+// per worker up to a node's pool size (16), the database connections skipq
+// gets. More only adds contention: at 16 pairs, 32 connections claiming at
+// the queue's head spent their time in Lock:transactionid and
+// LWLock:BufferContent waits and completed fewer messages than 16.
+func (e *env) rawLifecycle(ctx context.Context, p Point) (float64, *RunStats, error) {
+	conns := int32(min(2*p.Pairs, node.DefaultConfig().DBMaxConns))
+	pool, err := newPool(ctx, e.dbURL, rawApp, conns)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer pool.Close()
+	if err := warmPool(ctx, pool, int(conns)); err != nil {
+		return 0, nil, err
+	}
+	q := queueName(fmt.Sprintf("raw-b%d-p%d", p.Batch, p.Pairs))
+	w := &rawWorkload{pool: pool, batch: p.Batch, avail: make(chan struct{}, 4*p.Pairs), body: []byte(payload)}
+	if _, err := pool.Exec(ctx, rawSchema); err != nil {
+		return 0, nil, fmt.Errorf("raw table: %w", err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO skipq.queues (tenant, name) VALUES ('bench-raw', $1) RETURNING id`, q).Scan(&w.queueID); err != nil {
+		return 0, nil, fmt.Errorf("raw queue: %w", err)
+	}
+	e.checkpoint(ctx)
+	runCtx, stopVacuum := context.WithCancel(ctx)
+	var vacuumed sync.WaitGroup
+	vacuumed.Go(func() { vacuumEvery(runCtx, pool, service.VacuumPeriod) })
+	rate, stats, err := e.drive(ctx, w, p, nil)
+	stopVacuum()
+	vacuumed.Wait()
+	if err != nil {
+		return 0, nil, err
+	}
+	if _, err := e.mon.Exec(ctx, monitorMark+`DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1`, w.queueID); err != nil {
+		return 0, nil, fmt.Errorf("empty %s: %w", q, err)
+	}
+	return rate, stats, nil
+}
+
+// vacuumEvery vacuums the baseline's table on skipq's worker schedule until
+// ctx ends.
+func vacuumEvery(ctx context.Context, pool *pgxpool.Pool, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = pool.Exec(ctx, rawVacuum)
+		}
+	}
+}
+
+// warmPool opens n connections before a run, so the run does not pay for them.
+func warmPool(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	conns := make(chan interface{ Release() }, n)
+	for range n {
+		wg.Go(func() {
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+				return
+			}
+			conns <- c
+		})
+	}
+	wg.Wait()
+	close(conns)
+	for c := range conns {
+		c.Release()
+	}
+	return firstErr
+}

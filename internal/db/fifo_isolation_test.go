@@ -1,0 +1,184 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/internal/db"
+	"github.com/skipq/skipq/internal/testdb"
+)
+
+// FIFO specs (docs/DESIGN.md, "FIFO queues"): two sessions run the real
+// statements with one transaction held open where the lock is.
+
+func setupFIFO(t *testing.T) fixture {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	q := db.New(pool)
+	if err := q.QueueCreateMissing(context.Background(), db.QueueCreateMissingParams{
+		Tenant: "t", Names: []string{"q"}, Fifo: true}); err != nil {
+		t.Fatal(err)
+	}
+	return fixture{pool: pool, q: q}
+}
+
+// sendGrouped sends one message per id, each to the group of the same index.
+func sendGrouped(t *testing.T, q *db.Queries, ids, groups []string) []db.MessageInsertRow {
+	t.Helper()
+	p := sendParams("q", 0, ids...)
+	for i := range groups {
+		p.GroupIds = append(p.GroupIds, &groups[i])
+	}
+	rows, err := q.MessageInsert(context.Background(), p)
+	if err != nil || len(rows) != len(ids) {
+		t.Fatalf("send: %v %+v", err, rows)
+	}
+	return rows
+}
+
+func claimGrouped(t *testing.T, q *db.Queries, max, perGroup int32) []db.SkipqMessage {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rows, err := q.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: "t", Queue: "q",
+		MaxMessages: max, MaxPerGroup: perGroup, MaxResponseBytes: 1 << 30, Mode: "claim"})
+	if err != nil {
+		t.Fatalf("claim (a timeout here means it blocked): %v", err)
+	}
+	return rows
+}
+
+func groupsOf(rows []db.SkipqMessage) map[string]int {
+	out := map[string]int{}
+	for _, r := range rows {
+		out[*r.GroupID]++
+	}
+	return out
+}
+
+// Two receivers never hold one group. A claims group G in a transaction it
+// keeps open; B's claim, meanwhile, passes G's locked row without waiting
+// and takes H; after A commits, G is leased, and B gets nothing of it
+// either -- although G's second message is ready all along.
+func TestTwoClaimsNeverHoldOneGroup(t *testing.T) {
+	f := setupFIFO(t)
+	sendGrouped(t, f.q, []string{"g1", "g2", "h1"}, []string{"G", "G", "H"})
+	txA, qa := f.begin(t)
+	a := claimGrouped(t, qa, 1, 1)
+	if len(a) != 1 || *a[0].GroupID != "G" {
+		t.Fatalf("A claimed %+v, want G's first message", a)
+	}
+	b := claimGrouped(t, f.q, 10, 10)
+	if g := groupsOf(b); len(b) != 1 || g["H"] != 1 {
+		t.Fatalf("while A holds G, B claimed groups %v, want only H", g)
+	}
+	if err := txA.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c := claimGrouped(t, f.q, 10, 10); len(c) != 0 {
+		t.Fatalf("G's batch is in flight (and H's), but a claim got %v", groupsOf(c))
+	}
+	// A's ack frees G: its second message comes next.
+	if rows, err := f.q.MessageAckByReceipt(context.Background(), ackParams(a[0])); err != nil || len(rows) != 1 {
+		t.Fatalf("ack: %v %v", rows, err)
+	}
+	if c := claimGrouped(t, f.q, 10, 10); len(c) != 1 || c[0].MessageID != "g2" {
+		t.Fatalf("after the ack a claim got %+v, want g2", c)
+	}
+}
+
+// A settle holds its group's row until it commits: a claim passes the group
+// meanwhile (SKIP LOCKED) instead of reading a half-settled group, and
+// takes it once the settle committed.
+func TestClaimPassesAGroupBeingSettled(t *testing.T) {
+	f := setupFIFO(t)
+	sendGrouped(t, f.q, []string{"g1", "g2"}, []string{"G", "G"})
+	first := claimGrouped(t, f.q, 1, 1)
+	txA, qa := f.begin(t)
+	if rows, err := qa.MessageAckByReceipt(context.Background(), ackParams(first[0])); err != nil || len(rows) != 1 {
+		t.Fatalf("ack: %v %v", rows, err)
+	}
+	if c := claimGrouped(t, f.q, 10, 10); len(c) != 0 {
+		t.Fatalf("a claim took %+v while the ack that frees G is uncommitted", c)
+	}
+	if err := txA.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c := claimGrouped(t, f.q, 10, 10); len(c) != 1 || c[0].MessageID != "g2" {
+		t.Fatalf("after the ack committed a claim got %+v, want g2", c)
+	}
+}
+
+// SPEC §12 check 4, commit order: T1 sends to G and commits last; T2's send
+// to G waits for T1's commit, so T2's message gets the later sequence and
+// is delivered after T1's.
+func TestSendsToOneGroupAreOrderedByCommit(t *testing.T) {
+	f := setupFIFO(t)
+	sendGrouped(t, f.q, []string{"first"}, []string{"other"}) // creates the queue's state
+	txA, qa := f.begin(t)
+	t1 := sendGrouped(t, qa, []string{"t1"}, []string{"G"})
+	sent := make(chan []db.MessageInsertRow, 1)
+	go func() {
+		p := sendParams("q", 0, "t2")
+		g := "G"
+		p.GroupIds = []*string{&g}
+		rows, err := f.q.MessageInsert(context.Background(), p)
+		if err != nil {
+			t.Error(err)
+		}
+		sent <- rows
+	}()
+	waitForLockWait(t, f.pool)
+	select {
+	case rows := <-sent:
+		t.Fatalf("T2's send to G finished (%+v) while T1's send to G was uncommitted", rows)
+	default:
+	}
+	if err := txA.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t2 := <-sent
+	if len(t2) != 1 || *t2[0].Sequence <= *t1[0].Sequence {
+		t.Fatalf("T2's sequence %v is not after T1's %v", t2, t1)
+	}
+	var got []string
+	for range 3 {
+		for _, m := range claimGrouped(t, f.q, 10, 1) {
+			if *m.GroupID == "G" {
+				got = append(got, m.MessageID)
+				if _, err := f.q.MessageAckByReceipt(context.Background(), ackParams(m)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if len(got) != 2 || got[0] != "t1" || got[1] != "t2" {
+		t.Fatalf("G delivered %v, want [t1 t2]", got)
+	}
+}
+
+// Sends to a group do not wait for a claim of the group (they never lock
+// its row), and claims do not wait for sends.
+func TestSendDoesNotWaitForAClaimOfItsGroup(t *testing.T) {
+	f := setupFIFO(t)
+	sendGrouped(t, f.q, []string{"g1"}, []string{"G"})
+	_, qa := f.begin(t)
+	if a := claimGrouped(t, qa, 1, 1); len(a) != 1 {
+		t.Fatalf("claimed %+v", a)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p := sendParams("q", 0, "g2")
+	g := "G"
+	p.GroupIds = []*string{&g}
+	if rows, err := f.q.MessageInsert(ctx, p); err != nil || len(rows) != 1 {
+		t.Fatalf("a send to G while a claim of G is open: %v %+v (a timeout means it waited)", err, rows)
+	}
+}

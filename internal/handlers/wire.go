@@ -1,0 +1,140 @@
+package handlers
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"unsafe"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/wire"
+)
+
+// The service's results in the API's shapes (package wire).
+
+func toQueue(q service.Queue) wire.Queue {
+	out := wire.Queue{
+		Name: q.Name, CreatedAt: wire.At(q.CreatedAt),
+		VisibilitySeconds: q.VisibilitySeconds, ReceiveWaitSeconds: q.ReceiveWaitSeconds,
+		DelaySeconds: q.DelaySeconds, ExpirationSeconds: q.ExpirationSeconds,
+		MaxReceiveCount: q.MaxReceiveCount, DeadLetterQueue: q.DeadLetterQueue,
+		DedupWindowSeconds: q.DedupWindowSeconds, FIFO: q.FIFO,
+		ContentBasedDeduplication: q.ContentBasedDeduplication, RetainAckedSeconds: q.RetainAckedSeconds,
+		Trace: q.Trace,
+	}
+	if st := q.Stats; st != nil {
+		out.Stats = &wire.QueueStats{
+			Available: st.Available, Delayed: st.Delayed, InFlight: st.InFlight,
+			Total: st.Available + st.Delayed + st.InFlight, Acked: st.Acked, Groups: st.Groups,
+			OldestAvailableAt: wire.AtPtr(st.OldestAvailableAt),
+		}
+	}
+	return out
+}
+
+func toSendResult(r service.SendResult) wire.SendResult {
+	return wire.SendResult{
+		MessageID: r.MessageID, Sequence: r.Sequence, SentAt: wire.At(r.SentAt),
+		DelayedTo: wire.AtPtr(r.DelayedTo), ExpiresAt: wire.AtPtr(r.ExpiresAt), Duplicate: r.Duplicate,
+	}
+}
+
+func toMessage(m service.Message) wire.Message {
+	out := wire.Message{
+		MessageID: m.MessageID, Queue: m.Queue, Sequence: m.Sequence,
+		ClientID: m.ClientID, Metadata: m.Metadata, Tags: m.Tags,
+		SentAt: wire.At(m.SentAt), FirstReceivedAt: wire.AtPtr(m.FirstReceivedAt),
+		ReceiveCount: m.ReceiveCount, VisibleUntil: wire.AtPtr(m.VisibleUntil),
+		DelayedTo: wire.AtPtr(m.DelayedTo), ExpiresAt: wire.AtPtr(m.ExpiresAt),
+		ReRoutedFrom: m.ReRoutedFrom, DeadLetteredAt: wire.AtPtr(m.DeadLetteredAt), GroupID: m.GroupID,
+		AckedAt: wire.AtPtr(m.AckedAt),
+	}
+	if m.ReceiptHandle != "" {
+		out.ReceiptHandle = &m.ReceiptHandle
+	}
+	if f := m.LastFailure; f != nil {
+		out.LastFailure = &wire.Failure{Cause: f.Cause, Reason: f.Reason, At: wire.At(f.At), ReceiveCount: f.ReceiveCount}
+	}
+	if d := m.DeadLetter; d != nil {
+		out.DeadLetter = &wire.DeadLetter{Cause: d.Cause, Reason: d.Reason, ReceiveCount: d.ReceiveCount,
+			SourceQueue: d.SourceQueue, At: wire.At(d.At)}
+	}
+	if m.SQS != nil && len(m.SQS.Attributes) > 0 {
+		out.MessageAttributes = make(map[string]wire.MessageAttribute, len(m.SQS.Attributes))
+		for k, a := range m.SQS.Attributes {
+			out.MessageAttributes[k] = wire.MessageAttribute{DataType: a.DataType, StringValue: a.StringValue, BinaryValue: a.BinaryValue}
+		}
+	}
+	if out.Tags == nil {
+		out.Tags = map[string]string{}
+	}
+	if m.BodyBinary {
+		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), wire.EncodingBase64
+	} else {
+		// A text body is not copied on its way out: the string shares the
+		// scanned row's bytes, which nothing modifies afterwards.
+		out.Body, out.BodyEncoding = unsafe.String(unsafe.SliceData(m.Body), len(m.Body)), wire.EncodingText
+	}
+	return out
+}
+
+func toBrowsed(m service.BrowsedMessage) wire.Message {
+	out := toMessage(m.Message)
+	out.State, out.VisibleAt = wire.State(m.State), wire.AtPtr(m.VisibleAt)
+	return out
+}
+
+// writeMessages answers 200 {"messages": [...]} (a receive).
+func writeMessages(c *gin.Context, msgs []service.Message) {
+	writePage(c, len(msgs), func(i int) wire.Message {
+		m := toMessage(msgs[i])
+		msgs[i] = service.Message{} // m holds the body until it is written
+		return m
+	}, "")
+}
+
+// writePage answers 200 with a wire.MessagePage, encoding one message at a
+// time straight into the response: an answer of up to
+// SKIPQ_MAX_RESPONSE_BYTES and more is never built whole in memory. item
+// returns message i's wire form and should let go of the message, so its
+// body can be collected once written while the rest is still being sent.
+// A write error means the client left; there is no one to tell.
+func writePage(c *gin.Context, n int, item func(i int) wire.Message, next string) {
+	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Status(http.StatusOK)
+	w := c.Writer
+	enc := json.NewEncoder(w)
+	// Bodies are JSON strings, not HTML: escaping <, > and & would make
+	// them up to 6 times longer for nothing.
+	enc.SetEscapeHTML(false)
+	if _, err := io.WriteString(w, `{"messages":[`); err != nil {
+		return
+	}
+	for i := range n {
+		if i > 0 {
+			if _, err := io.WriteString(w, ","); err != nil {
+				return
+			}
+		}
+		if err := enc.Encode(item(i)); err != nil {
+			return
+		}
+	}
+	end := "]}"
+	if next != "" {
+		cursor, _ := json.Marshal(next) // a string always marshals
+		end = `],"nextCursor":` + string(cursor) + "}"
+	}
+	_, _ = io.WriteString(w, end)
+}
+
+func toHistoryEvent(e service.HistoryEvent) wire.HistoryEvent {
+	return wire.HistoryEvent{
+		Type: e.Type, At: wire.At(e.At), Queue: e.Queue, KeyID: e.KeyID, MessageID: e.MessageID,
+		ReceiveCount: e.ReceiveCount, VisibleUntil: wire.AtPtr(e.VisibleUntil), Reason: e.Reason,
+		Cause: e.Cause, ToQueue: e.ToQueue, NewMessageID: e.NewMessageID,
+	}
+}

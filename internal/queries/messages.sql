@@ -1,0 +1,649 @@
+-- Messages: send, claim, settle and move. Every statement here touches one
+-- queue's rows through the primary key (queue_id, sequence) or the
+-- (queue_id, message_id) unique index, and is bounded by its inputs.
+--
+-- Receipt handles carry (queue_id, sequence, lease_token). Settling joins
+-- the handles, unnested as k, to the table on the whole primary key and
+-- checks the token in the same statement: a nested loop of exact primary-key
+-- probes. skipq's connections forbid sequential and bitmap scans, sorts, hash
+-- and merge joins (internal/db/pool.go), because queue tables are often analyzed
+-- while nearly empty and any of those then looks free; with them off, the
+-- probe is the only plan left.
+
+-- Sends go through skipq.message_insert (internal/migrations/00009_one_send.sql,
+-- called by internal/db/message_insert.go), the one implementation shared with the
+-- SQL API.
+--
+-- Statements that change a message record an event for each changed row
+-- that carries a trace id ("skipq.trace" in its tags, SPEC §16.5,
+-- internal/migrations/00030_message_history.sql) in skipq.message_events, in the
+-- same statement; the functions do it for their own changes. @key_id(s):
+-- the API key of the request, NULL for the worker's.
+
+-- name: MessageClaim :many
+-- Claims up to @max_messages available messages, oldest sequence first, for
+-- @visibility_seconds (NULL: the queue's default), within the response
+-- budget: skipq.message_claim (internal/migrations/00011_claim_settle_functions.sql,
+-- where the statement and why it is shaped so are).
+SELECT * FROM skipq.message_claim(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
+    sqlc.narg('visibility_seconds')::integer, @max_messages::integer, @max_response_bytes::bigint,
+    @message_overhead::bigint, sqlc.narg('key_id')::bigint);
+
+-- name: MessageClaimAndDelete :many
+-- autoAck receive: claims like MessageClaim and removes what it returns, or
+-- retains it on a queue with retainAckedSeconds
+-- (skipq.message_claim_and_delete). receive_count is reported as it was
+-- before this delivery.
+SELECT * FROM skipq.message_claim_and_delete(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
+    @max_messages::integer, @max_response_bytes::bigint, @message_overhead::bigint, sqlc.narg('key_id')::bigint);
+
+-- name: MessageClaimGrouped :many
+-- A receive on a FIFO queue (@mode 'claim', 'delete' for autoAck, 'peek'):
+-- up to @max_messages messages, at most @max_per_group from each receivable
+-- group, groups in rotation order; skipq.message_claim_grouped
+-- (internal/migrations/00016_fifo_queues.sql). Rows come back in answer order.
+SELECT * FROM skipq.message_claim_grouped(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
+    sqlc.narg('visibility_seconds')::integer, @max_messages::integer, @max_per_group::integer,
+    @max_response_bytes::bigint, @message_overhead::bigint, @mode::text, sqlc.narg('key_id')::bigint);
+
+-- name: MessagePeek :many
+-- isPeek receive: the messages a claim would take (the same walk and
+-- response budget as MessageClaim), unchanged and unlocked. Rows come back
+-- in no particular order; the caller sorts them.
+WITH walked AS (
+    SELECT c.queue_id, c.sequence, c.size
+    FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r
+          WHERE r.queue_id = (SELECT q.id FROM skipq.queues q
+                              WHERE q.tenant = @tenant AND q.name = @queue AND NOT q.fifo)
+          ORDER BY r.sequence) r
+    CROSS JOIN LATERAL (
+        SELECT c.queue_id, c.sequence,
+               skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
+                        c.client_id, c.re_routed_from)
+                    + @message_overhead::bigint AS size
+        FROM skipq.messages c
+        WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
+          AND c.ready
+          AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))) c
+    LIMIT @max_messages
+), picked AS (
+    SELECT w.queue_id, w.sequence FROM (
+        SELECT w.queue_id, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+        FROM walked w
+        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+    WHERE w.n = 1 OR w.before < @max_response_bytes::bigint
+)
+SELECT sqlc.embed(m)
+FROM skipq.messages m
+WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
+  AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p));
+
+-- name: MessageAckByReceipt :many
+-- Deletes the messages whose lease the handles hold (skipq.message_ack; on
+-- a queue with retainAckedSeconds, retains them: skipq.message_retain),
+-- returning the token each matched, so the caller credits exactly the
+-- handle that settled the row, and whether the message was in a group
+-- (its group may have become receivable: waiting receivers are woken).
+SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token, (a.group_id IS NOT NULL)::boolean AS grouped
+FROM skipq.message_ack(@queue_ids::bigint[], @sequences::bigint[], @tokens::bytea[],
+    array_replace(@key_ids::bigint[], 0, NULL), sqlc.narg('now')::timestamptz) a;
+
+-- name: MessageSetVisibilityByReceipt :many
+-- Each lease now ends its @visibility_seconds (>= 1, one per handle)
+-- from now; the handles stay valid (skipq.message_set_visibility).
+SELECT e.queue_id, e.sequence, e.lease_token::bytea AS token, e.visible_at
+FROM skipq.message_set_visibility(sqlc.narg('now')::timestamptz, @queue_ids::bigint[], @sequences::bigint[],
+    @tokens::bytea[], @visibility_seconds::integer[],
+    array_replace(@key_ids::bigint[], 0, NULL)) e;
+
+-- Nacks (and the dead-letter move of last deliveries) are
+-- skipq.message_nack and skipq.message_dead_letter
+-- (internal/migrations/00013_nack_functions.sql), called by internal/db/settle_moves.go: the
+-- SQL consumer API's skipq.nack calls them too.
+
+-- Requeues are skipq.message_requeue (internal/migrations/00014_requeue_function.sql),
+-- called by internal/db/settle_moves.go; the SQL consumer API's skipq.requeue calls
+-- it too.
+
+-- name: MessageDeleteByQueue :one
+-- Purge and queue deletion: every message of the queue, in every state, and
+-- their ready rows. Returns how many messages.
+WITH gone AS (
+    DELETE FROM skipq.messages m WHERE m.queue_id = @queue_id
+    RETURNING m.queue_id, m.sequence, m.ready, m.message_id, m.tags
+), traced AS (
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
+    SELECT (g.tags->>'skipq.trace')::bigint, g.queue_id, g.message_id, 'deleted', coalesce(sqlc.narg('now')::timestamptz, now()),
+           sqlc.narg('key_id')::bigint, coalesce(sqlc.narg('now')::timestamptz, now())
+    FROM gone g WHERE g.tags ? 'skipq.trace'
+), unready AS (
+    DELETE FROM skipq.ready r
+    WHERE r.ctid = ANY(ARRAY(
+        SELECT x.ctid FROM gone g
+        CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+)
+SELECT count(*)::bigint AS deleted FROM gone;
+
+-- name: MessageDeleteOrphaned :many
+-- Worker: removes up to @max_messages messages whose queue no longer exists.
+-- Messages have no foreign key to their queue (see the table's comment), so a
+-- send (or a move) whose statement read the queue row just before a
+-- concurrent QueueDelete committed can insert after that delete's own
+-- DELETE ran. Such a message is already unreachable -- receives resolve the
+-- queue by name, settles check that the queue exists -- and this sweep frees
+-- it. The queue ids still present in the table are found with a loose index
+-- scan of the primary key (one descent per distinct queue, not a pass over
+-- every message); queue ids are never reused, so an orphan stays one.
+WITH RECURSIVE present(queue_id) AS (
+    (SELECT m.queue_id FROM skipq.messages m ORDER BY m.queue_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT m.queue_id FROM skipq.messages m
+            WHERE m.queue_id > present.queue_id ORDER BY m.queue_id LIMIT 1)
+    FROM present WHERE present.queue_id IS NOT NULL
+), gone AS (
+    DELETE FROM skipq.messages m
+    WHERE (m.queue_id, m.sequence) IN (
+        SELECT c.queue_id, c.sequence FROM skipq.messages c
+        WHERE c.queue_id IN (
+            SELECT p.queue_id FROM present p
+            WHERE p.queue_id IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = p.queue_id))
+        LIMIT @max_messages
+        FOR UPDATE SKIP LOCKED)
+    RETURNING m.queue_id, m.sequence, m.ready
+), unready AS (
+    DELETE FROM skipq.ready r
+    WHERE r.ctid = ANY(ARRAY(
+        SELECT x.ctid FROM gone g
+        CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+)
+SELECT gone.queue_id FROM gone;
+
+-- name: TimerWait :one
+-- Worker: seconds until the earliest timer is due (0: now), at most
+-- @cap_seconds; skipq.timer_wait (internal/migrations/00010_timer_wait.sql).
+SELECT skipq.timer_wait(sqlc.narg('now')::timestamptz, @cap_seconds::float8)::float8 AS wait_seconds;
+
+-- name: TimerTakeDue :many
+-- Worker: takes up to @max_timers due timers, oldest first. SKIP LOCKED, so
+-- workers on several nodes take disjoint batches. The caller then locks the
+-- messages (MessageLockDue) in the same transaction: timers are locked
+-- before messages, and as no statement holds a message and then waits for a
+-- timer (timers are only ever inserted otherwise), this order cannot
+-- deadlock.
+DELETE FROM skipq.timers t
+WHERE t.ctid = ANY(ARRAY(
+    SELECT c.ctid FROM skipq.timers c
+    WHERE c.due_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+    ORDER BY c.due_at
+    LIMIT @max_timers
+    FOR UPDATE SKIP LOCKED))
+RETURNING t.queue_id, t.sequence;
+
+-- name: MessageLockDue :many
+-- Worker: of the messages whose timers fired, those still waiting for that
+-- moment, locked: not ready, visible now (an extended lease moved visible_at
+-- on), not expired (the expiry sweep removes those). A settled message is
+-- simply gone. `exhausted` marks a last allowed delivery whose lease ran
+-- out: it is dead-lettered, the others are readied (MessageReady). SKIP
+-- LOCKED: a message that another transaction holds (an ack inside a
+-- consumer's own SQL transaction, which may take long) is passed over
+-- instead of stalling the worker for every queue; TimerRefile files its
+-- timer again.
+SELECT m.queue_id, m.sequence,
+       (m.receive_count >= m.max_receive_count)::boolean AS exhausted
+FROM skipq.messages m,
+     (SELECT DISTINCT u.queue_id, u.sequence
+      FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) u) k
+WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
+  AND NOT m.ready
+  AND m.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+  AND (m.expires_at IS NULL OR m.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+FOR UPDATE OF m SKIP LOCKED;
+
+-- name: TimerRefile :exec
+-- Worker: timers whose messages MessageLockDue passed over are filed again,
+-- @retry_seconds later, for the messages that are still there and not
+-- ready: one locked by a transaction that rolls back must still come back
+-- when its lease has ended. Timers are hints, so one too many (the message
+-- was settled meanwhile, or its lease extended) costs a probe, no more. A
+-- retained message (acked, skipq.message_retain) never comes back: its
+-- timer would be filed again every second until it is removed.
+INSERT INTO skipq.timers (due_at, queue_id, sequence)
+SELECT coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => @retry_seconds::integer),
+       k.queue_id, k.sequence
+FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
+WHERE EXISTS (SELECT 1 FROM skipq.messages m
+              WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
+                AND m.lease_token IS DISTINCT FROM '\x'::bytea);
+
+-- name: MessageReady :many
+-- Worker: readies messages that TimerFire locked (a delay ended, or a lease
+-- that was not the last allowed one). The lease token stays: the receiver
+-- whose lease ran out may still settle the message until it is claimed
+-- again. A token means a lease ran out (a nack clears it; delayed messages
+-- never had one): that is the message's last failure (SPEC §16.1; in its
+-- tags, internal/migrations/00023_failure_reasons.sql). Returns
+-- the queues, to wake their waiting receivers.
+WITH readied AS (
+    UPDATE skipq.messages m
+    SET ready = true,
+        tags = CASE WHEN m.lease_token IS NULL THEN m.tags
+                    ELSE m.tags || jsonb_build_object('skipq.failure', skipq.failure_doc('lease_expired', NULL,
+                             coalesce(sqlc.narg('now')::timestamptz, now()), m.receive_count)::text) END
+    FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
+    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
+    RETURNING m.queue_id, m.sequence, m.message_id, m.tags, m.lease_token IS NOT NULL AS expired
+), traced AS (
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at)
+    SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, 'lease_expired',
+           coalesce(sqlc.narg('now')::timestamptz, now())
+    FROM readied r WHERE r.expired AND r.tags ? 'skipq.trace'
+)
+INSERT INTO skipq.ready (queue_id, sequence)
+SELECT r.queue_id, r.sequence FROM readied r
+RETURNING queue_id;
+
+-- name: MessageDeleteExpired :many
+-- Worker: removes up to @max_messages expired messages that are not in a live
+-- lease (an in-flight message can still be settled), and the retained
+-- messages whose retention ended (their expires_at; the empty lease token
+-- marks them, skipq.message_retain).
+-- Returns the queues, and which were retained, for the expired-messages
+-- metric: a retained message's end is no expiry.
+WITH gone AS (
+    DELETE FROM skipq.messages m
+    WHERE (m.queue_id, m.sequence) IN (
+        SELECT c.queue_id, c.sequence FROM skipq.messages c
+        WHERE c.expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+          AND NOT (c.lease_token IS NOT NULL AND c.visible_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+        ORDER BY c.expires_at
+        LIMIT @max_messages
+        FOR UPDATE SKIP LOCKED)
+    RETURNING m.queue_id, m.sequence, m.ready, m.lease_token, m.message_id, m.tags
+), traced AS (
+    -- An expired message's last event; a retained one's acked event gets
+    -- the end of its retention as the time it was gone.
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, gone_at)
+    SELECT (g.tags->>'skipq.trace')::bigint, g.queue_id, g.message_id, 'expired',
+           coalesce(sqlc.narg('now')::timestamptz, now()), coalesce(sqlc.narg('now')::timestamptz, now())
+    FROM gone g WHERE g.tags ? 'skipq.trace' AND g.lease_token IS DISTINCT FROM '\x'::bytea
+), retained AS (
+    UPDATE skipq.message_events e SET gone_at = coalesce(sqlc.narg('now')::timestamptz, now())
+    FROM gone g
+    WHERE g.tags ? 'skipq.trace' AND g.lease_token = '\x'::bytea
+      AND e.trace_id = (g.tags->>'skipq.trace')::bigint AND e.queue_id = g.queue_id AND e.message_id = g.message_id
+      AND e.type = 'acked'
+), unready AS (
+    DELETE FROM skipq.ready r
+    WHERE r.ctid = ANY(ARRAY(
+        SELECT x.ctid FROM gone g
+        CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+)
+SELECT gone.queue_id, coalesce(gone.lease_token = '\x'::bytea, false)::boolean AS retained FROM gone;
+
+-- name: MessageBrowse :many
+-- States are judged at clock_timestamp(), read after this statement's
+-- snapshot, not at now(): now() is when the transaction began, before the
+-- snapshot (and, with the plan settings piped ahead, a statement earlier),
+-- so a message sent and committed in between was shown as "delayed" (its
+-- visible_at after that now()). Here, in MessageGetByID and in QueueStats.
+-- Operator browse: a queue's messages by sequence after the cursor, with
+-- their state, optionally only one state (@state '' = all). Keyset
+-- pagination on the primary key: no offset scans. Expired messages not yet
+-- removed are not shown. The page stops at the response budget like a
+-- receive (MessageClaim): the walk measures sizes without fetching bodies,
+-- and only the rows kept are read whole, by primary key. Rows come back in
+-- no particular order (an ORDER BY here could make the planner walk the
+-- whole queue to avoid a sort); the caller sorts them.
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
+SELECT sqlc.embed(m),
+       skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
+FROM skipq.messages m, t
+WHERE m.queue_id = @queue_id
+  AND m.sequence = ANY(ARRAY(
+      SELECT b.sequence FROM (
+          SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+          FROM (
+              SELECT c.sequence,
+                     skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
+                         c.client_id, c.re_routed_from)
+                     + @message_overhead::bigint AS size
+              FROM skipq.messages c, t
+              CROSS JOIN LATERAL (SELECT skipq.message_state(
+                  c.visible_at, c.receive_count, c.max_receive_count, c.lease_token, t.now) AS state) s
+              WHERE c.queue_id = @queue_id
+                AND c.sequence > @after_sequence::bigint
+                AND (c.expires_at IS NULL OR c.expires_at > t.now)
+                AND (@state::text = '' OR s.state = @state::text)
+              ORDER BY c.sequence
+              LIMIT @max_messages) c
+          WINDOW w AS (ORDER BY c.sequence ROWS UNBOUNDED PRECEDING)) b
+      WHERE b.n = 1 OR b.before < @max_response_bytes::bigint));
+
+-- name: MessageGetByID :one
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
+SELECT sqlc.embed(m),
+       skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
+FROM skipq.messages m, t
+WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+  AND (m.expires_at IS NULL OR m.expires_at > t.now);
+
+-- name: MessageDeleteByID :one
+-- Operator delete of one message (and its ready row); its receipt handles go
+-- stale with it. Returns how many messages (0 or 1), and the message's
+-- group ('' for none), whose lease may end with it (GroupRelease).
+WITH gone AS (
+    DELETE FROM skipq.messages m
+    WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+    RETURNING m.queue_id, m.sequence, m.ready, m.group_id, m.message_id, m.tags
+), traced AS (
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
+    SELECT (g.tags->>'skipq.trace')::bigint, g.queue_id, g.message_id, 'deleted', coalesce(sqlc.narg('now')::timestamptz, now()),
+           sqlc.narg('key_id')::bigint, coalesce(sqlc.narg('now')::timestamptz, now())
+    FROM gone g WHERE g.tags ? 'skipq.trace'
+), unready AS (
+    DELETE FROM skipq.ready r
+    WHERE r.ctid = ANY(ARRAY(
+        SELECT x.ctid FROM gone g
+        CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+)
+SELECT count(*)::bigint AS deleted, coalesce(min(gone.group_id), '')::text AS group_id FROM gone;
+
+-- name: GroupRelease :exec
+-- The groups of messages that left flight or the queue outside a settle
+-- (an operator delete): their leases end if nothing else of them is in
+-- flight, and empty ones go (skipq.group_release).
+SELECT count(*) FROM skipq.group_release(@queue_ids::bigint[], @group_ids::text[]);
+
+-- name: MessageDeadLetteredList :many
+-- GET /v1/dlq: a tenant's dead-lettered messages, newest deadLetteredAt
+-- first, after the cursor (dead_lettered_at, sequence), optionally only
+-- those that came from @source_queue, or died of @cause (SPEC §16.1). Walks messages_dead_lettered_idx,
+-- measuring sizes without fetching bodies, and stops at the response budget
+-- like a receive (MessageClaim); then reads the rows kept by primary key
+-- (the queue's name is a subquery: joined, it let the planner reach the
+-- messages through the queue instead of the key).
+-- Rows come back in no particular order (an ORDER BY here could make the
+-- planner drive the join from the index to avoid a sort); the caller sorts
+-- them.
+WITH page AS MATERIALIZED (
+    SELECT b.queue_id, b.sequence FROM (
+        SELECT c.queue_id, c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
+        FROM (
+            SELECT m.queue_id, m.sequence, m.dead_lettered_at,
+                   skipq.message_wire_size(m.body, m.body_binary, m.metadata, m.tags, m.message_id,
+                       m.client_id, m.re_routed_from)
+                   + @message_overhead::bigint AS size
+            FROM skipq.messages m
+            JOIN skipq.queues q ON q.id = m.queue_id
+            WHERE m.dead_lettered_at IS NOT NULL
+              AND q.tenant = @tenant
+              AND (@source_queue::text = '' OR m.re_routed_from = @source_queue::text)
+              AND (@cause::text = '' OR (m.tags->>'skipq.deadLetter')::jsonb->>'cause' = @cause::text)
+              AND (sqlc.narg('after_dead_lettered_at')::timestamptz IS NULL
+                   OR (m.dead_lettered_at, m.sequence) < (sqlc.narg('after_dead_lettered_at')::timestamptz, @after_sequence::bigint))
+            ORDER BY m.dead_lettered_at DESC, m.sequence DESC
+            LIMIT @max_messages) c
+        WINDOW w AS (ORDER BY c.dead_lettered_at DESC, c.sequence DESC ROWS UNBOUNDED PRECEDING)) b
+    WHERE b.n = 1 OR b.before < @max_response_bytes::bigint
+)
+SELECT sqlc.embed(m), (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
+FROM page
+JOIN skipq.messages m ON m.queue_id = page.queue_id AND m.sequence = page.sequence;
+
+-- name: MessageDeadLetteredPick :many
+-- Redrive: up to @max_messages dead-lettered messages of a queue (or the one
+-- named @message_id), locked for MessageRedrive in the same transaction.
+-- Bulk redrives SKIP LOCKED so two nodes take disjoint batches; a single
+-- redrive waits instead, so a racing second redrive of the same message
+-- finds it gone.
+SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
+FROM skipq.messages m
+WHERE m.queue_id = @queue_id
+  AND m.dead_lettered_at IS NOT NULL
+ORDER BY m.sequence
+LIMIT @max_messages
+FOR UPDATE SKIP LOCKED;
+
+-- name: MessageLockByID :one
+-- Single redrive: the message, locked (waiting for a racing redrive).
+SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
+FROM skipq.messages m
+WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+FOR UPDATE;
+
+-- name: MessageDeadLetteredCount :one
+SELECT count(*) FROM skipq.messages
+WHERE queue_id = @queue_id AND dead_lettered_at IS NOT NULL;
+
+-- name: MessageRedrive :many
+-- Moves dead-lettered messages (locked by the caller) out of their queue as
+-- new messages, in one statement: a new server messageId, receiveCount 0,
+-- the destination's defaults, reRoutedFrom = the queue they left,
+-- deadLetteredAt cleared, no record of past failures (SPEC §16.1). The
+-- destination is @to_queue, or each message's
+-- reRoutedFrom when @to_queue is ''; destinations must exist (same tenant).
+-- A message whose destination does not exist is left in place.
+WITH src AS (
+    SELECT q.id, q.tenant, q.name FROM skipq.queues q WHERE q.id = @queue_id
+), moved AS (
+    DELETE FROM skipq.messages m
+    WHERE m.queue_id = @queue_id
+      AND m.sequence = ANY(@sequences::bigint[])
+      AND m.dead_lettered_at IS NOT NULL
+      AND EXISTS (SELECT 1 FROM skipq.queues d, src
+                  WHERE d.tenant = src.tenant
+                    AND d.name = CASE WHEN @to_queue::text = '' THEN m.re_routed_from ELSE @to_queue::text END)
+    RETURNING m.*
+), unready AS (
+    DELETE FROM skipq.ready r
+    WHERE r.queue_id = @queue_id
+      AND r.sequence = ANY(ARRAY(SELECT g.sequence FROM moved g WHERE g.ready))
+), t AS (
+    SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now
+), inserted AS (
+    INSERT INTO skipq.messages (
+        queue_id, message_id, client_id, metadata, body, body_binary, tags,
+        sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready,
+        group_id)
+    SELECT dq.id, skipq.uuid_v7()::text,
+           moved.client_id, moved.metadata, moved.body, moved.body_binary,
+           moved.tags - 'skipq.failure' - 'skipq.deadLetter',
+           t.now,
+           t.now + make_interval(secs => dq.delay_seconds),
+           CASE WHEN dq.delay_seconds > 0 THEN t.now + make_interval(secs => dq.delay_seconds) END,
+           CASE WHEN dq.expiration_seconds > 0
+                THEN t.now + make_interval(secs => dq.delay_seconds + dq.expiration_seconds) END,
+           CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count ELSE @server_max_receive_count::integer END,
+           dq.dead_letter_queue,
+           src.name,
+           dq.delay_seconds = 0,
+           CASE WHEN dq.fifo THEN coalesce(moved.group_id, moved.message_id) END
+    FROM moved, src, t, skipq.queues dq
+    WHERE dq.tenant = src.tenant
+      AND dq.name = CASE WHEN @to_queue::text = '' THEN moved.re_routed_from ELSE @to_queue::text END
+    RETURNING queue_id, message_id, sequence, delayed_to, visible_at, ready, tags
+), readied AS (
+    INSERT INTO skipq.ready (queue_id, sequence)
+    SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
+), timed AS (
+    INSERT INTO skipq.timers (due_at, queue_id, sequence)
+    SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
+), traced AS (
+    -- Recorded in the queue it leaves, with its new id; the new message
+    -- has the same trace id (one per message: matched by it).
+    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+    SELECT (moved.tags->>'skipq.trace')::bigint, moved.queue_id, moved.message_id, 'redriven', t.now,
+           sqlc.narg('key_id')::bigint,
+           jsonb_build_object('toQueue', (SELECT dq3.name FROM skipq.queues dq3 WHERE dq3.id = n.queue_id),
+                              'newMessageId', n.message_id)
+    FROM moved JOIN inserted n ON n.tags->>'skipq.trace' = moved.tags->>'skipq.trace', t
+    WHERE moved.tags ? 'skipq.trace'
+)
+SELECT inserted.queue_id, inserted.message_id, inserted.sequence,
+       (SELECT dq2.name FROM skipq.queues dq2 WHERE dq2.id = inserted.queue_id)::text AS queue_name,
+       inserted.delayed_to
+FROM inserted;
+
+-- name: GroupEnterForRedrive :exec
+-- Redrive into FIFO queues: the groups the messages will join (their own,
+-- or one named by their messageId when they had none) are entered before
+-- MessageRedrive draws their sequences (skipq.group_enter), in the same
+-- transaction.
+SELECT skipq.group_enter(array_agg(d.id), array_agg(coalesce(m.group_id, m.message_id)))
+FROM skipq.messages m
+JOIN skipq.queues s ON s.id = m.queue_id
+JOIN skipq.queues d ON d.tenant = s.tenant
+     AND d.name = CASE WHEN @to_queue::text = '' THEN m.re_routed_from ELSE @to_queue::text END
+WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND d.fifo;
+
+-- The worker's prune of empty groups is skipq.group_prune
+-- (internal/migrations/00031_group_prune_window.sql), called by internal/db/group_prune.go.
+
+-- name: MessageDeadTuples :one
+-- Worker: dead row versions in the messages table, per the statistics
+-- collector (a few hundred milliseconds behind).
+SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead;
+
+-- name: MessageVacuum :exec
+-- Worker: VACUUM sooner than autovacuum's one-minute nap. Every message
+-- leaves dead versions, and every claim a dead ready row; until VACUUM
+-- removes their index entries a claim steps over them at the head of
+-- ready_pkey. SKIP_LOCKED: never wait behind a running (auto)vacuum.
+-- ANALYZE too: queue tables swing between empty and full faster than
+-- autovacuum's one-minute nap, and statistics taken while a table was
+-- nearly empty let the planner rate a full scan of an index as cheap as a
+-- primary-key probe (measured: a claim probing each message through the
+-- messageId index, 600 ms under load). ANALYZE also invalidates the plans
+-- cached from the old statistics.
+VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers, skipq.message_groups;
+
+-- name: MessageSearchByID :many
+-- Search with a messageId: the message id index gives the (at most one per
+-- queue) candidates directly; the other filters and the cursor hold as in
+-- MessageSearchWalk (names compare bytewise, as the node orders them).
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
+SELECT q.id AS queue_id, q.name AS queue_name, m.sequence, m.sent_at, true AS matched, s.state::text AS state,
+       (skipq.message_wire_size(m.body, m.body_binary, m.metadata, m.tags, m.message_id,
+           m.client_id, m.re_routed_from) + octet_length(q.name))::bigint AS size,
+       false AS exhausted
+FROM t, skipq.queues q
+JOIN skipq.messages m ON m.message_id = @message_id AND m.queue_id = q.id
+CROSS JOIN LATERAL (SELECT skipq.message_search_state(m.dead_lettered_at, m.visible_at,
+    m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s
+WHERE q.id = ANY(@queue_ids::bigint[])
+  AND (sqlc.narg('group_id')::text IS NULL OR m.group_id = sqlc.narg('group_id')::text)
+  AND (cardinality(@states::text[]) = 0 OR s.state = ANY(@states::text[]))
+  AND m.tags @> @tags::jsonb
+  AND (m.expires_at IS NULL OR m.expires_at > t.now)
+  AND m.sent_at >= coalesce(sqlc.narg('sent_after')::timestamptz, '-infinity')
+  AND m.sent_at < coalesce(sqlc.narg('sent_before')::timestamptz, 'infinity')
+  AND (sqlc.narg('after_sent_at')::timestamptz IS NULL
+       OR m.sent_at < sqlc.narg('after_sent_at')::timestamptz
+       OR (m.sent_at = sqlc.narg('after_sent_at')::timestamptz
+           AND (q.name COLLATE "C", m.sequence) > (@after_queue::text, @after_sequence::bigint)));
+
+-- name: MessageGetByKeys :many
+-- The rows of a search page, by primary key: one probe per (queue,
+-- sequence) pair. (queue_id = ANY(…) AND sequence = ANY(…) probed every
+-- queue for every sequence: 10,000 probes for a page of 100 over 100
+-- queues.)
+SELECT m.* FROM generate_subscripts(@queue_ids::bigint[], 1) AS i
+JOIN skipq.messages m ON m.queue_id = (@queue_ids::bigint[])[i] AND m.sequence = (@sequences::bigint[])[i];
+
+-- name: MessageIDsHeld :many
+-- Which of the given ids a message moved into the queue (requeue,
+-- dead-letter) holds: one without an idempotency key to answer a send of
+-- its id, so that the send fails on the unique index. A send that is not
+-- all or nothing refuses those messages alone.
+SELECT m.message_id
+FROM skipq.queues q
+JOIN skipq.messages m ON m.message_id = ANY(@message_ids::text[]) AND m.queue_id = q.id
+WHERE q.tenant = @tenant AND q.name = @queue
+  AND NOT EXISTS (SELECT 1 FROM skipq.dedup_keys d WHERE d.queue_id = m.queue_id AND d.message_id = m.message_id);
+
+-- name: MessageTraceOf :one
+-- The trace of a message of the queue (SPEC §16.5): its own while it
+-- exists ('' when untraced), else that of the latest event by which it left
+-- the queue (gone, or moved on). No row: the message never existed (or its history
+-- was pruned).
+SELECT t.trace_id, t.present FROM (
+    SELECT coalesce(m.tags->>'skipq.trace', '')::text AS trace_id, true AS present
+    FROM skipq.messages m WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+    UNION ALL
+    (SELECT e.trace_id::text, false FROM skipq.message_events e
+     WHERE e.queue_id = @queue_id AND e.message_id = @message_id
+       -- message_events_left_idx's predicate: the event it left the queue by.
+       AND (e.gone_at IS NOT NULL OR e.type IN ('dead_lettered', 'requeued', 'redriven'))
+     ORDER BY e.id DESC LIMIT 1)) t
+ORDER BY t.present DESC
+LIMIT 1;
+
+-- name: MessageEventsOfTrace :many
+-- A trace's events, oldest first, with the name of the queue each happened
+-- in ('' if it was deleted since).
+SELECT e.type, e.at, coalesce(q.name, '')::text AS queue, e.message_id, e.key_id, e.detail
+FROM skipq.message_events e
+LEFT JOIN skipq.queues q ON q.id = e.queue_id
+WHERE e.trace_id = @trace_id::bigint
+ORDER BY e.id
+LIMIT @max_events;
+
+-- name: MessageEventsPrune :execrows
+-- Worker: removes the history of up to @max_traces messages gone more than
+-- @keep_seconds ago (message_events_gone_idx). The recheck of the message
+-- keeps a trace whose message came back under it (a retained message's
+-- acked event is marked gone only when its retention ends).
+WITH old AS (
+    SELECT e.trace_id FROM skipq.message_events e
+    WHERE e.gone_at < coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => @keep_seconds::integer)
+      AND NOT EXISTS (SELECT 1 FROM skipq.messages m
+                      WHERE m.queue_id = e.queue_id AND m.message_id = e.message_id
+                        AND m.tags->>'skipq.trace' = e.trace_id::text)
+    ORDER BY e.gone_at
+    LIMIT @max_traces
+)
+DELETE FROM skipq.message_events x WHERE x.trace_id IN (SELECT old.trace_id FROM old);
+
+-- name: ReadyStaleRemove :execrows
+-- Worker: removes ready rows whose message is gone or no longer ready, from
+-- the first @per_queue ready rows of every queue (where claims step over
+-- them). The invariant (messages.ready = a row in skipq.ready) holds for
+-- every committed statement but one race: a statement that settles or
+-- moves a delivery whose lease ran out (ack, extend, requeue, an operator
+-- delete or purge) waits for the worker readying that message, then goes
+-- on with the message's newest version, while its own ready-row lookup
+-- reads its snapshot, taken before the worker's ready row was committed
+-- (internal/db/ready_race_test.go). A message that still exists is locked first
+-- (the lock order of every statement: message, then its ready row) and
+-- judged on its newest version; one that is gone never comes back
+-- (sequences are not reused). The queues with ready rows are found with a
+-- loose index scan of ready_pkey (one descent per queue).
+WITH RECURSIVE queues(queue_id) AS (
+    (SELECT r.queue_id FROM skipq.ready r ORDER BY r.queue_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.queue_id FROM skipq.ready r WHERE r.queue_id > q.queue_id ORDER BY r.queue_id LIMIT 1)
+    FROM queues q WHERE q.queue_id IS NOT NULL
+), heads AS (
+    SELECT h.queue_id, h.sequence FROM queues q
+    CROSS JOIN LATERAL (SELECT r.queue_id, r.sequence FROM skipq.ready r
+                        WHERE r.queue_id = q.queue_id ORDER BY r.sequence LIMIT @per_queue::integer) h
+    WHERE q.queue_id IS NOT NULL
+), stale AS (
+    SELECT h.queue_id, h.sequence FROM heads h
+    WHERE NOT EXISTS (SELECT 1 FROM skipq.messages m WHERE m.queue_id = h.queue_id AND m.sequence = h.sequence)
+    UNION ALL
+    SELECT m.queue_id, m.sequence FROM heads h
+    CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence FROM skipq.messages m
+                        WHERE m.queue_id = h.queue_id AND m.sequence = h.sequence AND NOT m.ready
+                        FOR UPDATE SKIP LOCKED) m
+)
+DELETE FROM skipq.ready r
+WHERE r.ctid = ANY(ARRAY(
+    SELECT y.ctid FROM stale s
+    CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y WHERE y.queue_id = s.queue_id AND y.sequence = s.sequence) y));

@@ -1,0 +1,152 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/skipq/skipq/internal/db"
+)
+
+// QueueGauge is a queue's row on the console's queues page: its counts from
+// the gauge snapshot (nil when the queue is newer than the snapshot).
+type QueueGauge struct {
+	FIFO                                       bool // a FIFO queue (SPEC §12)
+	Name                                       string
+	Available, Delayed, InFlight, DeadLettered *int64
+	OldestAvailableAt                          *time.Time
+	CountedAt                                  *time.Time
+}
+
+// QueueGauges lists a tenant's queues by name with their gauge snapshot, in
+// pages like ListQueues. It reads no message: the console polls it.
+func (s *Service) QueueGauges(ctx context.Context, tenant, prefix string, limit int, cursor string) ([]QueueGauge, string, error) {
+	after, err := queueNamePage(limit, prefix, cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := s.direct.ConsoleQueueList(ctx, db.ConsoleQueueListParams{
+		Tenant: tenant, Prefix: prefix, After: after, MaxQueues: int32(limit + 1)})
+	if err != nil {
+		return nil, "", fromDB("list queue gauges", err)
+	}
+	next := ""
+	if len(rows) > limit {
+		rows = rows[:limit]
+		next = encodeCursor(rows[limit-1].Name)
+	}
+	out := make([]QueueGauge, len(rows))
+	for i, r := range rows {
+		out[i] = QueueGauge{Name: r.Name, FIFO: r.Fifo, Available: r.Available, Delayed: r.Delayed, InFlight: r.InFlight,
+			DeadLettered: r.DeadLettered, OldestAvailableAt: r.OldestAvailableAt, CountedAt: r.CountedAt}
+	}
+	return out, next, nil
+}
+
+// DeadLetteredGauge is a queue's dead-lettered count from the gauge
+// snapshot and when it was counted (ok false: not counted yet). Counting it
+// at request time would read every dead-lettered message of the tenant.
+func (s *Service) DeadLetteredGauge(ctx context.Context, tenant, queue string) (n int64, at time.Time, ok bool, err error) {
+	q, err := s.queueByName(ctx, s.direct, tenant, queue)
+	if err != nil {
+		return 0, time.Time{}, false, err
+	}
+	row, err := s.direct.ConsoleQueueCounts(ctx, q.ID)
+	if errors.Is(db.NotFound(err), db.ErrNotFound) {
+		return 0, time.Time{}, false, nil
+	}
+	if err != nil {
+		return 0, time.Time{}, false, fromDB("read queue counts", err)
+	}
+	return row.DeadLettered, row.CountedAt, true, nil
+}
+
+// DepthPoint is the depth of a queue (or a tenant's queues together) at one
+// gauge snapshot.
+type DepthPoint struct {
+	At                                         time.Time
+	Available, Delayed, InFlight, DeadLettered int64
+}
+
+// DepthHistoryKept is how long the depth history is kept, and
+// DepthHistoryPeriod how often, cluster-wide, a snapshot is copied into it.
+const (
+	DepthHistoryKept   = 24 * time.Hour
+	DepthHistoryPeriod = time.Minute
+)
+
+// DepthHistory is the depth at every recorded snapshot in the last span:
+// of one queue, or with queue "" of all the tenant's queues together.
+func (s *Service) DepthHistory(ctx context.Context, tenant, queue string, span time.Duration) ([]DepthPoint, error) {
+	since := s.nowOr(time.Now()).Add(-span)
+	var out []DepthPoint
+	if queue == "" {
+		rows, err := s.direct.DepthHistoryTenant(ctx, db.DepthHistoryTenantParams{Tenant: tenant, Since: since})
+		if err != nil {
+			return nil, fromDB("read depth history", err)
+		}
+		for _, r := range rows {
+			out = append(out, DepthPoint{At: r.At, Available: r.Available, Delayed: r.Delayed, InFlight: r.InFlight, DeadLettered: r.DeadLettered})
+		}
+		return out, nil
+	}
+	q, err := s.queueByName(ctx, s.direct, tenant, queue)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.direct.DepthHistoryQueue(ctx, db.DepthHistoryQueueParams{QueueID: q.ID, Since: since})
+	if err != nil {
+		return nil, fromDB("read depth history", err)
+	}
+	for _, r := range rows {
+		out = append(out, DepthPoint{At: r.At, Available: r.Available, Delayed: r.Delayed, InFlight: r.InFlight, DeadLettered: r.DeadLettered})
+	}
+	return out, nil
+}
+
+// depthPruneBatches bounds the prune statements of one turn: each drops at
+// most max rows, and a turn adds at most maxGaugeQueues, so a backlog (after
+// the worker was down) drains within a few turns.
+const depthPruneBatches = 10
+
+// RecordDepthHistory copies the gauge snapshot into the depth history if it
+// is this node's turn (once per DepthHistoryPeriod cluster-wide), then drops
+// history older than DepthHistoryKept in statements of at most max rows.
+func (s *Service) RecordDepthHistory(ctx context.Context, max int) error {
+	turn, err := s.direct.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: s.now(), Job: "depth_history",
+		PeriodSeconds: int32(DepthHistoryPeriod / time.Second)})
+	if err != nil || !turn {
+		return fromDB("record depth history", err)
+	}
+	if _, err := s.direct.DepthHistoryRecord(ctx, maxGaugeQueues); err != nil {
+		return fromDB("record depth history", err)
+	}
+	before := s.nowOr(time.Now()).Add(-DepthHistoryKept)
+	if _, err := s.direct.DepthSnapshotsPrune(ctx, before); err != nil {
+		return fromDB("prune depth history", err)
+	}
+	for range depthPruneBatches {
+		n, err := s.direct.DepthHistoryPrune(ctx, db.DepthHistoryPruneParams{Before: before, MaxRows: int32(max)})
+		if err != nil {
+			return fromDB("prune depth history", err)
+		}
+		if n < int64(max) {
+			break
+		}
+	}
+	return nil
+}
+
+// SessionKey returns a key by id, with the hash of its secret, unless it was
+// revoked: a console session is bound to the key it was opened with and to
+// that hash (its MAC covers it), so a revoked key's sessions end.
+func (s *Service) SessionKey(ctx context.Context, id int64) (APIKey, []byte, error) {
+	row, err := s.direct.APIKeyGetByID(ctx, id)
+	if errors.Is(db.NotFound(err), db.ErrNotFound) {
+		return APIKey{}, nil, ErrUnauthenticated
+	}
+	if err != nil {
+		return APIKey{}, nil, fromDB("read key", err)
+	}
+	return keyFromRow(row), row.SecretHash, nil
+}

@@ -1,0 +1,519 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/skipq/skipq/internal/db"
+	"github.com/skipq/skipq/internal/wake"
+)
+
+// Message is a message as receivers and browsers see it.
+type Message struct {
+	MessageID     string
+	ReceiptHandle string // "" for peeks and autoAck
+	Queue         string
+	Sequence      int64
+	ClientID      string
+	Metadata      string
+	Body          []byte
+	BodyBinary    bool
+	Tags          map[string]string
+	// SQS is what the message carries for SQS (SQSTagKey, which is not
+	// among Tags); nil when none.
+	SQS             *SQSData
+	SentAt          time.Time
+	FirstReceivedAt *time.Time
+	ReceiveCount    int
+	VisibleUntil    *time.Time
+	DelayedTo       *time.Time
+	ExpiresAt       *time.Time
+	ReRoutedFrom    *string
+	DeadLetteredAt  *time.Time
+	GroupID         *string // nil on a standard queue
+	LastFailure     *Failure
+	DeadLetter      *DeadLetter // nil unless dead-lettered (with its cause recorded)
+	// AckedAt is when a retained message was acked (SPEC §16.4); nil for
+	// every other.
+	AckedAt *time.Time
+}
+
+// Failure is a message's latest failed delivery (SPEC §16.1).
+type Failure struct {
+	Cause        string  // CauseNack or CauseLeaseExpired
+	Reason       *string // the nack's reason
+	At           time.Time
+	ReceiveCount int
+}
+
+// DeadLetter is why a message was dead-lettered: its last delivery in
+// SourceQueue failed so, at ReceiveCount.
+type DeadLetter struct {
+	Cause        string
+	Reason       *string
+	ReceiveCount int
+	SourceQueue  string
+	At           time.Time
+}
+
+// ReceiveOptions are a receive request's fields; nil means the default.
+type ReceiveOptions struct {
+	MaxMessages       *int
+	VisibilitySeconds *int
+	WaitSeconds       *int
+	IsPeek            bool
+	AutoAck           bool
+	// MaxMessagesPerGroup is how many messages a receive on a FIFO queue
+	// takes from one group (1 … MaxMessagesPerGroup; default 1). A
+	// standard queue has no groups and ignores it.
+	MaxMessagesPerGroup *int
+}
+
+// MaxMessagesPerGroup bounds ReceiveOptions.MaxMessagesPerGroup (SQS's
+// batch), and with it how far into a group a claim reads: a group's
+// in-flight messages are always among its first ten (skipq.group_release).
+const MaxMessagesPerGroup = 10
+
+func (s *Service) validateReceive(queue string, o ReceiveOptions, minVisibility int) error {
+	var is issues
+	if msg := ValidQueueName(queue); msg != "" {
+		is.add("queue", "%s", msg)
+	}
+	is.between("maxMessages", o.MaxMessages, 1, s.limits.MaxReceiveMessages)
+	is.between("visibilitySeconds", o.VisibilitySeconds, minVisibility, s.limits.MaxVisibilitySeconds)
+	is.between("waitSeconds", o.WaitSeconds, 0, s.limits.MaxWaitSeconds)
+	is.between("maxMessagesPerGroup", o.MaxMessagesPerGroup, 1, MaxMessagesPerGroup)
+	if o.IsPeek && o.AutoAck {
+		is.add("autoAck", "cannot be combined with isPeek")
+	}
+	return is.err()
+}
+
+// Receive claims up to MaxMessages available messages, waiting up to
+// WaitSeconds for the first one. A waiting receive holds no database
+// connection: it parks in the hub between claims. It returns early, with
+// nothing, when ctx ends or the node shuts down.
+func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOptions) ([]Message, error) {
+	return s.receive(ctx, tenant, queue, o, 1)
+}
+
+// ReceiveSQS is Receive with SQS's visibility range: 0 is allowed (SPEC
+// §11.16 D4), and the message is delivered and stays available.
+func (s *Service) ReceiveSQS(ctx context.Context, tenant, queue string, o ReceiveOptions) ([]Message, error) {
+	msgs, err := s.receive(ctx, tenant, queue, o, 0)
+	if err != nil || len(msgs) == 0 || o.VisibilitySeconds == nil || *o.VisibilitySeconds != 0 {
+		return msgs, err
+	}
+	var p db.SQSReadyAgainParams
+	for _, m := range msgs {
+		r, _ := parseReceipt(m.ReceiptHandle)
+		p.QueueIds, p.Sequences, p.Tokens = append(p.QueueIds, r.queueID), append(p.Sequences, r.sequence), append(p.Tokens, r.token)
+	}
+	ids, err := s.q.SQSReadyAgain(ctx, p)
+	if err != nil {
+		// Delivered all the same: the lease-end timer readies them.
+		s.log.Warn("SQS receive with visibility 0: readying again failed", "err", err)
+		return msgs, nil
+	}
+	if len(ids) > 0 {
+		s.hub.Publish(ids[0], len(ids))
+	}
+	return msgs, nil
+}
+
+func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOptions, minVisibility int) ([]Message, error) {
+	if err := s.validateReceive(queue, o, minVisibility); err != nil {
+		return nil, err
+	}
+	max := 1
+	if o.MaxMessages != nil {
+		max = *o.MaxMessages
+	}
+	msgs, _, err := s.claim(ctx, tenant, queue, max, o)
+	if err != nil || len(msgs) > 0 {
+		return msgs, err
+	}
+
+	queueID, wait, retype, err := s.waitTarget(ctx, tenant, queue, o.WaitSeconds)
+	if err != nil {
+		return nil, err
+	}
+	if retype {
+		// The claim took the queue for the other type (this node had not
+		// seen it yet, or it was created again): claim as it is.
+		if msgs, _, err = s.claim(ctx, tenant, queue, max, o); err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+	}
+	if wait <= 0 {
+		return nil, nil
+	}
+	// Every waiting receive holds a goroutine, its connection's buffers and
+	// a hub entry until it ends: past the node's cap, refuse at once rather
+	// than let open long polls grow the node without bound.
+	if !s.hub.Park() {
+		return nil, ErrTooManyWaiters
+	}
+	defer s.hub.Unpark()
+	deadline := time.NewTimer(time.Duration(wait) * time.Second)
+	defer deadline.Stop()
+	for {
+		w := s.hub.Register(queueID)
+		msgs, more, err := s.claim(ctx, tenant, queue, max, o)
+		if err != nil || len(msgs) > 0 {
+			s.hub.Unregister(queueID, w)
+			if more {
+				// There may be more: pass the wake-up on to the next waiter.
+				s.hub.Wake(queueID, 1)
+			}
+			return msgs, err
+		}
+		select {
+		case <-w.C():
+		case <-deadline.C:
+			s.hub.Leave(queueID, w)
+			return nil, nil
+		case <-ctx.Done():
+			s.hub.Leave(queueID, w)
+			return nil, nil
+		case <-s.hub.Closing():
+			s.hub.Leave(queueID, w)
+			return nil, nil
+		}
+		if queueID == wake.MissingQueue {
+			if queueID, _, _, err = s.waitTarget(ctx, tenant, queue, &wait); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// waitTarget resolves what a receive waits on: the queue's id (wake.MissingQueue
+// when it does not exist yet) and the wait in seconds (the queue's default
+// when not given; 1 s for a missing queue, the default of a new one). It
+// notes the queue's type, and retype says that claims took it for the other
+// one until now.
+func (s *Service) waitTarget(ctx context.Context, tenant, queue string, waitSeconds *int) (id int64, wait int, retype bool, err error) {
+	row, err := s.queueByName(ctx, s.q, tenant, queue)
+	id, wait = row.ID, int(row.ReceiveWaitSeconds)
+	switch {
+	case err == nil:
+		retype = s.kinds.set(tenant, queue, row.Fifo)
+	case KindOf(err) == KindNotFound:
+		id, wait, err = wake.MissingQueue, 1, nil
+	}
+	if waitSeconds != nil {
+		wait = *waitSeconds
+	}
+	return id, wait, retype, err
+}
+
+// claimTimeout bounds one claim of a long-poll, whose request has no
+// overall deadline shorter than its wait.
+const claimTimeout = 10 * time.Second
+
+// claim runs one claim (or peek, or claim-and-delete) and returns the
+// messages in sequence order, and whether more may be available: the claim
+// took max messages or stopped at the response budget.
+func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, bool, error) {
+	ctx, cancel := context.WithTimeout(reqCtx, claimTimeout)
+	defer cancel()
+	budget, overhead := int64(s.limits.MaxResponseBytes), messageOverhead(queue)
+	var rows []db.SkipqMessage
+	var err error
+	fifo := s.kinds.isFIFO(tenant, queue)
+	switch {
+	case fifo && max == 1 && !o.IsPeek && !o.AutoAck:
+		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, true)
+	case fifo:
+		mode := "claim"
+		switch {
+		case o.IsPeek:
+			mode = "peek"
+		case o.AutoAck:
+			mode = "delete"
+		}
+		rows, err = s.direct.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: tenant, Queue: queue,
+			Now: s.now(), VisibilitySeconds: int32Ptr(o.VisibilitySeconds), MaxMessages: int32(max),
+			MaxPerGroup: intOr(o.MaxMessagesPerGroup, 1), MaxResponseBytes: budget, MessageOverhead: overhead,
+			Mode: mode, KeyID: keyIDOf(ctx)})
+		if o.AutoAck {
+			autoAcked(rows, s.nowOr(time.Now()))
+		}
+	case o.IsPeek:
+		var peeked []db.MessagePeekRow
+		peeked, err = s.q.MessagePeek(ctx, db.MessagePeekParams{Tenant: tenant, Queue: queue, Now: s.now(),
+			MaxMessages: int32(max), MaxResponseBytes: budget, MessageOverhead: overhead})
+		for _, p := range peeked {
+			rows = append(rows, p.SkipqMessage)
+		}
+	case o.AutoAck:
+		rows, err = s.direct.MessageClaimAndDelete(ctx, db.MessageClaimAndDeleteParams{Tenant: tenant, Queue: queue, Now: s.now(),
+			MaxMessages: int32(max), MaxResponseBytes: budget, MessageOverhead: overhead, KeyID: keyIDOf(ctx)})
+		autoAcked(rows, s.nowOr(time.Now()))
+	case max == 1:
+		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, false)
+	default:
+		rows, err = s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
+			MaxMessages: int32(max), VisibilitySeconds: int32Ptr(o.VisibilitySeconds),
+			MaxResponseBytes: budget, MessageOverhead: overhead, KeyID: keyIDOf(ctx)})
+	}
+	if err != nil {
+		if errors.Is(reqCtx.Err(), context.Canceled) {
+			return nil, false, nil // the client left; nothing was claimed
+		}
+		return nil, false, fromDB("receive", err)
+	}
+	var size int64
+	for _, r := range rows {
+		size += estimatedRowBytes(r, overhead)
+	}
+	more := len(rows) == max || size >= budget
+	if !fifo {
+		// A FIFO claim answers in its own order: group by group, in rotation.
+		slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	}
+	if len(rows) > 0 && !o.IsPeek {
+		s.names.remember(rows[0].QueueID, tenant, queue)
+		s.obs.MessagesReceived(tenant, queue, len(rows))
+		if o.AutoAck {
+			s.obs.MessagesAcked(tenant, queue, len(rows))
+		}
+	}
+	msgs := make([]Message, len(rows))
+	for i, r := range rows {
+		msgs[i] = messageFromRow(queue, r)
+		if !o.IsPeek && !o.AutoAck {
+			msgs[i].ReceiptHandle = encodeReceipt(r.QueueID, r.Sequence, r.LeaseToken)
+			msgs[i].VisibleUntil = new(r.VisibleAt)
+		}
+	}
+	return msgs, more, nil
+}
+
+// autoAcked reports a removed delivery as the receive that made it: its
+// count includes it.
+func autoAcked(rows []db.SkipqMessage, now time.Time) {
+	for i := range rows {
+		rows[i].ReceiveCount++
+		if rows[i].FirstReceivedAt == nil {
+			rows[i].FirstReceivedAt = new(now)
+		}
+	}
+}
+
+// MessageOverheadBytes is the response-budget estimate of a received
+// message's fixed JSON: field names, punctuation, the receipt handle, the
+// sequence and counts, six timestamps and bodyEncoding, and deadLetter's
+// sourceQueue and at, which its stored form lacks (lastFailure and the rest
+// of deadLetter are measured with the tags they are stored in). The queue
+// name is added per queue; the variable fields are measured in the claim
+// statement (internal/queries/messages.sql, MessageClaim). handlers tests hold the
+// HTTP encoding to it.
+const MessageOverheadBytes = 700 + maxQueueNameBytes
+
+// messageOverhead is the per-message estimate the claim statements add to
+// each message's measured fields.
+func messageOverhead(queue string) int64 {
+	return MessageOverheadBytes + int64(len(queue))
+}
+
+// estimatedRowBytes is the claim statements' size estimate of one message,
+// the same sum in Go (tags are the JSON text the jsonb column returns).
+func estimatedRowBytes(r db.SkipqMessage, overhead int64) int64 {
+	n := int64(len(r.Body))
+	if r.BodyBinary {
+		n = (n + 2) / 3 * 4
+	}
+	n += int64(len(r.Metadata) + len(r.Tags) + len(r.MessageID) + len(r.ClientID))
+	if r.ReRoutedFrom != nil {
+		n += int64(len(*r.ReRoutedFrom))
+	}
+	if r.GroupID != nil {
+		n += int64(len(*r.GroupID))
+	}
+	return n + overhead
+}
+
+func (s *Service) nowOr(t time.Time) time.Time {
+	if n := s.now(); n != nil {
+		return *n
+	}
+	return t
+}
+
+func messageFromRow(queue string, r db.SkipqMessage) Message {
+	tags := map[string]string{}
+	_ = json.Unmarshal(r.Tags, &tags) // written by us from a map[string]string
+	sqs := parseSQSData(tags[SQSTagKey])
+	failure, dead := parseFailure(tags[failureTagKey]), parseFailure(tags[deadLetterTagKey])
+	acked := parseAcked(tags[ackedTagKey])
+	// What skipq keeps in its reserved keys was read above (or, as the
+	// trace id, is shown nowhere); the message's tags are the sender's.
+	maps.DeleteFunc(tags, func(k, _ string) bool { return strings.HasPrefix(k, ReservedTagPrefix) })
+	m := Message{
+		MessageID:       r.MessageID,
+		Queue:           queue,
+		Sequence:        r.Sequence,
+		ClientID:        r.ClientID,
+		Metadata:        r.Metadata,
+		Body:            r.Body,
+		BodyBinary:      r.BodyBinary,
+		Tags:            tags,
+		SQS:             sqs,
+		SentAt:          r.SentAt,
+		FirstReceivedAt: r.FirstReceivedAt,
+		ReceiveCount:    int(r.ReceiveCount),
+		DelayedTo:       r.DelayedTo,
+		ExpiresAt:       r.ExpiresAt,
+		ReRoutedFrom:    r.ReRoutedFrom,
+		DeadLetteredAt:  r.DeadLetteredAt,
+		GroupID:         r.GroupID,
+		LastFailure:     failure,
+		DeadLetter:      deadLetterOf(dead, r),
+	}
+	if acked != nil {
+		m.AckedAt, m.GroupID = &acked.At, acked.Group
+	}
+	return m
+}
+
+// A message's failures ride in its tags under reserved keys, as JSON
+// (internal/migrations/00023_failure_reasons.sql): the latest failed delivery, and
+// on a dead letter the one that dead-lettered it.
+const (
+	failureTagKey    = "skipq.failure"
+	deadLetterTagKey = "skipq.deadLetter"
+)
+
+// parseFailure reads a stored failure; nil when there is none.
+func parseFailure(doc string) *Failure {
+	if doc == "" {
+		return nil
+	}
+	var f struct {
+		Cause        string    `json:"cause"`
+		Reason       *string   `json:"reason"`
+		At           time.Time `json:"at"`
+		ReceiveCount int       `json:"receiveCount"`
+	}
+	if json.Unmarshal([]byte(doc), &f) != nil { // written by skipq's own statements
+		return nil
+	}
+	return &Failure{Cause: f.Cause, Reason: f.Reason, At: f.At.UTC(), ReceiveCount: f.ReceiveCount}
+}
+
+// deadLetterOf is why a dead letter died: f, from its source queue, when it
+// moved. Nil for a message that is not a dead letter (a redriven or
+// requeued one), or was dead-lettered before skipq recorded why.
+func deadLetterOf(f *Failure, r db.SkipqMessage) *DeadLetter {
+	if f == nil || r.DeadLetteredAt == nil || r.ReRoutedFrom == nil {
+		return nil
+	}
+	return &DeadLetter{Cause: f.Cause, Reason: f.Reason, ReceiveCount: f.ReceiveCount, SourceQueue: *r.ReRoutedFrom,
+		At: *r.DeadLetteredAt}
+}
+
+// claimCall is one single-message receive's part of a shared claim.
+type claimCall struct {
+	tenant, queue string
+	keyID         *int64 // recorded in the history of what it receives
+	fifo          bool
+	visibility    *int
+	rows          []db.SkipqMessage
+	err           error
+}
+
+func claimSize(*claimCall) int { return 1 }
+
+// claimShared claims one message, together with the single-message
+// receives that arrive while a claim of this node runs (sharer): one
+// statement and one commit for all of them, and waiters woken together are
+// served by one claim. Receives of more than one message claim on their
+// own: they already share a commit among their messages, and splitting a
+// batch would have to respect each request's response budget.
+func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibility *int, fifo bool) ([]db.SkipqMessage, error) {
+	call := &claimCall{tenant: tenant, queue: queue, keyID: keyIDOf(ctx), fifo: fifo, visibility: visibility}
+	if err := s.claims.do(ctx, call); err != nil {
+		return nil, err
+	}
+	return call.rows, call.err
+}
+
+// runClaims claims, per queue and visibility, as many messages as there are
+// calls, in one statement, and hands them out in sequence order, one each.
+// A call left without a message (the queue had fewer) answers empty, as a
+// claim of its own would have. Claims skip locked rows and groups, but a
+// claim that still ran out of its lock timeout returns its calls, blocked,
+// to claim on their own (sharer).
+func (s *Service) runClaims(ctx context.Context, st statements, calls []*claimCall) (blocked []*claimCall) {
+	// Calls share a claim when they would make the same one, under the
+	// same API key (the history names one per statement).
+	type key struct {
+		tenant, queue string
+		fifo          bool
+		visibility    int   // -1: the queue's default
+		keyID         int64 // 0: none
+	}
+	groups := map[key][]*claimCall{}
+	var order []key
+	for _, c := range calls {
+		k := key{c.tenant, c.queue, c.fifo, -1, 0}
+		if c.keyID != nil {
+			k.keyID = *c.keyID
+		}
+		if c.visibility != nil {
+			k.visibility = *c.visibility
+		}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], c)
+	}
+	for _, k := range order {
+		group := groups[k]
+		var rows []db.SkipqMessage
+		var err error
+		if k.fifo {
+			// One message from each of as many groups: the receivers share
+			// no group, and get the groups in rotation order.
+			rows, err = st.q.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: k.tenant, Queue: k.queue,
+				Now: s.now(), VisibilitySeconds: int32Ptr(group[0].visibility), MaxMessages: int32(len(group)),
+				MaxPerGroup: 1, MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
+				MessageOverhead: messageOverhead(k.queue), Mode: "claim", KeyID: group[0].keyID})
+		} else {
+			rows, err = st.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
+				MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility),
+				MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
+				MessageOverhead:  messageOverhead(k.queue), KeyID: group[0].keyID})
+			slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
+		}
+		switch {
+		case st.outsideLock(err):
+			blocked = append(blocked, group...)
+			continue
+		case err != nil && len(group) == 1:
+			group[0].err = err
+			continue
+		case err != nil:
+			// The shared claim failed as a whole (and claimed nothing):
+			// each request on its own, so that each gets its own answer.
+			for _, c := range group {
+				blocked = append(blocked, s.runClaims(ctx, st, []*claimCall{c})...)
+			}
+			continue
+		}
+		for i, c := range group {
+			if i < len(rows) {
+				c.rows = rows[i : i+1]
+			}
+		}
+	}
+	return blocked
+}

@@ -1,0 +1,97 @@
+package service_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/testdb"
+)
+
+// expiries counts MessagesExpired per queue; the rest of Observer is
+// ignored.
+type expiries struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (e *expiries) MessagesExpired(_, queue string, n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n[queue] += n
+}
+func (*expiries) MessagesSent(string, string, int)              {}
+func (*expiries) MessagesReceived(string, string, int)          {}
+func (*expiries) MessagesAcked(string, string, int)             {}
+func (*expiries) MessagesNacked(string, string, int)            {}
+func (*expiries) MessagesDeadLettered(string, string, int)      {}
+func (*expiries) MessagesDiscarded(string, string, string, int) {}
+func (*expiries) QueueCounts([]service.QueueCount, time.Time)   {}
+
+// A retained message's lease timer neither readies it nor files itself
+// again, and its removal at the end of the retention is no expiry; an
+// unacked message of the same queue expires as before.
+func TestRetainedMessagesLeaveTheTimersAndTheExpiryCount(t *testing.T) {
+	pool, err := pgxpool.New(context.Background(), testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	clk := &clock{t: time.Now()}
+	obs := &expiries{n: map[string]int{}}
+	svc := service.New(pool, service.Options{Limits: service.DefaultLimits(), Clock: clk.now, Observer: obs})
+	ctx := context.Background()
+	retain, exp, vis, two := 60, 30, 10, 2
+	if _, _, err := svc.PutQueue(ctx, "default", "r", service.QueueSettings{RetainAckedSeconds: &retain}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"kept", "expiring"} {
+		if _, err := svc.Send(ctx, "default", "r", service.MessageInput{Body: "b", MessageID: id, ExpirationSeconds: &exp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs, err := svc.Receive(ctx, "default", "r", service.ReceiveOptions{MaxMessages: &two, VisibilitySeconds: &vis, WaitSeconds: new(0)})
+	if err != nil || len(msgs) != 2 || msgs[0].MessageID != "kept" {
+		t.Fatalf("receive: %v %v", msgs, err)
+	}
+	if res, err := svc.Ack(ctx, []string{msgs[0].ReceiptHandle}); err != nil || res.Succeeded != 1 {
+		t.Fatalf("ack: %+v %v", res, err)
+	}
+
+	clk.advance(15 * time.Second) // both leases ran out
+	for {
+		n, err := svc.FireTimers(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	var timers int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM skipq.timers`).Scan(&timers); err != nil {
+		t.Fatal(err)
+	}
+	if timers != 0 {
+		t.Fatalf("%d timers left after the leases ended", timers)
+	}
+	kept, err := svc.GetMessage(ctx, "default", "r", "kept")
+	if err != nil || kept.State != service.StateAcked {
+		t.Fatalf("retained message after its lease's end: %+v %v", kept, err)
+	}
+	if again, err := svc.GetMessage(ctx, "default", "r", "expiring"); err != nil || again.State != service.StateAvailable {
+		t.Fatalf("unacked message after its lease's end: %+v %v", again, err)
+	}
+
+	clk.advance(2 * time.Minute) // the expiry and the retention have passed
+	if n, err := svc.RemoveExpired(ctx, 100); err != nil || n != 2 {
+		t.Fatalf("removed %d (%v), want 2", n, err)
+	}
+	if obs.n["r"] != 1 {
+		t.Fatalf("%d expiries counted, want 1 (the retained message's removal is none)", obs.n["r"])
+	}
+}

@@ -1,0 +1,172 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/skipq/skipq/internal/db"
+	"github.com/skipq/skipq/internal/wake"
+)
+
+// Service is one node's view of skipq: stateless apart from the long-poll
+// waiters it is holding.
+type Service struct {
+	pool *pgxpool.Pool
+	q    *db.Queries // statements with skipq's plan settings (db.Planned)
+	// direct runs statements as they are, with nothing piped ahead: calls
+	// of functions that carry their own plan settings (message_insert,
+	// timer_wait), statements on small tables (job turns, the gauge
+	// snapshot), and VACUUM, which cannot run inside the implicit
+	// transaction that Planned opens.
+	direct *db.Queries
+	// shared and own are where the statements that concurrent requests
+	// share run: in the sharer, under a lock timeout, and, for a call whose
+	// shared statement met a lock held outside it, on its own.
+	shared, own statements
+	timerProbe  timerProbe
+	groupPrune  groupPruneCursor
+	limits      Limits
+	log         *slog.Logger
+	hub         *wake.Hub
+	acks        *sharer[settleCall]
+	nacks       *sharer[settleCall]
+	extends     *sharer[settleCall]
+	sends       *sharer[sendCall]
+	claims      *sharer[claimCall]
+	keys        keyCache
+	sqsKeys     keyCache // SQS access key ids
+	names       queueNames
+	kinds       queueKinds
+	obs         Observer
+	// now, when set, replaces the database clock in every time-based rule
+	// (tests move time instead of sleeping).
+	now func() *time.Time
+}
+
+// Options configure a Service.
+type Options struct {
+	Limits Limits
+	Log    *slog.Logger
+	// Clock overrides the database's now() (tests only).
+	Clock func() time.Time
+	// Observer is told what happened to messages (nil: nobody).
+	Observer Observer
+	// KeyCacheTTL is how long API keys and rejected secrets are cached
+	// (0: KeyCacheTTL).
+	KeyCacheTTL time.Duration
+}
+
+// New builds a Service on a pool. Call Run to start its notifier, and feed it
+// notifications with HandleNotification.
+func New(pool *pgxpool.Pool, opts Options) *Service {
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Service{
+		pool:    pool,
+		q:       db.New(db.Planned{Pool: pool}),
+		direct:  db.New(db.Direct{Pool: pool}),
+		shared:  statements{q: db.New(db.LockBounded(pool)), tx: db.LockBoundedTxOptions, lockBounded: true},
+		own:     statements{q: db.New(db.Direct{Pool: pool}), tx: db.TxOptions},
+		limits:  opts.Limits,
+		log:     log,
+		now:     func() *time.Time { return nil },
+		obs:     opts.Observer,
+		keys:    newKeyCache(opts.KeyCacheTTL),
+		sqsKeys: newKeyCache(opts.KeyCacheTTL),
+	}
+	if s.obs == nil {
+		s.obs = nopObserver{}
+	}
+	if opts.Clock != nil {
+		s.now = func() *time.Time { t := opts.Clock(); return &t }
+	}
+	lockWaiters := semaphore.NewWeighted(lockWaitConns(pool))
+	s.acks = s.settleSharer(s.runAcks, lockWaiters)
+	s.nacks = s.settleSharer(s.runNacks, lockWaiters)
+	s.extends = s.settleSharer(s.runExtends, lockWaiters)
+	s.sends = &sharer[sendCall]{maxItems: sharedSendBytes, size: sendSize, lockWaiters: lockWaiters,
+		queue: func(c *sendCall) string { return c.tenant + "/" + c.queue },
+		run:   func(ctx context.Context, calls []*sendCall) []*sendCall { return s.runSends(ctx, s.shared, calls) },
+		alone: func(ctx context.Context, c *sendCall) { s.sendAlone(ctx, s.own, c) }}
+	s.claims = &sharer[claimCall]{maxItems: sharedClaimCalls, size: claimSize, lockWaiters: lockWaiters,
+		queue: func(c *claimCall) string { return c.tenant + "/" + c.queue },
+		run:   func(ctx context.Context, calls []*claimCall) []*claimCall { return s.runClaims(ctx, s.shared, calls) },
+		alone: func(ctx context.Context, c *claimCall) { s.runClaims(ctx, s.own, []*claimCall{c}) }}
+	s.hub = wake.NewHub(newNodeID(), pool, log, opts.Limits.MaxWaiters)
+	return s
+}
+
+// Limits returns the limits the service enforces.
+func (s *Service) Limits() Limits { return s.limits }
+
+// Hub returns the node's long-poll hub (listener wiring, shutdown, metrics).
+func (s *Service) Hub() *wake.Hub { return s.hub }
+
+// sharedClaimCalls bounds the single-message receives that one shared
+// claim serves.
+const sharedClaimCalls = 256
+
+// sharedSettleHandles bounds the handles of one shared settle statement
+// (ack, nack or extend): four full requests' worth.
+const sharedSettleHandles = 4 * MaxReceiptHandles
+
+// statements are one way to run the statements of a sharer.
+type statements struct {
+	q  *db.Queries
+	tx pgx.TxOptions // for a transaction of several of them
+	// lockBounded: a lock wait longer than db.SharedLockTimeout fails the
+	// statement, which stored nothing (outsideLock).
+	lockBounded bool
+}
+
+// outsideLock reports whether err is a lock-bounded statement's lock wait
+// running out: it waited on a lock held outside it, and its calls must run
+// on their own.
+func (st statements) outsideLock(err error) bool {
+	return st.lockBounded && db.IsLockNotAvailable(err)
+}
+
+// lockWaitConns is how many of the pool's connections the calls that wait
+// on locks held outside skipq (run alone, see sharer) may hold at once: a
+// quarter, so that the rest of the node keeps its connections however many
+// requests wait on some open transaction.
+func lockWaitConns(pool *pgxpool.Pool) int64 {
+	if pool == nil { // a Service that only describes itself (the route list)
+		return 1
+	}
+	return max(1, int64(pool.Config().MaxConns)/4)
+}
+
+// settleSharer shares acks, nacks or extends, run by run with the lock
+// timeout, and alone without.
+func (s *Service) settleSharer(run func(context.Context, statements, []*settleCall) []*settleCall, lockWaiters *semaphore.Weighted) *sharer[settleCall] {
+	return &sharer[settleCall]{maxItems: sharedSettleHandles, size: settleSize, lockWaiters: lockWaiters,
+		queue: settleQueue,
+		run:   func(ctx context.Context, calls []*settleCall) []*settleCall { return run(ctx, s.shared, calls) },
+		alone: func(ctx context.Context, c *settleCall) { run(ctx, s.own, []*settleCall{c}) }}
+}
+
+// inTx runs fn in one transaction (again, should it meet a transaction
+// pooler's prepared-statement error: db.RetryPooled).
+func (s *Service) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	return db.RetryPooled(func() error {
+		return pgx.BeginTxFunc(ctx, s.pool, db.TxOptions, func(tx pgx.Tx) error {
+			return fn(s.q.WithTx(tx))
+		})
+	})
+}
+
+func newNodeID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,86 @@
+package wake
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skipq/skipq/internal/testdb"
+)
+
+// A wake-up that reaches a waiter as it leaves (its wait ended at the same
+// moment) goes to the next waiter of the queue: with the listener up,
+// nothing else would wake it before the safety recheck, seconds later.
+func TestWakeUpOfALeavingWaiterIsPassedOn(t *testing.T) {
+	h := NewHub("n", nil, slog.Default(), 0)
+	first, second := h.Register(7), h.Register(7)
+	h.Wake(7, 1)
+	h.Leave(7, first)
+	select {
+	case <-second.c:
+	default:
+		t.Fatal("the next waiter was not woken")
+	}
+	// A waiter that leaves unwoken wakes nobody.
+	third, fourth := h.Register(7), h.Register(7)
+	h.Leave(7, third)
+	select {
+	case <-fourth.c:
+		t.Fatal("a waiter that left without a wake-up woke the next one")
+	default:
+	}
+}
+
+// With the listener down, every recheck wakes the head waiter of each
+// queue; with it up, only a full recheck does, and waiters of queues that
+// do not exist yet are woken either way.
+func TestRecheckWakesHeadWaitersOnlyWhenDue(t *testing.T) {
+	h := NewHub("n", nil, slog.Default(), 0)
+	head, next, missing := h.Register(7), h.Register(7), h.Register(MissingQueue)
+	h.recheck(false)
+	if len(head.c) != 0 || len(missing.c) != 1 {
+		t.Fatalf("a partial recheck woke the head waiter (%d) or not the missing queue's (%d)", len(head.c), len(missing.c))
+	}
+	h.recheck(true)
+	if len(head.c) != 1 || len(next.c) != 0 {
+		t.Fatalf("a full recheck woke %d head and %d next waiters, want 1 and 0", len(head.c), len(next.c))
+	}
+}
+
+// The wake-up protocol has one writer in SQL (skipq.wake) and one reader in
+// Go (ParseNotice): notifications skipq.wake sends on the channel the node
+// listens on (Channel) parse back to what was announced.
+func TestWakeNotificationsFromSQLParse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT skipq.wake('node-1', ARRAY[7, 9007199254740993], ARRAY[3, 1])"); err != nil {
+		t.Fatal(err)
+	}
+	want := []Notice{{"node-1", 7, 3}, {"node-1", 9007199254740993, 1}}
+	for _, w := range want {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := ParseNotice(n.Payload)
+		if !ok || got != w {
+			t.Fatalf("payload %q parsed to %+v (%v), want %+v", n.Payload, got, ok, w)
+		}
+	}
+	for _, bad := range []string{"", "node", "node 7", "node x 1", "node 7 y"} {
+		if _, ok := ParseNotice(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
