@@ -63,8 +63,8 @@ type Options struct {
 	KeyCacheTTL time.Duration
 }
 
-// New builds a Service on a pool. Call Run to start its notifier, and feed it
-// notifications with HandleNotification.
+// New builds a Service on a pool. Its long-poll hub (Hub) is started by the
+// node, which feeds it the LISTEN connection's notices (package wake).
 func New(pool *pgxpool.Pool, opts Options) *Service {
 	log := opts.Log
 	if log == nil {

@@ -20,11 +20,6 @@ import (
 // move that copies tags (dead-letter, requeue, redrive) carries them, and
 // no statement of the native hot path changes.
 
-// ReservedTagPrefix starts the tag keys skipq keeps its own per-message data
-// under (SQSTagKey, the failures, the ack of a retained message, the trace
-// id): a send may not use it, and message objects do not show them.
-const ReservedTagPrefix = "skipq."
-
 // SQSTagKey is the reserved tag that holds a message's SQSData as JSON.
 const SQSTagKey = "skipq.sqs"
 

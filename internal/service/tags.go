@@ -1,0 +1,6 @@
+package service
+
+// ReservedTagPrefix starts the tag keys skipq keeps its own per-message data
+// under (SQSTagKey, the failures, the ack of a retained message, the trace
+// id): a send may not use it, and message objects do not show them.
+const ReservedTagPrefix = "skipq."
