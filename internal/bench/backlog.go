@@ -3,9 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
+	"io"
 )
 
 // backlogPoint is the lifecycle run behind the backlog: batch 1, 4 pairs.
@@ -98,26 +96,39 @@ SELECT (SELECT id FROM skipq.queues WHERE name = $1), 'preload-' || g, $2::bytea
 FROM generate_series(1, $3::int) AS g`, queue, []byte(payload), n)
 }
 
-// bulkLoad runs one loading statement on a connection of its own (named
-// setupApp), then ANALYZE of the tables it filled. It returns the seconds
-// both took.
-func (e *env) bulkLoad(ctx context.Context, tables, sql string, args ...any) (float64, error) {
-	cfg, err := pgx.ParseConfig(e.dbURL)
-	if err != nil {
-		return 0, err
+// BacklogResult is batch-1 throughput behind a preloaded backlog.
+type BacklogResult struct {
+	Preloaded      int     `json:"preloaded"`
+	MsgsPerS       float64 `json:"msgs_per_s"`
+	EmptyMsgsPerS  float64 `json:"empty_msgs_per_s"`
+	Ratio          float64 `json:"ratio"`
+	Batch          int     `json:"batch"`
+	Pairs          int     `json:"pairs"`
+	PreloadSeconds float64 `json:"preload_s"`
+	// EmptyClaimMS is the slowest claim on a drained queue right after a
+	// heavy run (EXPLAIN ANALYZE execution time), over every such queue of
+	// this run; EmptyClaim is that measurement.
+	EmptyClaimMS float64  `json:"empty_claim_ms"`
+	EmptyClaim   *Explain `json:"empty_claim"`
+	// The claim at the backlog's head: freshly analyzed, and after the run.
+	ClaimExplain       *Explain  `json:"claim_explain"`
+	ClaimExplainBefore *Explain  `json:"claim_explain_before"`
+	HTTP               *RunStats `json:"http_stats,omitempty"`
+	Empty              *RunStats `json:"empty_stats,omitempty"`
+}
+
+// writeBacklog is the backlog section of the text report.
+func writeBacklog(w io.Writer, b *BacklogResult) {
+	fmt.Fprintf(w, "backlog: batch %d × %d pairs behind %s preloaded messages (preload %.1f s)\n",
+		b.Batch, b.Pairs, thousands(float64(b.Preloaded)), b.PreloadSeconds)
+	fmt.Fprintf(w, "  %s msgs/s vs %s on an empty queue: %.2f\n", thousands(b.MsgsPerS), thousands(b.EmptyMsgsPerS), b.Ratio)
+	for _, x := range []struct {
+		name string
+		e    *Explain
+	}{{"claim at the backlog, analyzed", b.ClaimExplainBefore}, {"claim at the backlog, after the run", b.ClaimExplain}, {"claim on an empty queue after a heavy run", b.EmptyClaim}} {
+		if x.e != nil {
+			fmt.Fprintf(w, "  %s: %.3f ms execution, %d shared hit + %d read (%s)\n", x.name, x.e.ExecutionMS, x.e.SharedHit, x.e.SharedRead, x.e.After)
+		}
 	}
-	cfg.RuntimeParams["application_name"] = setupApp
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = conn.Close(context.Background()) }()
-	start := time.Now()
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		return 0, fmt.Errorf("load: %w", err)
-	}
-	if _, err := conn.Exec(ctx, "ANALYZE "+tables); err != nil {
-		return 0, fmt.Errorf("analyze: %w", err)
-	}
-	return round(time.Since(start).Seconds(), 1), nil
+	fmt.Fprintln(w)
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -299,4 +300,51 @@ func (e *env) fifoGroupWake(ctx context.Context, ns *nodes, res *FIFOResult) err
 	res.GroupWakeSamples = len(lat)
 	e.logf("  group wake-up p50 %.2f ms, p99 %.2f ms", res.GroupWakeP50MS, res.GroupWakeP99MS)
 	return nil
+}
+
+// FIFOResult is the FIFO scenario (issue #13): FIFO lifecycle / standard
+// lifecycle in the same run, the receive past a blocked group, the wake-up
+// of a group's next message.
+type FIFOResult struct {
+	B1x16Ratio       float64     `json:"b1x16_ratio"`
+	B100x4Ratio      float64     `json:"b100x4_ratio"`
+	HOLP50MS         float64     `json:"hol_p50_ms"`
+	HOLBuffers       int64       `json:"hol_buffers"`
+	GroupWakeP50MS   float64     `json:"group_wake_p50_ms"`
+	GroupWakeP99MS   float64     `json:"group_wake_p99_ms"`
+	Groups           int         `json:"groups"` // active groups of the FIFO lifecycle
+	Points           []FIFOPoint `json:"points"`
+	HOLMessages      int         `json:"hol_messages"` // in the blocked group
+	HOLExplain       *Explain    `json:"hol_explain"`
+	GroupWakeSamples int         `json:"group_wake_samples"`
+	GroupWakePath    string      `json:"group_wake_path"`
+}
+
+// FIFOPoint is one point of the FIFO lifecycle next to the standard one.
+type FIFOPoint struct {
+	Batch            int       `json:"batch"`
+	Pairs            int       `json:"pairs"`
+	StandardMsgsPerS float64   `json:"standard_msgs_per_s"`
+	FIFOMsgsPerS     float64   `json:"fifo_msgs_per_s"`
+	Ratio            float64   `json:"ratio"`
+	Standard         *RunStats `json:"standard_stats,omitempty"`
+	FIFO             *RunStats `json:"fifo_stats,omitempty"`
+}
+
+// writeFIFO is the FIFO section of the text report.
+func writeFIFO(w io.Writer, f *FIFOResult) {
+	fmt.Fprintf(w, "FIFO queues (%d active groups, maxMessagesPerGroup 1) next to the standard queue, messages/s acked:\n", f.Groups)
+	for _, p := range f.Points {
+		fmt.Fprintf(w, "  batch %3d × %2d pairs: standard %10s  FIFO %10s  FIFO/standard %.2f\n",
+			p.Batch, p.Pairs, thousands(p.StandardMsgsPerS), thousands(p.FIFOMsgsPerS), p.Ratio)
+	}
+	fmt.Fprintf(w, "  receive past a %s-message group whose head is in flight: p50 %.2f ms; its claim read %d buffers\n",
+		thousands(float64(f.HOLMessages)), f.HOLP50MS, f.HOLBuffers)
+	if x := f.HOLExplain; x != nil {
+		for _, line := range x.Plan {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
+	}
+	fmt.Fprintf(w, "  group wake-up (freeing ack answered → waiting receive answered, %s), %d samples: p50 %.2f ms   p99 %.2f ms\n\n",
+		f.GroupWakePath, f.GroupWakeSamples, f.GroupWakeP50MS, f.GroupWakeP99MS)
 }

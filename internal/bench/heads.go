@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -372,4 +373,71 @@ func (e *env) explainHead(ctx context.Context, base, queue string) (*Explain, er
 		return nil, err
 	}
 	return x, nil
+}
+
+// HeadsResult is SPEC §8's heads object, exactly its keys: the p50 of a
+// send → receive → ack cycle on an empty queue, behind delayed_count delayed
+// messages and behind in_flight_count in-flight ones, and the two ratios to
+// the empty queue's p50. What backs the figures is in HeadsEvidence.
+type HeadsResult struct {
+	DelayedCount  int     `json:"delayed_count"`
+	InFlightCount int     `json:"in_flight_count"`
+	EmptyP50MS    float64 `json:"empty_p50_ms"`
+	DelayedP50MS  float64 `json:"delayed_p50_ms"`
+	InFlightP50MS float64 `json:"in_flight_p50_ms"`
+	DelayedRatio  float64 `json:"delayed_ratio"`
+	InFlightRatio float64 `json:"in_flight_ratio"`
+}
+
+// HeadsEvidence is how the heads figures were made: the fills, the rounds,
+// each queue's distribution and one claim at each head.
+type HeadsEvidence struct {
+	DelayedFill   string       `json:"delayed_fill"`
+	DelayedFillS  float64      `json:"delayed_fill_s"`
+	InFlightFill  string       `json:"in_flight_fill"`
+	InFlightFillS float64      `json:"in_flight_fill_s"`
+	VacuumS       float64      `json:"vacuum_analyze_s"` // VACUUM ANALYZE skipq.messages (and CHECKPOINT) after the fills
+	Warmup        int          `json:"warmup_cycles"`    // per queue, unmeasured
+	Seconds       float64      `json:"seconds"`          // the measured rounds
+	Queues        []HeadsQueue `json:"queues"`           // empty, delayed, in_flight
+	CPU           CPUShare     `json:"cpu"`
+}
+
+// HeadsQueue is one queue's cycles, in ms.
+type HeadsQueue struct {
+	Queue   string   `json:"queue"` // empty, delayed or in_flight
+	Ahead   int      `json:"ahead"` // messages ahead of the cycle's
+	Samples int      `json:"samples"`
+	P50     float64  `json:"p50_ms"`
+	P90     float64  `json:"p90_ms"`
+	P99     float64  `json:"p99_ms"`
+	Max     float64  `json:"max_ms"`
+	Claim   *Explain `json:"claim"` // skipq's claim of one message sent behind the head
+}
+
+func writeHeads(w io.Writer, h *HeadsResult, ev *HeadsEvidence) {
+	fmt.Fprintf(w, "heads: send → receive → ack cycle, one client, rounds interleaved over three queues\n")
+	if ev == nil {
+		fmt.Fprintf(w, "  p50 %.2f ms empty, %.2f ms behind %s delayed (%.2f), %.2f ms behind %s in flight (%.2f)\n\n",
+			h.EmptyP50MS, h.DelayedP50MS, thousands(float64(h.DelayedCount)), h.DelayedRatio,
+			h.InFlightP50MS, thousands(float64(h.InFlightCount)), h.InFlightRatio)
+		return
+	}
+	fmt.Fprintf(w, "  %-10s %10s %8s %8s %8s %8s %7s  %s\n", "queue", "ahead", "cycles", "p50 ms", "p90 ms", "p99 ms", "ratio", "claim of one (EXPLAIN ANALYZE, skipq's plan)")
+	for _, q := range ev.Queues {
+		ratio := "-"
+		switch q.Queue {
+		case headDelayed:
+			ratio = fmt.Sprintf("%.2f", h.DelayedRatio)
+		case headInFlight:
+			ratio = fmt.Sprintf("%.2f", h.InFlightRatio)
+		}
+		claim := ""
+		if x := q.Claim; x != nil {
+			claim = fmt.Sprintf("%.3f ms, %s buffers (%d hit + %d read)", x.ExecutionMS, thousands(float64(x.SharedHit+x.SharedRead)), x.SharedHit, x.SharedRead)
+		}
+		fmt.Fprintf(w, "  %-10s %10s %8d %8.2f %8.2f %8.2f %7s  %s\n", q.Queue, thousands(float64(q.Ahead)), q.Samples, q.P50, q.P90, q.P99, ratio, claim)
+	}
+	fmt.Fprintf(w, "  fills: %s delayed in %.1f s (%s); %s in flight in %.1f s (%s); VACUUM ANALYZE %.1f s\n\n",
+		thousands(float64(h.DelayedCount)), ev.DelayedFillS, ev.DelayedFill, thousands(float64(h.InFlightCount)), ev.InFlightFillS, ev.InFlightFill, ev.VacuumS)
 }

@@ -3,6 +3,8 @@ package bench
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -110,4 +112,33 @@ WHERE datname = current_database() AND backend_type = 'client backend' AND appli
 
 func sortByCalls(ss []Statement) {
 	slices.SortStableFunc(ss, func(a, b Statement) int { return cmp.Compare(b.Calls, a.Calls) })
+}
+
+// IdleResult is the cost of waiting long-polls on one node.
+type IdleResult struct {
+	Waiters           int         `json:"waiters"`
+	DBConnections     int         `json:"db_connections"`      // busy (state != idle), peak
+	DBConnectionsOpen int         `json:"db_connections_open"` // every client connection, peak
+	StatementsPerS    float64     `json:"statements_per_s"`
+	StatementsSource  string      `json:"statements_source"`
+	CommitsPerS       float64     `json:"commits_per_s"` // pg_stat_database; backends report it up to 10 s late
+	Seconds           float64     `json:"seconds"`
+	RSSMB             float64     `json:"rss_mb"`
+	Statements        []Statement `json:"statements"`
+	CPU               CPUShare    `json:"cpu"`
+}
+
+// writeIdle is the idle section of the text report.
+func writeIdle(w io.Writer, i *IdleResult) {
+	fmt.Fprintf(w, "idle: %d waiting long-polls on one node for %.0f s:\n", i.Waiters, i.Seconds)
+	fmt.Fprintf(w, "  database connections in use %d (open %d), %.1f statements/s (%s), RSS %.0f MB\n",
+		i.DBConnections, i.DBConnectionsOpen, i.StatementsPerS, i.StatementsSource, i.RSSMB)
+	if len(i.Statements) > 0 {
+		fmt.Fprintf(w, "  statements:")
+		for _, st := range i.Statements {
+			fmt.Fprintf(w, " %s %.1f/s", st.Name, st.CallsPerS)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
 }

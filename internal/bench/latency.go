@@ -3,15 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
 )
-
-// latencyReceivers is how many receivers wait at once.
-const latencyReceivers = 4
 
 // latency measures wake-up: receivers already waiting in long-polls, one
 // sender sending one message at a time; each sample is the time from the
@@ -115,62 +112,9 @@ func (e *env) latency(ctx context.Context) (*LatencyResult, error) {
 	return res, nil
 }
 
-// summarizeLatency is the result of wake-latency samples (ms) and the
-// sends' round trips.
-func summarizeLatency(lat, sendRTT []float64, path string) *LatencyResult {
-	slices.Sort(lat)
-	slices.Sort(sendRTT)
-	var sum float64
-	for _, v := range lat {
-		sum += v
-	}
-	return &LatencyResult{
-		P50: round(quantile(lat, 0.50), 3), P90: round(quantile(lat, 0.90), 3), P99: round(quantile(lat, 0.99), 3),
-		Max: round(lat[len(lat)-1], 3), Mean: round(sum/float64(len(lat)), 3),
-		Samples: len(lat), Receivers: latencyReceivers, Path: path, SendP50: round(quantile(sendRTT, 0.5), 3),
-	}
-}
-
-// arrival is a message a waiting receiver got, and when.
-type arrival struct {
-	at   time.Time
-	body string
-}
-
-// quantile of sorted values (nearest rank).
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(q*float64(len(sorted))+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
-
-// waitForWaiters polls the nodes' long-poll gauges until they hold at least
-// n waiters together.
-func (e *env) waitForWaiters(ctx context.Context, urls []string, n int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		total := 0
-		var lastErr error
-		for _, u := range urls {
-			w, err := e.http.waiters(ctx, u)
-			if err != nil {
-				lastErr = err
-			}
-			total += w
-		}
-		if total >= n {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			if lastErr != nil {
-				return fmt.Errorf("waiting for %d long-polls: %w", n, lastErr)
-			}
-			return fmt.Errorf("only %d of %d long-polls are waiting after %s", total, n, timeout)
-		}
-		if !sleepCtx(ctx, 50*time.Millisecond) {
-			return ctx.Err()
-		}
-	}
+// writeLatency is the wake-latency section of the text report.
+func writeLatency(w io.Writer, l *LatencyResult) {
+	fmt.Fprintf(w, "wake latency (send answered → waiting receive answered, %s), %d samples:\n", l.Path, l.Samples)
+	fmt.Fprintf(w, "  p50 %.2f ms   p90 %.2f ms   p99 %.2f ms   max %.2f ms   (send round trip p50 %.2f ms)\n\n",
+		l.P50, l.P90, l.P99, l.Max, l.SendP50)
 }

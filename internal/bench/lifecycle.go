@@ -4,206 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime/pprof"
-	"sync"
-	"sync/atomic"
-	"time"
 )
-
-// workload is one side of a lifecycle run: how worker i sends a batch and
-// how it receives and acks one.
-type workload interface {
-	// produce sends one batch and returns how many messages it sent.
-	produce(ctx context.Context, i int) (int, error)
-	// consume receives up to a batch, acks what it got and returns how many
-	// messages were acked (0 when the receive found nothing).
-	consume(ctx context.Context, i int) (int, error)
-}
-
-// credits bound the messages between send and ack, so producers cannot
-// outrun consumers and grow the queue: the run measures the steady
-// lifecycle, as a client that sends, receives and acks in turn would.
-type credits struct{ ch chan struct{} }
-
-func newCredits(n int) *credits {
-	c := &credits{ch: make(chan struct{}, n)}
-	for range n {
-		c.ch <- struct{}{}
-	}
-	return c
-}
-
-func (c *credits) acquire(ctx context.Context, n int) error {
-	for i := range n {
-		select {
-		case <-c.ch:
-		case <-ctx.Done():
-			c.release(i)
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-func (c *credits) release(n int) {
-	for range n {
-		select {
-		case c.ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// drive runs p.Pairs producers and p.Pairs consumers of w: a warm-up, then
-// one measured window of Options.Duration (watched by a probe, and
-// CPU-profiled into profile when it is not nil), then a drain. It returns
-// acked messages per second in the window.
-func (e *env) drive(ctx context.Context, w workload, p Point, profile io.Writer) (float64, *RunStats, error) {
-	ctx, cancelAll := context.WithCancel(ctx)
-	defer cancelAll()
-	prodCtx, stopProducers := context.WithCancel(ctx)
-	defer stopProducers()
-	consCtx, stopConsumers := context.WithCancel(ctx)
-	defer stopConsumers()
-
-	var sent, acked atomic.Int64
-	cr := newCredits(4 * p.Pairs * p.Batch)
-	var firstErr error
-	var errOnce sync.Once
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err })
-		cancelAll()
-	}
-	var wg sync.WaitGroup
-	for i := range p.Pairs {
-		wg.Go(func() {
-			for prodCtx.Err() == nil {
-				if cr.acquire(prodCtx, p.Batch) != nil {
-					return
-				}
-				n, err := w.produce(prodCtx, i)
-				if err != nil {
-					if prodCtx.Err() == nil {
-						fail(fmt.Errorf("producer %d: %w", i, err))
-					}
-					return
-				}
-				sent.Add(int64(n))
-			}
-		})
-		wg.Go(func() {
-			for consCtx.Err() == nil {
-				n, err := w.consume(consCtx, i)
-				if err != nil {
-					if consCtx.Err() == nil {
-						fail(fmt.Errorf("consumer %d: %w", i, err))
-					}
-					return
-				}
-				acked.Add(int64(n))
-				cr.release(n)
-			}
-		})
-	}
-	e.rss.during(true)
-	defer e.rss.during(false)
-
-	finish := func() (float64, *RunStats, error) {
-		cancelAll()
-		wg.Wait()
-		if firstErr != nil {
-			return 0, nil, firstErr
-		}
-		return 0, nil, ctx.Err()
-	}
-	if !sleepCtx(ctx, e.o.Warmup) {
-		return finish()
-	}
-	pr := e.startProbe(ctx)
-	if profile != nil {
-		if err := pprof.StartCPUProfile(profile); err != nil {
-			profile = nil
-			e.logf("cpu profile: %v", err)
-		}
-	}
-	a0, t0 := acked.Load(), time.Now()
-	ok := sleepCtx(ctx, e.o.Duration)
-	a1, t1 := acked.Load(), time.Now()
-	if profile != nil {
-		pprof.StopCPUProfile()
-	}
-	if !ok {
-		pr.stopWait()
-		return finish()
-	}
-	stats := pr.stop(ctx)
-	stats.Acked = a1 - a0
-	rate := float64(a1-a0) / t1.Sub(t0).Seconds()
-
-	// Drain: no more sends; receivers take what is left (up to 3 s).
-	stopProducers()
-	for deadline := time.Now().Add(3 * time.Second); acked.Load() < sent.Load() && time.Now().Before(deadline); {
-		if !sleepCtx(ctx, 10*time.Millisecond) {
-			break
-		}
-	}
-	stopConsumers()
-	wg.Wait()
-	if firstErr != nil {
-		return 0, nil, firstErr
-	}
-	return rate, stats, ctx.Err()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// httpWorkload is the lifecycle over skipq's HTTP API: pair i sends to and
-// receives from node i mod N.
-type httpWorkload struct {
-	senders   []*sender
-	receivers []*receiver
-}
-
-func newHTTPWorkload(c *client, ns *nodes, queue string, p Point) *httpWorkload {
-	w := &httpWorkload{}
-	for i := range p.Pairs {
-		w.senders = append(w.senders, newSender(c, ns.at(i), queue, p.Batch))
-		w.receivers = append(w.receivers, newReceiver(c, ns.at(i), queue, p.Batch, 1))
-	}
-	return w
-}
-
-func (w *httpWorkload) produce(ctx context.Context, i int) (int, error) {
-	s := w.senders[i]
-	return s.n, s.send(ctx)
-}
-
-func (w *httpWorkload) consume(ctx context.Context, i int) (int, error) {
-	r := w.receivers[i]
-	got, err := r.receive(ctx)
-	if err != nil || len(got.Messages) == 0 {
-		return 0, err
-	}
-	handles := r.handles[:0]
-	for _, m := range got.Messages {
-		handles = append(handles, m.ReceiptHandle)
-	}
-	r.handles = handles
-	n, err := r.ack(ctx, handles)
-	if err == nil && n != len(handles) {
-		err = fmt.Errorf("ack settled %d of %d fresh receipt handles", n, len(handles))
-	}
-	return n, err
-}
 
 // lifecycle runs the matrix: for each point, the HTTP lifecycle on a fresh
 // queue, skipq's claim on that queue once it drained, then the same
@@ -261,13 +62,53 @@ func (e *env) lifecycle(ctx context.Context) ([]LifecyclePoint, error) {
 	return out, nil
 }
 
-// deleteLeftovers removes what a run left in its queue (messages whose
-// receive was cut off by the end of the run), so the queue is empty.
-func (e *env) deleteLeftovers(ctx context.Context, queue string) error {
-	_, err := e.mon.Exec(ctx, monitorMark+`DELETE FROM skipq.messages
-WHERE queue_id = (SELECT id FROM skipq.queues WHERE name = $1)`, queue)
-	if err != nil {
-		return fmt.Errorf("empty %s: %w", queue, err)
+// LifecyclePoint is one batch × pairs point: HTTP, raw SQL, and their ratio.
+type LifecyclePoint struct {
+	Batch        int       `json:"batch"`
+	Pairs        int       `json:"pairs"`
+	HTTPMsgsPerS float64   `json:"http_msgs_per_s"`
+	RawMsgsPerS  float64   `json:"raw_msgs_per_s"`
+	Ratio        float64   `json:"ratio"`
+	HTTP         *RunStats `json:"http_stats,omitempty"`
+	Raw          *RunStats `json:"raw_stats,omitempty"`
+	// EmptyClaim is skipq's claim on the HTTP run's queue right after it
+	// drained.
+	EmptyClaim *Explain `json:"empty_claim,omitempty"`
+}
+
+// writeLifecycle is the lifecycle section of the text report.
+func writeLifecycle(w io.Writer, ps []LifecyclePoint) {
+	fmt.Fprintf(w, "lifecycle (send → receive → ack), messages/s acked\n")
+	fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s   %-26s %s\n", "batch", "pairs", "HTTP", "raw SQL", "HTTP/raw", "CPU % bench/pg/other/idle", "top waits of busy backends (HTTP run)")
+	for _, p := range ps {
+		cpu, waits := "", ""
+		if p.HTTP != nil {
+			c := p.HTTP.CPU
+			cpu = fmt.Sprintf("%.0f / %.0f / %.0f / %.0f", c.Bench, c.Postgres, c.Other, c.Idle+c.IOWait)
+			waits = shares(p.HTTP.Waits, 3)
+		}
+		fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f   %-26s %s\n", p.Batch, p.Pairs,
+			thousands(p.HTTPMsgsPerS), thousands(p.RawMsgsPerS), p.Ratio, cpu, waits)
 	}
-	return nil
+	fmt.Fprintln(w)
+	for _, p := range ps {
+		for _, side := range []struct {
+			name string
+			rs   *RunStats
+		}{{"HTTP", p.HTTP}, {"raw", p.Raw}} {
+			if side.rs == nil || len(side.rs.Statements) == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "  batch %d × %d %s: %.0f commits/s, %.0f fsyncs/s, %.1f MB/s WAL; statement time:",
+				p.Batch, p.Pairs, side.name, side.rs.CommitsPerS, side.rs.FsyncsPerS, side.rs.WALMBPerS)
+			for i, st := range side.rs.Statements {
+				if i == 4 {
+					break
+				}
+				fmt.Fprintf(w, " %s %.0f%% (%.3f ms)", st.Name, st.Percent, st.MeanMS)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintln(w)
 }

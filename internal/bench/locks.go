@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -246,4 +247,44 @@ func (e *env) sendWindow(ctx context.Context, ns *nodes, queues []string, d time
 	}
 	wg.Wait()
 	return sendSamples{latMS: lat, secs: time.Since(start).Seconds()}, firstErr
+}
+
+// LocksResult is the locks scenario: clients sending to queues no held
+// lock touches, with nothing held and while SQL transactions hold a FIFO
+// group and an idempotency key that other sends wait for.
+type LocksResult struct {
+	Clients int         `json:"clients"`
+	Queues  int         `json:"queues"`
+	Seconds float64     `json:"seconds"` // the held window; the free ones (before and after it) together as long
+	Free    LocksWindow `json:"free"`
+	Held    LocksWindow `json:"held"`
+	Ratio   float64     `json:"ratio"` // held / free msgs/s
+	// WaitsStarted counts the sends to the held group or key that gave up
+	// waiting (each after a second), WaitersAnsweredWhileHeld those that
+	// were answered (none should be: they must wait).
+	WaitsStarted             int `json:"waits_started"`
+	WaitersAnsweredWhileHeld int `json:"waiters_answered_while_held"`
+}
+
+// LocksWindow is one window of the locks scenario.
+type LocksWindow struct {
+	Sent     int     `json:"sent"`
+	MsgsPerS float64 `json:"msgs_per_s"`
+	P50MS    float64 `json:"p50_ms"`
+	P99MS    float64 `json:"p99_ms"`
+	MaxMS    float64 `json:"max_ms"`
+}
+
+func writeLocks(w io.Writer, l *LocksResult) {
+	fmt.Fprintf(w, "locks: %d clients sending one message per request to %d queues, %.0f s held between two windows of %.0f s with nothing held\n",
+		l.Clients, l.Queues, l.Seconds, l.Seconds/2)
+	fmt.Fprintf(w, "  %-36s %10s %8s %8s %8s\n", "window", "msgs/s", "p50 ms", "p99 ms", "max ms")
+	for _, x := range []struct {
+		name string
+		w    LocksWindow
+	}{{"nothing held", l.Free}, {"a FIFO group and a key held by SQL", l.Held}} {
+		fmt.Fprintf(w, "  %-36s %10s %8.2f %8.2f %8.2f\n", x.name, thousands(x.w.MsgsPerS), x.w.P50MS, x.w.P99MS, x.w.MaxMS)
+	}
+	fmt.Fprintf(w, "  held / nothing held %.2f; sends to the held group or key: %d gave up waiting, %d answered while held\n\n",
+		l.Ratio, l.WaitsStarted, l.WaitersAnsweredWhileHeld)
 }

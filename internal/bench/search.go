@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -421,4 +422,64 @@ func parseAutoExplain(msg string) (SearchStatement, bool) {
 		}
 	}
 	return st, st.Plan != nil
+}
+
+// SearchResult is the search scenario (SPEC §16.2): a page of 100 of
+// GET /v1/messages per filter, in a tenant of Messages messages.
+type SearchResult struct {
+	Messages    int          `json:"messages"`
+	Queues      int          `json:"queues"`
+	FIFOQueues  int          `json:"fifo_queues"`
+	Groups      int          `json:"groups_per_fifo_queue"`
+	LoadSeconds float64      `json:"load_s"`
+	Cases       []SearchCase `json:"cases"`
+	ExplainNote string       `json:"explain_note,omitempty"` // why a case has no plans
+	CPU         CPUShare     `json:"cpu"`
+}
+
+// SearchCase is one search's first page, timed over HTTP.
+type SearchCase struct {
+	Name       string            `json:"name"`
+	Query      string            `json:"query"`
+	Samples    int               `json:"samples"`
+	P50MS      float64           `json:"p50_ms"`
+	P99MS      float64           `json:"p99_ms"`
+	MaxMS      float64           `json:"max_ms"`
+	Items      int               `json:"items"`       // on the page
+	NextCursor bool              `json:"next_cursor"` // the page had one
+	Statements []SearchStatement `json:"statements"`  // what one page ran (auto_explain)
+}
+
+// SearchStatement is one statement a search page ran, with its plan
+// (EXPLAIN ANALYZE, BUFFERS, by auto_explain).
+type SearchStatement struct {
+	Name       string   `json:"name"`
+	DurationMS float64  `json:"duration_ms"`
+	Plan       []string `json:"plan"`
+}
+
+func writeSearch(w io.Writer, s *SearchResult) {
+	fmt.Fprintf(w, "search: a page of 100 (GET /v1/messages) in a tenant of %s messages, %d queues (%d FIFO, %d groups each); load %.1f s\n",
+		thousands(float64(s.Messages)), s.Queues, s.FIFOQueues, s.Groups, s.LoadSeconds)
+	fmt.Fprintf(w, "  %-44s %8s %8s %8s %6s\n", "filter", "p50 ms", "p99 ms", "max ms", "items")
+	for _, c := range s.Cases {
+		cursor := ""
+		if c.NextCursor {
+			cursor = " + cursor"
+		}
+		fmt.Fprintf(w, "  %-44s %8.2f %8.2f %8.2f %6d%s\n", c.Name, c.P50MS, c.P99MS, c.MaxMS, c.Items, cursor)
+	}
+	if s.ExplainNote != "" {
+		fmt.Fprintf(w, "  %s\n", s.ExplainNote)
+	}
+	for _, c := range s.Cases {
+		fmt.Fprintf(w, "  plans of one page, %s (%s):\n", c.Name, c.Query)
+		for _, st := range c.Statements {
+			fmt.Fprintf(w, "    %.3f ms  %s\n", st.DurationMS, st.Name)
+			for _, line := range st.Plan {
+				fmt.Fprintf(w, "      %s\n", line)
+			}
+		}
+	}
+	fmt.Fprintln(w)
 }

@@ -3,12 +3,16 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/internal/node"
 )
+
+// sqlConsumerApp names the SQL consumer scenario's connections.
+const sqlConsumerApp = "skipq-bench-sql"
 
 // sqlConsumerWorkload is the lifecycle with consumers in SQL, as an
 // application that shares skipq's database would consume (docs/SQL.md,
@@ -125,4 +129,42 @@ func (e *env) sqlConsumer(ctx context.Context, lifecycle []LifecyclePoint) ([]SQ
 		out = append(out, sp)
 	}
 	return out, nil
+}
+
+// SQLConsumerPoint is one batch × pairs point of the lifecycle with SQL
+// consumers (HTTP sends, skipq.receive, skipq.ack) next to the raw baseline.
+type SQLConsumerPoint struct {
+	Batch       int       `json:"batch"`
+	Pairs       int       `json:"pairs"`
+	SQLMsgsPerS float64   `json:"sql_msgs_per_s"`
+	RawMsgsPerS float64   `json:"raw_msgs_per_s"`
+	Ratio       float64   `json:"ratio"`
+	SQL         *RunStats `json:"sql_stats,omitempty"`
+	Raw         *RunStats `json:"raw_stats,omitempty"`
+	// RawFromLifecycle: the raw figure is the lifecycle scenario's for the
+	// point, measured earlier in the same run.
+	RawFromLifecycle bool `json:"raw_from_lifecycle"`
+}
+
+// writeSQLConsumer is the SQL consumer section of the text report.
+func writeSQLConsumer(w io.Writer, ps []SQLConsumerPoint) {
+	fmt.Fprintf(w, "SQL consumer (HTTP sends → skipq.receive → skipq.ack, each in autocommit), messages/s acked\n")
+	fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s   %s\n", "batch", "pairs", "SQL API", "raw SQL", "SQL/raw", "statement time (SQL API run)")
+	for _, p := range ps {
+		stmts := ""
+		if p.SQL != nil {
+			for i, st := range p.SQL.Statements {
+				if i == 3 {
+					break
+				}
+				stmts += fmt.Sprintf(" %s %.0f%% (%.3f ms)", st.Name, st.Percent, st.MeanMS)
+			}
+		}
+		raw := thousands(p.RawMsgsPerS)
+		if p.RawFromLifecycle {
+			raw += "*"
+		}
+		fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f  %s\n", p.Batch, p.Pairs, thousands(p.SQLMsgsPerS), raw, p.Ratio, stmts)
+	}
+	fmt.Fprintf(w, "  (* the lifecycle scenario's raw figure for the point, earlier in this run)\n\n")
 }

@@ -252,3 +252,17 @@ func (e *env) sqsWake(ctx context.Context, ns *nodes) (*LatencyResult, error) {
 	}
 	return summarizeLatency(lat, sendRTT, "same node"), nil
 }
+
+// writeSQS is the SQS section of the text report.
+func writeSQS(w io.Writer, sq *SQSResult) {
+	fmt.Fprintf(w, "SQS (aws-sdk-go-v2) next to the native HTTP API, lifecycle messages/s acked\n")
+	fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s\n", "batch", "pairs", "SQS", "native", "SQS/nat")
+	for _, p := range sq.Points {
+		fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f\n", p.Batch, p.Pairs, thousands(p.SQSMsgsPerS), thousands(p.HTTPMsgsPerS), p.Ratio)
+	}
+	if l := sq.Wake; l != nil {
+		fmt.Fprintf(w, "  SQS long-poll wake latency, %d samples: p50 %.2f ms   p90 %.2f ms   p99 %.2f ms   (SendMessage p50 %.2f ms)\n",
+			l.Samples, l.P50, l.P90, l.P99, l.SendP50)
+	}
+	fmt.Fprintln(w)
+}

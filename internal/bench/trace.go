@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
 )
 
 // tracePoints are the points SPEC §16.5's cost line names.
@@ -114,4 +116,52 @@ func eventsPerMessage(v *float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f", *v)
+}
+
+// TraceResult is the trace scenario (SPEC §16.5): the HTTP lifecycle on
+// traced queues next to untraced ones in the same run.
+type TraceResult struct {
+	Points     []TracePoint `json:"points"`
+	EventsNote string       `json:"events_note,omitempty"` // why events_per_message is null
+}
+
+// TracePoint is one batch × pairs point: the mean of its untraced runs and
+// of its traced runs, their ratio, and the history rows the traced runs
+// wrote per message (null when they could not be counted).
+type TracePoint struct {
+	Batch            int        `json:"batch"`
+	Pairs            int        `json:"pairs"`
+	UntracedMsgsPerS float64    `json:"untraced_msgs_per_s"`
+	TracedMsgsPerS   float64    `json:"traced_msgs_per_s"`
+	Ratio            float64    `json:"ratio"`
+	EventsPerMessage *float64   `json:"events_per_message"`
+	Runs             []TraceRun `json:"runs"` // in the order they ran
+}
+
+// TraceRun is one measured run of a trace point.
+type TraceRun struct {
+	Traced   bool      `json:"traced"`
+	MsgsPerS float64   `json:"msgs_per_s"`
+	Stats    *RunStats `json:"stats,omitempty"`
+}
+
+func writeTrace(w io.Writer, tr *TraceResult) {
+	fmt.Fprintf(w, "trace: lifecycle over HTTP on traced queues next to untraced ones, messages/s acked (runs in order)\n")
+	fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s  %12s  %s\n", "batch", "pairs", "untraced", "traced", "tr/untr", "history/msg", "runs (u untraced, t traced)")
+	for _, p := range tr.Points {
+		var runs []string
+		for _, r := range p.Runs {
+			side := "u"
+			if r.Traced {
+				side = "t"
+			}
+			runs = append(runs, side+" "+thousands(r.MsgsPerS))
+		}
+		fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f  %12s  %s\n", p.Batch, p.Pairs, thousands(p.UntracedMsgsPerS),
+			thousands(p.TracedMsgsPerS), p.Ratio, eventsPerMessage(p.EventsPerMessage), strings.Join(runs, ", "))
+	}
+	if tr.EventsNote != "" {
+		fmt.Fprintf(w, "  history rows per message n/a: %s\n", tr.EventsNote)
+	}
+	fmt.Fprintln(w)
 }

@@ -494,3 +494,50 @@ func statusKB(key string) int64 {
 	}
 	return 0
 }
+
+// RunStats is the evidence of one measured window.
+type RunStats struct {
+	Seconds        float64     `json:"seconds"`
+	Acked          int64       `json:"acked"`
+	CPU            CPUShare    `json:"cpu"`
+	ActiveBackends float64     `json:"active_backends"` // average busy backends
+	Waits          []Share     `json:"waits"`           // of busy backend samples
+	CommitsPerS    float64     `json:"commits_per_s"`
+	FsyncsPerS     float64     `json:"fsyncs_per_s"`
+	WALMBPerS      float64     `json:"wal_mb_per_s"`
+	StatementsPerS float64     `json:"statements_per_s"`
+	Statements     []Statement `json:"statements"` // top by execution time
+	// skipq.messages: vacuums (auto or not) that finished in the window,
+	// and dead tuples at its end (pg_stat_user_tables, which lags ~1 s).
+	Vacuums    int64 `json:"vacuums"`
+	DeadTuples int64 `json:"dead_tuples"`
+}
+
+// CPUShare is the window's CPU in percent of the whole machine.
+type CPUShare struct {
+	Bench    float64 `json:"bench_process"` // nodes + load generators (in-process)
+	Postgres float64 `json:"postgres"`
+	Other    float64 `json:"other"`  // other processes (and server workers that exited within the window)
+	Kernel   float64 `json:"kernel"` // irq and softirq (loopback networking)
+	Steal    float64 `json:"steal"`  // taken by the hypervisor
+	IOWait   float64 `json:"iowait"`
+	Idle     float64 `json:"idle"`
+}
+
+// Share is a named percentage.
+type Share struct {
+	Name    string  `json:"name"`
+	Percent float64 `json:"percent"`
+}
+
+// Statement is one statement's share of a window (pg_stat_statements).
+type Statement struct {
+	Name           string  `json:"name"`
+	Calls          int64   `json:"calls"`
+	CallsPerS      float64 `json:"calls_per_s"`
+	TotalMS        float64 `json:"total_ms"`
+	MeanMS         float64 `json:"mean_ms"`
+	Percent        float64 `json:"percent"` // of the window's statement execution time
+	RowsPerCall    float64 `json:"rows_per_call"`
+	BuffersPerCall float64 `json:"buffers_per_call"`
+}

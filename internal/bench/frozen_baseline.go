@@ -13,19 +13,27 @@ import (
 	"github.com/skipq/skipq/internal/service"
 )
 
-// The raw-SQL baseline: the same lifecycle as skipq's (insert a batch; one
-// claim statement with FOR UPDATE SKIP LOCKED that sets the lease; delete by
-// key), written as plainly as the work allows, on a table of its own with
-// the layout skipq used before its flat claims (rawSchema): one table, the
-// claim walking its primary key with the visibility as a filter -- pgmq's
-// shape, and the best of the plain designs measured on this machine type
-// (../shared/POSTGRES-QUEUE-FACTS.md). It does what internal/queries/messages.sql
-// does minus skipq's extras: no queue lookup by (tenant, name) (it knows the
-// queue id), no per-message policy resolution, no ready table or timers, no
-// triggers, no lease-token check on delete. Single-message statements use
-// scalar forms; batches use arrays.
+// The frozen baseline: the raw-SQL lifecycle that the lifecycle and
+// sqlconsumer scenarios measure skipq against. It is a yardstick, not a copy
+// of skipq: its table and statements stay as they are when skipq's schema
+// changes (a migration never touches them), so that HTTP/raw ratios of
+// different releases compare. Changing them makes a new baseline; do it on
+// purpose and say so in docs/PERFORMANCE.md.
+//
+// It is the same lifecycle as skipq's (insert a batch; one claim statement
+// with FOR UPDATE SKIP LOCKED that sets the lease; delete by key), written as
+// plainly as the work allows, on a table of its own with the layout skipq
+// used before its flat claims (frozenBaselineSchema): one table, the claim
+// walking its primary key with the visibility as a filter -- pgmq's shape,
+// and the best of the plain designs measured on this machine type. It does
+// what internal/queries/messages.sql does minus skipq's extras: no queue
+// lookup by (tenant, name) (it knows the queue id), no per-message policy
+// resolution, no ready table or timers, no triggers, no lease-token check on
+// delete. Single-message statements use scalar forms; batches use arrays.
+// From skipq's schema it takes only a queue id (a row of skipq.queues, tenant
+// bench-raw) and skipq.message_sequence.
 const (
-	rawSchema = `CREATE SCHEMA IF NOT EXISTS skipq_bench;
+	frozenBaselineSchema = `CREATE SCHEMA IF NOT EXISTS skipq_bench;
 CREATE TABLE IF NOT EXISTS skipq_bench.raw_messages (
     queue_id          bigint      NOT NULL,
     sequence          bigint      NOT NULL DEFAULT nextval('skipq.message_sequence'),
@@ -89,6 +97,9 @@ DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1 AND sequence = ANY($2::
 	// rawVacuum does for the baseline's table what skipq's worker does for
 	// its own, on the same schedule (service.VacuumPeriod).
 	rawVacuum = `VACUUM (SKIP_LOCKED) skipq_bench.raw_messages`
+
+	// rawApp names the baseline's connections.
+	rawApp = "skipq-bench-raw"
 )
 
 // rawWorkload runs the lifecycle over a pgx pool with a connection per
@@ -158,27 +169,6 @@ func (w *rawWorkload) consume(ctx context.Context, i int) (int, error) {
 	return int(n), nil
 }
 
-// announceSend is a producer's signal to one waiting consumer (none
-// waiting: nothing to do).
-func announceSend(avail chan<- struct{}) {
-	select {
-	case avail <- struct{}{}:
-	default:
-	}
-}
-
-// awaitSend is a consumer's wait when it found nothing: a producer's
-// signal, or 100 ms.
-func awaitSend(ctx context.Context, avail <-chan struct{}) {
-	t := time.NewTimer(100 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-avail:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 // claim runs a claim and reads what a consumer would use.
 func (w *rawWorkload) claim(ctx context.Context, sql string, args ...any) ([]int64, error) {
 	rows, err := w.pool.Query(ctx, sql, args...)
@@ -218,7 +208,7 @@ func (e *env) rawLifecycle(ctx context.Context, p Point) (float64, *RunStats, er
 	}
 	q := queueName(fmt.Sprintf("raw-b%d-p%d", p.Batch, p.Pairs))
 	w := &rawWorkload{pool: pool, batch: p.Batch, avail: make(chan struct{}, 4*p.Pairs), body: []byte(payload)}
-	if _, err := pool.Exec(ctx, rawSchema); err != nil {
+	if _, err := pool.Exec(ctx, frozenBaselineSchema); err != nil {
 		return 0, nil, fmt.Errorf("raw table: %w", err)
 	}
 	if err := pool.QueryRow(ctx, `INSERT INTO skipq.queues (tenant, name) VALUES ('bench-raw', $1) RETURNING id`, q).Scan(&w.queueID); err != nil {
@@ -253,30 +243,4 @@ func vacuumEvery(ctx context.Context, pool *pgxpool.Pool, period time.Duration) 
 			_, _ = pool.Exec(ctx, rawVacuum)
 		}
 	}
-}
-
-// warmPool opens n connections before a run, so the run does not pay for them.
-func warmPool(ctx context.Context, pool *pgxpool.Pool, n int) error {
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	conns := make(chan interface{ Release() }, n)
-	for range n {
-		wg.Go(func() {
-			c, err := pool.Acquire(ctx)
-			if err != nil {
-				mu.Lock()
-				firstErr = err
-				mu.Unlock()
-				return
-			}
-			conns <- c
-		})
-	}
-	wg.Wait()
-	close(conns)
-	for c := range conns {
-		c.Release()
-	}
-	return firstErr
 }

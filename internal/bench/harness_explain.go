@@ -218,3 +218,17 @@ func prevLine(plan []string, i int) string {
 	}
 	return plan[i-1]
 }
+
+// Explain summarizes one EXPLAIN (ANALYZE, BUFFERS) of skipq's claim.
+type Explain struct {
+	After         string   `json:"after"` // what ran before it
+	MaxMessages   int      `json:"max_messages"`
+	ExecutionMS   float64  `json:"execution_ms"`
+	PlanningMS    float64  `json:"planning_ms"`
+	SharedHit     int64    `json:"shared_hit"`
+	SharedRead    int64    `json:"shared_read"`
+	SharedDirtied int64    `json:"shared_dirtied"`
+	Rows          int64    `json:"rows"`
+	RoundTripMS   float64  `json:"round_trip_ms"` // the same claim, prepared, timed from Go just after
+	Plan          []string `json:"plan"`
+}
