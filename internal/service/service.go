@@ -30,8 +30,6 @@ type Service struct {
 	// share run: in the sharer, under a lock timeout, and, for a call whose
 	// shared statement met a lock held outside it, on its own.
 	shared, own statements
-	timerProbe  timerProbe
-	groupPrune  groupPruneCursor
 	limits      Limits
 	log         *slog.Logger
 	hub         *wake.Hub
@@ -107,6 +105,11 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 
 // Limits returns the limits the service enforces.
 func (s *Service) Limits() Limits { return s.limits }
+
+// Now is the time every time-based rule uses: nil for the database's
+// now(), else Options.Clock's (tests). The worker's statements take it, so
+// that they agree with the service's.
+func (s *Service) Now() *time.Time { return s.now() }
 
 // Hub returns the node's long-poll hub (listener wiring, shutdown, metrics).
 func (s *Service) Hub() *wake.Hub { return s.hub }

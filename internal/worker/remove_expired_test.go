@@ -1,4 +1,4 @@
-package service_test
+package worker_test
 
 import (
 	"context"
@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/skipq/skipq/internal/service"
-	"github.com/skipq/skipq/internal/testdb"
+	"github.com/skipq/skipq/internal/worker"
 )
 
 // expiries counts MessagesExpired per queue; the rest of Observer is
@@ -36,15 +34,11 @@ func (*expiries) QueueCounts([]service.QueueCount, time.Time)   {}
 // again, and its removal at the end of the retention is no expiry; an
 // unacked message of the same queue expires as before.
 func TestRetainedMessagesLeaveTheTimersAndTheExpiryCount(t *testing.T) {
-	pool, err := pgxpool.New(context.Background(), testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	clk := &clock{t: time.Now()}
 	obs := &expiries{n: map[string]int{}}
-	svc := service.New(pool, service.Options{Limits: service.DefaultLimits(), Clock: clk.now, Observer: obs})
+	svc, clk, pool := newObservedService(t, obs)
 	ctx := context.Background()
+	fire, expire := worker.NewFireTimers(pool, svc), worker.NewRemoveExpired(pool, svc)
+	fire.BatchSize, expire.BatchSize = 100, 100
 	retain, exp, vis, two := 60, 30, 10, 2
 	if _, _, err := svc.PutQueue(ctx, "default", "r", service.QueueSettings{RetainAckedSeconds: &retain}); err != nil {
 		t.Fatal(err)
@@ -64,7 +58,7 @@ func TestRetainedMessagesLeaveTheTimersAndTheExpiryCount(t *testing.T) {
 
 	clk.advance(15 * time.Second) // both leases ran out
 	for {
-		n, err := svc.FireTimers(ctx, 100)
+		n, err := fire.RunOnce(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +82,7 @@ func TestRetainedMessagesLeaveTheTimersAndTheExpiryCount(t *testing.T) {
 	}
 
 	clk.advance(2 * time.Minute) // the expiry and the retention have passed
-	if n, err := svc.RemoveExpired(ctx, 100); err != nil || n != 2 {
+	if n, err := expire.RunOnce(ctx); err != nil || n != 2 {
 		t.Fatalf("removed %d (%v), want 2", n, err)
 	}
 	if obs.n["r"] != 1 {

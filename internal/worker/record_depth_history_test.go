@@ -1,4 +1,4 @@
-package service_test
+package worker_test
 
 import (
 	"context"
@@ -6,14 +6,16 @@ import (
 	"time"
 
 	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/worker"
 )
 
 // The gauge snapshot counts dead letters under the queue they came from,
 // the depth history copies each snapshot once per period for the queues
 // that hold something, and drops what is older than a day.
 func TestQueueGaugesAndDepthHistory(t *testing.T) {
-	svc, clk, _ := newService(t)
+	svc, clk, pool := newService(t)
 	ctx := context.Background()
+	gaugesJob, depth := worker.NewRefreshQueueCounts(pool, svc), worker.NewRecordDepthHistory(pool, svc)
 	one, dlq := 1, "src.dlq"
 	for range 2 {
 		if _, err := svc.Send(ctx, "default", "src", service.MessageInput{Body: "x", MaxReceiveCount: &one, DeadLetterQueue: &dlq}); err != nil {
@@ -45,7 +47,7 @@ func TestQueueGaugesAndDepthHistory(t *testing.T) {
 	if g := gauges("default"); len(g) != 3 || g["src"].Available != nil {
 		t.Fatalf("before the first snapshot: %+v", g)
 	}
-	if err := svc.RefreshQueueCounts(ctx); err != nil {
+	if err := gaugesJob.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	g := gauges("default")
@@ -55,10 +57,10 @@ func TestQueueGaugesAndDepthHistory(t *testing.T) {
 
 	record := func() {
 		t.Helper()
-		if err := svc.RefreshQueueCounts(ctx); err != nil {
+		if err := gaugesJob.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := svc.RecordDepthHistory(ctx, 1000); err != nil {
+		if err := depth.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,7 +73,7 @@ func TestQueueGaugesAndDepthHistory(t *testing.T) {
 	if len(points) != 1 || points[0].Available != 2 || points[0].DeadLettered != 1 {
 		t.Fatalf("tenant history: %+v", points)
 	}
-	clk.advance(service.DepthHistoryPeriod + service.QueueCountsPeriod)
+	clk.advance(service.DepthHistoryPeriod + worker.QueueCountsPeriod)
 	record()
 	for _, q := range []string{"src", "empty"} {
 		points, err = svc.DepthHistory(ctx, "default", q, time.Hour)
