@@ -21,10 +21,9 @@ type Service struct {
 	pool *pgxpool.Pool
 	q    *db.Queries // statements with skipq's plan settings (db.Planned)
 	// direct runs statements as they are, with nothing piped ahead: calls
-	// of functions that carry their own plan settings (message_insert,
-	// timer_wait), statements on small tables (job turns, the gauge
-	// snapshot), and VACUUM, which cannot run inside the implicit
-	// transaction that Planned opens.
+	// of functions that carry their own plan settings (the claims, the
+	// requeue), and statements on small tables (the console's reads of the
+	// gauge snapshot and the depth history, a key by id).
 	direct *db.Queries
 	// shared and own are where the statements that concurrent requests
 	// share run: in the sharer, under a lock timeout, and, for a call whose

@@ -10,9 +10,9 @@ import (
 	"github.com/skipq/skipq/internal/worker"
 )
 
-// expiries counts MessagesExpired per queue; the rest of Observer is
-// ignored.
+// expiries counts MessagesExpired per queue.
 type expiries struct {
+	ignoredObserver
 	mu sync.Mutex
 	n  map[string]int
 }
@@ -22,13 +22,6 @@ func (e *expiries) MessagesExpired(_, queue string, n int) {
 	defer e.mu.Unlock()
 	e.n[queue] += n
 }
-func (*expiries) MessagesSent(string, string, int)              {}
-func (*expiries) MessagesReceived(string, string, int)          {}
-func (*expiries) MessagesAcked(string, string, int)             {}
-func (*expiries) MessagesNacked(string, string, int)            {}
-func (*expiries) MessagesDeadLettered(string, string, int)      {}
-func (*expiries) MessagesDiscarded(string, string, string, int) {}
-func (*expiries) QueueCounts([]service.QueueCount, time.Time)   {}
 
 // A retained message's lease timer neither readies it nor files itself
 // again, and its removal at the end of the retention is no expiry; an

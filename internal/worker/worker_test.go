@@ -34,6 +34,19 @@ func newService(t *testing.T) (*service.Service, *clock, *pgxpool.Pool) {
 	return newObservedService(t, nil)
 }
 
+// ignoredObserver is an Observer that ignores everything: a test's
+// observer embeds it and implements what it looks at.
+type ignoredObserver struct{}
+
+func (ignoredObserver) MessagesSent(string, string, int)              {}
+func (ignoredObserver) MessagesReceived(string, string, int)          {}
+func (ignoredObserver) MessagesAcked(string, string, int)             {}
+func (ignoredObserver) MessagesNacked(string, string, int)            {}
+func (ignoredObserver) MessagesDeadLettered(string, string, int)      {}
+func (ignoredObserver) MessagesDiscarded(string, string, string, int) {}
+func (ignoredObserver) MessagesExpired(string, string, int)           {}
+func (ignoredObserver) QueueCounts([]service.QueueCount, time.Time)   {}
+
 func newObservedService(t *testing.T, obs service.Observer) (*service.Service, *clock, *pgxpool.Pool) {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), testdb.New(t))
