@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/internal/node"
-	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/worker"
 )
 
 // The frozen baseline: the raw-SQL lifecycle that the lifecycle and
@@ -95,7 +95,7 @@ DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1 AND sequence = $2`
 DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1 AND sequence = ANY($2::bigint[])`
 
 	// rawVacuum does for the baseline's table what skipq's worker does for
-	// its own, on the same schedule (service.VacuumPeriod).
+	// its own, on the same schedule (worker.VacuumPeriod).
 	rawVacuum = `VACUUM (SKIP_LOCKED) skipq_bench.raw_messages`
 
 	// rawApp names the baseline's connections.
@@ -217,7 +217,7 @@ func (e *env) rawLifecycle(ctx context.Context, p Point) (float64, *RunStats, er
 	e.checkpoint(ctx)
 	runCtx, stopVacuum := context.WithCancel(ctx)
 	var vacuumed sync.WaitGroup
-	vacuumed.Go(func() { vacuumEvery(runCtx, pool, service.VacuumPeriod) })
+	vacuumed.Go(func() { vacuumEvery(runCtx, pool, worker.VacuumPeriod) })
 	rate, stats, err := e.drive(ctx, w, p, nil)
 	stopVacuum()
 	vacuumed.Wait()

@@ -204,7 +204,7 @@ func TestTimerBatchesAreDisjoint(t *testing.T) {
 }
 
 // readyAgain fires every timer due at `at` and readies the messages whose
-// lease or delay ended, as the worker's FireTimers does.
+// lease or delay ended, as the worker's FireTimers job (internal/worker) does.
 func readyAgain(t *testing.T, q *db.Queries, at time.Time) {
 	t.Helper()
 	ctx := context.Background()

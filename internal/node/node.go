@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	// publishes the wake-ups of the messages this node's worker moves.
 	wg.Go(func() { hub.Run(bg) })
 	if cfg.Role.RunsWorker() {
-		wg.Go(func() { worker.New(svc, log, worker.Options{Vacuum: cfg.WorkerVacuum}).Run(bg) })
+		wg.Go(func() { worker.New(pool, svc, log, worker.Options{Vacuum: cfg.WorkerVacuum}).Run(bg) })
 	}
 	latest, err := migrations.Latest()
 	if err != nil {

@@ -104,39 +104,6 @@ func (s *Service) DepthHistory(ctx context.Context, tenant, queue string, span t
 	return out, nil
 }
 
-// depthPruneBatches bounds the prune statements of one turn: each drops at
-// most max rows, and a turn adds at most maxGaugeQueues, so a backlog (after
-// the worker was down) drains within a few turns.
-const depthPruneBatches = 10
-
-// RecordDepthHistory copies the gauge snapshot into the depth history if it
-// is this node's turn (once per DepthHistoryPeriod cluster-wide), then drops
-// history older than DepthHistoryKept in statements of at most max rows.
-func (s *Service) RecordDepthHistory(ctx context.Context, max int) error {
-	turn, err := s.direct.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: s.now(), Job: "depth_history",
-		PeriodSeconds: int32(DepthHistoryPeriod / time.Second)})
-	if err != nil || !turn {
-		return fromDB("record depth history", err)
-	}
-	if _, err := s.direct.DepthHistoryRecord(ctx, maxGaugeQueues); err != nil {
-		return fromDB("record depth history", err)
-	}
-	before := s.nowOr(time.Now()).Add(-DepthHistoryKept)
-	if _, err := s.direct.DepthSnapshotsPrune(ctx, before); err != nil {
-		return fromDB("prune depth history", err)
-	}
-	for range depthPruneBatches {
-		n, err := s.direct.DepthHistoryPrune(ctx, db.DepthHistoryPruneParams{Before: before, MaxRows: int32(max)})
-		if err != nil {
-			return fromDB("prune depth history", err)
-		}
-		if n < int64(max) {
-			break
-		}
-	}
-	return nil
-}
-
 // SessionKey returns a key by id, with the hash of its secret, unless it was
 // revoked: a console session is bound to the key it was opened with and to
 // that hash (its MAC covers it), so a revoked key's sessions end.

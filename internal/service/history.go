@@ -111,11 +111,3 @@ func (s *Service) MessageHistory(ctx context.Context, tenant, queue, messageID s
 	}
 	return events, nil
 }
-
-// PruneHistory removes the history of up to max messages gone more than
-// HistoryKeepSeconds ago.
-func (s *Service) PruneHistory(ctx context.Context, max int) (int, error) {
-	n, err := s.q.MessageEventsPrune(ctx, db.MessageEventsPruneParams{Now: s.now(),
-		KeepSeconds: HistoryKeepSeconds, MaxTraces: int32(max)})
-	return int(n), fromDB("prune message history", err)
-}

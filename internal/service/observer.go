@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/skipq/skipq/internal/db"
 )
 
 // Observer is told what happened to messages, per queue (the node's metrics
@@ -103,4 +105,37 @@ func (s *Service) observeByID(ctx context.Context, counts map[int64]int, report 
 	for id, name := range s.namesOf(ctx, counts) {
 		report(name.tenant, name.name, counts[id])
 	}
+}
+
+// What the worker's jobs (internal/worker) tell the service: they run their
+// own statements, and report here what the observer must hear. (Wake-ups of
+// waiting receivers go to Hub.)
+
+// ObserveDeadLetters reports dead-lettered and discarded messages by source
+// queue, the names coming from the service's cache: a nack's moves, and
+// those of the worker's timers (internal/worker).
+func (s *Service) ObserveDeadLetters(moves []db.MessageDeadLetterRow) {
+	moved, discarded := map[int64]int{}, map[int64]int{}
+	for _, r := range moves {
+		if r.DeadLetterQueueID != nil {
+			moved[r.SourceQueueID]++
+		} else {
+			discarded[r.SourceQueueID]++
+		}
+	}
+	ctx := context.Background()
+	s.observeByID(ctx, moved, s.obs.MessagesDeadLettered)
+	s.observeByID(ctx, discarded, func(tenant, queue string, n int) {
+		s.obs.MessagesDiscarded(tenant, queue, DiscardMaxReceives, n)
+	})
+}
+
+// ObserveExpired reports expired messages removed, counted by queue id.
+func (s *Service) ObserveExpired(ctx context.Context, byQueueID map[int64]int) {
+	s.observeByID(ctx, byQueueID, s.obs.MessagesExpired)
+}
+
+// ObserveQueueCounts hands a fresh reading of the gauges to the observer.
+func (s *Service) ObserveQueueCounts(counts []QueueCount) {
+	s.obs.QueueCounts(counts, s.nowOr(time.Now()))
 }

@@ -21,17 +21,14 @@ type Service struct {
 	pool *pgxpool.Pool
 	q    *db.Queries // statements with skipq's plan settings (db.Planned)
 	// direct runs statements as they are, with nothing piped ahead: calls
-	// of functions that carry their own plan settings (message_insert,
-	// timer_wait), statements on small tables (job turns, the gauge
-	// snapshot), and VACUUM, which cannot run inside the implicit
-	// transaction that Planned opens.
+	// of functions that carry their own plan settings (the claims, the
+	// requeue), and statements on small tables (the console's reads of the
+	// gauge snapshot and the depth history, a key by id).
 	direct *db.Queries
 	// shared and own are where the statements that concurrent requests
 	// share run: in the sharer, under a lock timeout, and, for a call whose
 	// shared statement met a lock held outside it, on its own.
 	shared, own statements
-	timerProbe  timerProbe
-	groupPrune  groupPruneCursor
 	limits      Limits
 	log         *slog.Logger
 	hub         *wake.Hub
@@ -107,6 +104,11 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 
 // Limits returns the limits the service enforces.
 func (s *Service) Limits() Limits { return s.limits }
+
+// Now is the time every time-based rule uses: nil for the database's
+// now(), else Options.Clock's (tests). The worker's statements take it, so
+// that they agree with the service's.
+func (s *Service) Now() *time.Time { return s.now() }
 
 // Hub returns the node's long-poll hub (listener wiring, shutdown, metrics).
 func (s *Service) Hub() *wake.Hub { return s.hub }

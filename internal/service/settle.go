@@ -218,7 +218,7 @@ func (s *Service) runNacks(ctx context.Context, st statements, calls []*settleCa
 	}
 	m.answer(calls, changed)
 	s.observeByID(ctx, nackedBy, s.obs.MessagesNacked)
-	s.observeMoves(moves)
+	s.ObserveDeadLetters(moves)
 	return nil
 }
 

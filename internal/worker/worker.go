@@ -4,44 +4,115 @@
 // idempotency keys, the gauges and the vacuum. Every batch job is a bounded
 // SKIP LOCKED statement, so many nodes may run the worker at once without
 // double work. In the style of River's internal/maintenance: each job is a
-// small value with its period, a per-run timeout and a randomized start.
+// type of its own (one file each) with its Config, built by its New
+// function and run once by its RunOnce; the Worker runs them all, each
+// every period from a randomized start.
+//
+// The jobs run their own statements (internal/db); they tell the service
+// only what it must know: wake-ups of waiting receivers through its hub,
+// and metrics through its Observe methods.
 package worker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/internal/db"
 	"github.com/skipq/skipq/internal/service"
 )
 
 // BatchSize bounds every statement the worker runs.
 const BatchSize = 1000
 
-// job is one periodic duty.
-type job struct {
-	name  string
-	every time.Duration
-	// timeout bounds one run, so that a run stuck on an unreachable or
+// Config is a job's schedule and bounds.
+type Config struct {
+	// Period is how often the job runs.
+	Period time.Duration
+	// Timeout bounds one run, so that a run stuck on an unreachable or
 	// overloaded database ends and the next tick tries again.
-	timeout time.Duration
+	Timeout time.Duration
+	// BatchSize bounds the rows one statement of the job takes. A batch
+	// job whose run filled it runs again at once.
+	BatchSize int
+}
+
+// batchConfig is the Config of a job that moves up to BatchSize rows per
+// run.
+func batchConfig(period time.Duration) Config {
+	return Config{Period: period, Timeout: 10 * time.Second, BatchSize: BatchSize}
+}
+
+// deps is what every job works with: the database, and the service it
+// tells what it must know.
+type deps struct {
+	pool *pgxpool.Pool
+	q    *db.Queries // statements with skipq's plan settings (db.Planned)
+	// direct runs statements as they are: calls of functions that carry
+	// their own plan settings (timer_wait), statements on small tables
+	// (job turns, the gauge snapshot), and VACUUM, which cannot run inside
+	// the implicit transaction that Planned opens.
+	direct *db.Queries
+	svc    *service.Service
+}
+
+func newDeps(pool *pgxpool.Pool, svc *service.Service) deps {
+	return deps{pool: pool, q: db.New(db.Planned{Pool: pool}), direct: db.New(db.Direct{Pool: pool}), svc: svc}
+}
+
+// now is the time of the service's rules: nil for the database's now().
+func (d deps) now() *time.Time { return d.svc.Now() }
+
+func (d deps) nowOr(t time.Time) time.Time {
+	if n := d.now(); n != nil {
+		return *n
+	}
+	return t
+}
+
+// inTx runs fn in one transaction (again, should it meet a transaction
+// pooler's prepared-statement error: db.RetryPooled).
+func (d deps) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	return db.RetryPooled(func() error {
+		return pgx.BeginTxFunc(ctx, d.pool, db.TxOptions, func(tx pgx.Tx) error {
+			return fn(d.q.WithTx(tx))
+		})
+	})
+}
+
+// failed names the step of a job that failed (nil: none did).
+func failed(step string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s failed: %w", step, err)
+}
+
+// job is one periodic duty, as the Worker runs it.
+type job struct {
+	name   string
+	config Config
 	// run does one run; more reports that it filled its batch, and the
 	// job runs again at once.
 	run func(ctx context.Context) (more bool, err error)
 }
 
-// batch is a job that moves up to BatchSize rows per run.
-func batch(name string, every time.Duration, run func(context.Context, int) (int, error)) job {
-	return job{name: name, every: every, timeout: 10 * time.Second, run: func(ctx context.Context) (bool, error) {
-		n, err := run(ctx, BatchSize)
-		return n == BatchSize, err
+// batch is a job that moves up to config.BatchSize rows per run.
+func batch(name string, config Config, run func(context.Context) (int, error)) job {
+	return job{name: name, config: config, run: func(ctx context.Context) (bool, error) {
+		n, err := run(ctx)
+		return n == config.BatchSize, err
 	}}
 }
 
 // once is a job that is not a batch: one run per tick.
-func once(name string, every, timeout time.Duration, run func(context.Context) error) job {
-	return job{name: name, every: every, timeout: timeout, run: func(ctx context.Context) (bool, error) {
+func once(name string, config Config, run func(context.Context) error) job {
+	return job{name: name, config: config, run: func(ctx context.Context) (bool, error) {
 		return false, run(ctx)
 	}}
 }
@@ -55,32 +126,42 @@ type Worker struct {
 // Options configure the worker.
 type Options struct {
 	// Vacuum lets the worker vacuum the messages table between
-	// autovacuum's rounds (service.VacuumMessages).
+	// autovacuum's rounds (VacuumMessages).
 	Vacuum bool
 }
 
-// New builds the worker for a service. The intervals keep SPEC §3's promises
-// (dead-lettered within 2 s of a lease expiry, expired messages removed
-// within 5 s) at about three statements per second on an idle database:
-// the timers are probed at most once a second while none is due
-// (service.FireTimers), expired messages every 4 s.
-func New(svc *service.Service, log *slog.Logger, opts Options) *Worker {
+// New builds the worker of a service on its pool. The intervals keep the
+// promises of skipq's contract (dead-lettered within 2 s of a lease expiry,
+// expired messages removed within 5 s) at about three statements per
+// second on an idle database: the timers are probed at most once a second
+// while none is due (FireTimers), expired messages every 4 s.
+func New(pool *pgxpool.Pool, svc *service.Service, log *slog.Logger, opts Options) *Worker {
+	fire := NewFireTimers(pool, svc)
+	expired := NewRemoveExpired(pool, svc)
+	dedup := NewDropOldDedupKeys(pool, svc)
+	orphaned := NewRemoveOrphaned(pool, svc)
+	groups := NewPruneGroups(pool, svc)
+	history := NewPruneHistory(pool, svc)
+	gauges := NewRefreshQueueCounts(pool, svc)
+	stale := NewRemoveStaleReady(pool, svc)
+	depth := NewRecordDepthHistory(pool, svc)
 	jobs := []job{
-		batch("fire timers (delays and leases that ended)", 500*time.Millisecond, svc.FireTimers),
-		batch("remove expired messages", 4*time.Second, svc.RemoveExpired),
-		batch("drop old dedup keys", 30*time.Second, svc.DropOldDedupKeys),
-		batch("remove messages of deleted queues", 30*time.Second, svc.RemoveOrphaned),
-		batch("prune empty FIFO groups", 10*time.Second, svc.PruneGroups),
-		batch("prune the history of messages gone a day ago", 60*time.Second, svc.PruneHistory),
-		batch("take over SQS move tasks whose node stopped", 15*time.Second, svc.TakeOverMoveTasks),
-		once("refresh queue gauges", 5*time.Second, 30*time.Second, svc.RefreshQueueCounts),
-		once("remove stale ready rows", 10*time.Second, 60*time.Second, svc.RemoveStaleReady),
-		once("record depth history", 20*time.Second, 30*time.Second, func(ctx context.Context) error {
-			return svc.RecordDepthHistory(ctx, BatchSize)
+		batch("fire timers (delays and leases that ended)", fire.Config, fire.RunOnce),
+		batch("remove expired messages", expired.Config, expired.RunOnce),
+		batch("drop old dedup keys", dedup.Config, dedup.RunOnce),
+		batch("remove messages of deleted queues", orphaned.Config, orphaned.RunOnce),
+		batch("prune empty FIFO groups", groups.Config, groups.RunOnce),
+		batch("prune the history of messages gone a day ago", history.Config, history.RunOnce),
+		batch("take over SQS move tasks whose node stopped", batchConfig(15*time.Second), func(ctx context.Context) (int, error) {
+			return svc.TakeOverMoveTasks(ctx, BatchSize)
 		}),
+		once("refresh queue gauges", gauges.Config, gauges.RunOnce),
+		once("remove stale ready rows", stale.Config, stale.RunOnce),
+		once("record depth history", depth.Config, depth.RunOnce),
 	}
 	if opts.Vacuum {
-		jobs = append(jobs, once("vacuum messages", service.VacuumPeriod, 2*time.Minute, svc.VacuumMessages))
+		vacuum := NewVacuumMessages(pool, svc)
+		jobs = append(jobs, once("vacuum messages", vacuum.Config, vacuum.RunOnce))
 	}
 	return &Worker{log: log, jobs: jobs}
 }
@@ -103,18 +184,18 @@ func (w *Worker) Run(ctx context.Context) {
 // one: nodes started together (a deployment) do not run their jobs in
 // lockstep.
 func (w *Worker) loop(ctx context.Context, j job) {
-	start := time.NewTimer(rand.N(j.every))
+	start := time.NewTimer(rand.N(j.config.Period))
 	select {
 	case <-ctx.Done():
 		start.Stop()
 		return
 	case <-start.C:
 	}
-	ticker := time.NewTicker(j.every)
+	ticker := time.NewTicker(j.config.Period)
 	defer ticker.Stop()
 	for {
 		for ctx.Err() == nil {
-			runCtx, cancel := context.WithTimeout(ctx, j.timeout)
+			runCtx, cancel := context.WithTimeout(ctx, j.config.Timeout)
 			more, err := j.run(runCtx)
 			cancel()
 			if err != nil {

@@ -1,4 +1,4 @@
-package service_test
+package worker_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/skipq/skipq/internal/service"
 	"github.com/skipq/skipq/internal/testdb"
+	"github.com/skipq/skipq/internal/worker"
 )
 
 // clock is a settable time for the service's SQL (no sleeping in tests).
@@ -26,7 +27,27 @@ func (c *clock) advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+// newService is a service on a fresh database, on a clock of its own; the
+// jobs built on it and the pool share that clock.
 func newService(t *testing.T) (*service.Service, *clock, *pgxpool.Pool) {
+	t.Helper()
+	return newObservedService(t, nil)
+}
+
+// ignoredObserver is an Observer that ignores everything: a test's
+// observer embeds it and implements what it looks at.
+type ignoredObserver struct{}
+
+func (ignoredObserver) MessagesSent(string, string, int)              {}
+func (ignoredObserver) MessagesReceived(string, string, int)          {}
+func (ignoredObserver) MessagesAcked(string, string, int)             {}
+func (ignoredObserver) MessagesNacked(string, string, int)            {}
+func (ignoredObserver) MessagesDeadLettered(string, string, int)      {}
+func (ignoredObserver) MessagesDiscarded(string, string, string, int) {}
+func (ignoredObserver) MessagesExpired(string, string, int)           {}
+func (ignoredObserver) QueueCounts([]service.QueueCount, time.Time)   {}
+
+func newObservedService(t *testing.T, obs service.Observer) (*service.Service, *clock, *pgxpool.Pool) {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), testdb.New(t))
 	if err != nil {
@@ -34,7 +55,7 @@ func newService(t *testing.T) (*service.Service, *clock, *pgxpool.Pool) {
 	}
 	t.Cleanup(pool.Close)
 	clk := &clock{t: time.Now()}
-	return service.New(pool, service.Options{Limits: service.DefaultLimits(), Clock: clk.now}), clk, pool
+	return service.New(pool, service.Options{Limits: service.DefaultLimits(), Clock: clk.now, Observer: obs}), clk, pool
 }
 
 // Two workers sweep the same backlog of expired last leases and expired
@@ -76,10 +97,12 @@ func TestConcurrentWorkersMoveEachMessageOnce(t *testing.T) {
 	var mu sync.Mutex
 	moved, removed := 0, 0
 	for range 2 {
+		fire, expire := worker.NewFireTimers(pool, svc), worker.NewRemoveExpired(pool, svc)
+		fire.BatchSize, expire.BatchSize = 100, 100
 		wg.Go(func() {
 			for {
-				m, err1 := svc.FireTimers(ctx, 100)
-				r, err2 := svc.RemoveExpired(ctx, 100)
+				m, err1 := fire.RunOnce(ctx)
+				r, err2 := expire.RunOnce(ctx)
 				if err1 != nil || err2 != nil {
 					t.Error(err1, err2)
 					return
@@ -108,48 +131,5 @@ func TestConcurrentWorkersMoveEachMessageOnce(t *testing.T) {
 	}
 	if inSource != 0 || inDLQ != n || distinct != n {
 		t.Fatalf("source holds %d, dead-letter queue %d (%d distinct); want 0 and %d", inSource, inDLQ, distinct, n)
-	}
-}
-
-// The worker's vacuum runs outside a transaction and clears dead rows.
-func TestVacuumMessages(t *testing.T) {
-	svc, _, pool := newService(t)
-	ctx := context.Background()
-	batch := make([]service.MessageInput, 1000)
-	for i := range batch {
-		batch[i] = service.MessageInput{Body: "x"}
-	}
-	for range 12 {
-		if _, err := svc.SendBatch(ctx, "default", "v", batch); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := svc.PurgeQueue(ctx, "default", "v"); err != nil {
-		t.Fatal(err)
-	}
-	// The statistics collector reports dead rows a little late.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var dead int64
-		if err := pool.QueryRow(ctx, "SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)").Scan(&dead); err != nil {
-			t.Fatal(err)
-		}
-		if dead >= service.VacuumDeadTuples {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d dead rows reported", dead)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err := svc.VacuumMessages(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var vacuums int64
-	if err := pool.QueryRow(ctx, "SELECT pg_stat_get_vacuum_count('skipq.messages'::regclass)").Scan(&vacuums); err != nil {
-		t.Fatal(err)
-	}
-	if vacuums < 1 {
-		t.Fatal("no vacuum ran")
 	}
 }

@@ -1,4 +1,4 @@
-package service_test
+package worker_test
 
 import (
 	"context"
@@ -6,15 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/skipq/skipq/internal/service"
-	"github.com/skipq/skipq/internal/testdb"
+	"github.com/skipq/skipq/internal/worker"
 )
 
-// expiries counts MessagesExpired per queue; the rest of Observer is
-// ignored.
+// expiries counts MessagesExpired per queue.
 type expiries struct {
+	ignoredObserver
 	mu sync.Mutex
 	n  map[string]int
 }
@@ -24,27 +22,16 @@ func (e *expiries) MessagesExpired(_, queue string, n int) {
 	defer e.mu.Unlock()
 	e.n[queue] += n
 }
-func (*expiries) MessagesSent(string, string, int)              {}
-func (*expiries) MessagesReceived(string, string, int)          {}
-func (*expiries) MessagesAcked(string, string, int)             {}
-func (*expiries) MessagesNacked(string, string, int)            {}
-func (*expiries) MessagesDeadLettered(string, string, int)      {}
-func (*expiries) MessagesDiscarded(string, string, string, int) {}
-func (*expiries) QueueCounts([]service.QueueCount, time.Time)   {}
 
 // A retained message's lease timer neither readies it nor files itself
 // again, and its removal at the end of the retention is no expiry; an
 // unacked message of the same queue expires as before.
 func TestRetainedMessagesLeaveTheTimersAndTheExpiryCount(t *testing.T) {
-	pool, err := pgxpool.New(context.Background(), testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	clk := &clock{t: time.Now()}
 	obs := &expiries{n: map[string]int{}}
-	svc := service.New(pool, service.Options{Limits: service.DefaultLimits(), Clock: clk.now, Observer: obs})
+	svc, clk, pool := newObservedService(t, obs)
 	ctx := context.Background()
+	fire, expire := worker.NewFireTimers(pool, svc), worker.NewRemoveExpired(pool, svc)
+	fire.BatchSize, expire.BatchSize = 100, 100
 	retain, exp, vis, two := 60, 30, 10, 2
 	if _, _, err := svc.PutQueue(ctx, "default", "r", service.QueueSettings{RetainAckedSeconds: &retain}); err != nil {
 		t.Fatal(err)
@@ -64,7 +51,7 @@ func TestRetainedMessagesLeaveTheTimersAndTheExpiryCount(t *testing.T) {
 
 	clk.advance(15 * time.Second) // both leases ran out
 	for {
-		n, err := svc.FireTimers(ctx, 100)
+		n, err := fire.RunOnce(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +75,7 @@ func TestRetainedMessagesLeaveTheTimersAndTheExpiryCount(t *testing.T) {
 	}
 
 	clk.advance(2 * time.Minute) // the expiry and the retention have passed
-	if n, err := svc.RemoveExpired(ctx, 100); err != nil || n != 2 {
+	if n, err := expire.RunOnce(ctx); err != nil || n != 2 {
 		t.Fatalf("removed %d (%v), want 2", n, err)
 	}
 	if obs.n["r"] != 1 {

@@ -1,4 +1,4 @@
-package service_test
+package worker_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/worker"
 )
 
 // The flat-claim invariant (docs/DESIGN.md, "The claim"): a message has a row
@@ -16,6 +17,7 @@ import (
 func TestReadyRowsFollowEveryPath(t *testing.T) {
 	svc, clk, pool := newService(t)
 	ctx := context.Background()
+	fire, expire := worker.NewFireTimers(pool, svc), worker.NewRemoveExpired(pool, svc)
 	check := func(step string) {
 		t.Helper()
 		var mismatched, orphanReady, untimed int
@@ -90,7 +92,7 @@ func TestReadyRowsFollowEveryPath(t *testing.T) {
 	// Every lease and delay runs out: the worker readies what it must, and a
 	// stale-but-valid handle of a readied message is settled by its holder.
 	clk.advance(5 * time.Minute)
-	if _, err := svc.FireTimers(ctx, 1000); err != nil {
+	if _, err := fire.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	check("timers fired")
@@ -106,7 +108,7 @@ func TestReadyRowsFollowEveryPath(t *testing.T) {
 	for range 2 {
 		receive("paths", 100, service.ReceiveOptions{VisibilitySeconds: &one})
 		clk.advance(time.Minute)
-		if _, err := svc.FireTimers(ctx, 1000); err != nil {
+		if _, err := fire.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 		check("leases that ran out, up to dead-lettering")
@@ -127,7 +129,7 @@ func TestReadyRowsFollowEveryPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.advance(time.Minute)
-	if n, err := svc.RemoveExpired(ctx, 1000); err != nil || n == 0 {
+	if n, err := expire.RunOnce(ctx); err != nil || n == 0 {
 		t.Fatalf("expired %d: %v", n, err)
 	}
 	check("operator delete and expiry")
