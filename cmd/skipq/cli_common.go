@@ -104,7 +104,21 @@ func apiError(err error) error {
 	if e.Message != "" {
 		b.WriteString(": " + e.Message)
 	}
-	b.WriteString(e.IssuesText())
+	// The issues the message does not already say (a 400's message is
+	// often its one issue).
+	var more []string
+	for _, is := range e.Issues {
+		text := is.Message
+		if is.Path != "" {
+			text = is.Path + ": " + is.Message
+		}
+		if !strings.Contains(e.Message, text) {
+			more = append(more, text)
+		}
+	}
+	if len(more) > 0 {
+		b.WriteString(" (" + strings.Join(more, "; ") + ")")
+	}
 	if e.Status >= 500 && e.RequestID != "" {
 		b.WriteString(" [request " + e.RequestID + "]")
 	}

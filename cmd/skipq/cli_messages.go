@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,8 +14,9 @@ import (
 
 const sendUsage = `skipq send QUEUE [BODY|-] [--delay S] [--expiration S] [--tag k=v]... [--id ID]
                   [--metadata M] [--client-id C] [--max-receive N] [--dlq QUEUE] [--binary] [--group G]
-                  [--lines [--non-atomic]]
-  The body is BODY, or stdin when BODY is "-" or absent and stdin is not a terminal.
+                  [--lines [--non-atomic]] [--raw]
+  The body is BODY, or stdin when BODY is "-" or absent and stdin is not a terminal;
+  one trailing newline of stdin is dropped (echo adds it), unless --raw.
   With --lines each non-empty line of it is a message (the other flags apply to each),
   sent in batches of up to 1,000, each all or nothing; --non-atomic stores every valid
   message and reports each line that failed.`
@@ -49,6 +51,7 @@ func cmdSend(ctx context.Context, args []string) error {
 	group := fs.String("group", "", "the message's `group` (required on a FIFO queue; creates a missing queue as FIFO)")
 	lines := fs.Bool("lines", false, "each non-empty line of the body is a message, sent in batches")
 	nonAtomic := fs.Bool("non-atomic", false, "with --lines: store every valid message, report each line that failed")
+	raw := fs.Bool("raw", false, "keep a trailing newline of a body read from stdin")
 	pos, err := cliParse(fs, args, sendUsage)
 	if err != nil {
 		return err
@@ -71,6 +74,11 @@ func cmdSend(ctx context.Context, args []string) error {
 		}
 		if len(body) > maxStdinBody {
 			return fmt.Errorf("the body on stdin is over %d MiB", maxStdinBody>>20)
+		}
+		if !*raw {
+			// `echo '{"orderId": 7}' | skipq send q -` means the JSON, not
+			// the JSON and the newline echo ends its line with.
+			body = bytes.TrimSuffix(bytes.TrimSuffix(body, []byte("\n")), []byte("\r"))
 		}
 	case *metadata == "":
 		return usageErr("send", "send needs a body: an argument, or - for stdin")
@@ -172,6 +180,14 @@ func cmdReceive(ctx context.Context, args []string) error {
 	}
 	if err := printReceived(o, quiet, !*peek && !*ack, msgs, stored); err != nil {
 		return err
+	}
+	if len(msgs) == 0 && decodeErr == nil {
+		// A receive of a missing queue is an empty answer over HTTP (a
+		// queue is created by its first send); a typo should not look like
+		// an empty queue, so the empty answer costs one lookup.
+		if _, err := c.GetQueue(ctx, pos[0]); client.IsNotFound(err) {
+			fmt.Fprintf(os.Stderr, "queue %q does not exist (yet): a send creates it\n", pos[0])
+		}
 	}
 	return apiError(decodeErr)
 }

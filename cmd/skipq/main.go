@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -84,7 +85,12 @@ func main() {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(os.Stderr, "skipq: %v\n\n%s", err, usage)
+		// The line that says what is off, and where to read more: a
+		// verb's own errors name its -h; the rest, the command list.
+		fmt.Fprintf(os.Stderr, "skipq: %v\n", err)
+		if !strings.Contains(err.Error(), " -h'") {
+			fmt.Fprintln(os.Stderr, "Run 'skipq -h' for the commands.")
+		}
 		os.Exit(2)
 	default:
 		fmt.Fprintf(os.Stderr, "skipq: %v\n", err)
