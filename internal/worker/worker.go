@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/sqs/sqsstate"
 )
 
 // BatchSize bounds every statement the worker runs.
@@ -57,6 +58,9 @@ type Options struct {
 	// Vacuum lets the worker vacuum the messages table between
 	// autovacuum's rounds (service.VacuumMessages).
 	Vacuum bool
+	// SQS is the node's SQS state, whose move tasks the worker takes over
+	// when the node running them stopped.
+	SQS *sqsstate.State
 }
 
 // New builds the worker for a service. The intervals keep SPEC §3's promises
@@ -72,7 +76,7 @@ func New(svc *service.Service, log *slog.Logger, opts Options) *Worker {
 		batch("remove messages of deleted queues", 30*time.Second, svc.RemoveOrphaned),
 		batch("prune empty FIFO groups", 10*time.Second, svc.PruneGroups),
 		batch("prune the history of messages gone a day ago", 60*time.Second, svc.PruneHistory),
-		batch("take over SQS move tasks whose node stopped", 15*time.Second, svc.TakeOverMoveTasks),
+		batch("take over SQS move tasks whose node stopped", 15*time.Second, opts.SQS.TakeOverMoveTasks),
 		once("refresh queue gauges", 5*time.Second, 30*time.Second, svc.RefreshQueueCounts),
 		once("remove stale ready rows", 10*time.Second, 60*time.Second, svc.RemoveStaleReady),
 		once("record depth history", 20*time.Second, 30*time.Second, func(ctx context.Context) error {
