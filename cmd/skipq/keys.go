@@ -10,9 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/db"
 	"github.com/skipq/skipq/internal/node"
-	"github.com/skipq/skipq/internal/service"
 	"github.com/skipq/skipq/internal/sqs"
 )
 
@@ -42,14 +42,14 @@ func cmdKeys(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	svc := service.New(pool, service.Options{Limits: service.DefaultLimits()})
+	apiKeys := auth.New(pool, 0)
 
 	switch verb := pos[0]; {
 	case verb == "create" && len(pos) == 1:
 		if *tenant == "" || *role == "" || *name == "" {
 			return fmt.Errorf("%w: %s", errUsage, keysUsage)
 		}
-		key, secret, err := svc.CreateKey(ctx, *tenant, *role, *name)
+		key, secret, err := apiKeys.Create(ctx, *tenant, *role, *name)
 		if err != nil {
 			return err
 		}
@@ -59,11 +59,11 @@ func cmdKeys(ctx context.Context, args []string) error {
 		fmt.Println(secret)
 		return nil
 	case verb == "list" && len(pos) == 1:
-		keys, err := svc.ListKeys(ctx)
+		keys, err := apiKeys.List(ctx)
 		if err != nil {
 			return err
 		}
-		akids, err := svc.SQSAccessKeyIDs(ctx)
+		akids, err := apiKeys.SQSAccessKeyIDs(ctx)
 		if err != nil {
 			return err
 		}
@@ -91,13 +91,13 @@ func cmdKeys(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	case verb == "sqs-credentials" && len(pos) == 2:
-		return printSQSCredentials(ctx, svc, pos[1], *asJSON)
+		return printSQSCredentials(ctx, apiKeys, pos[1], *asJSON)
 	case verb == "revoke" && len(pos) == 2:
 		id, err := strconv.ParseInt(pos[1], 10, 64)
 		if err != nil {
 			return fmt.Errorf("%w: key id %q is not a number", errUsage, pos[1])
 		}
-		key, err := svc.RevokeKey(ctx, id)
+		key, err := apiKeys.Revoke(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -127,7 +127,7 @@ func nilIfEmpty(s string) any {
 // printSQSCredentials prints a key's SQS credentials (SPEC §11.4.2),
 // giving it an access key id on first use; the secret is derived from
 // SKIPQ_SIGV4_MASTER_KEY and never stored, so this can be re-run.
-func printSQSCredentials(ctx context.Context, svc *service.Service, arg string, asJSON bool) error {
+func printSQSCredentials(ctx context.Context, apiKeys *auth.Keys, arg string, asJSON bool) error {
 	id, err := strconv.ParseInt(arg, 10, 64)
 	if err != nil {
 		return fmt.Errorf("%w: key id %q is not a number", errUsage, arg)
@@ -140,7 +140,7 @@ func printSQSCredentials(ctx context.Context, svc *service.Service, arg string, 
 	if err != nil {
 		return err
 	}
-	akid, err := svc.SQSCredentials(ctx, id, sqs.NewAccessKeyID)
+	akid, err := apiKeys.SQSCredentials(ctx, id, sqs.NewAccessKeyID)
 	if err != nil {
 		return err
 	}

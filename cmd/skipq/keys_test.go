@@ -10,14 +10,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/testdb"
 )
 
 // skipq keys create, list and revoke (SPEC §2, §5): the database holds only
 // a hash of each secret, list shows keys and never secrets, and a revoked
 // key gets 401 once the nodes' key cache lets it go (within
-// service.KeyCacheTTL, as docs/OPERATIONS.md tells operators).
+// auth.KeyCacheTTL, as docs/OPERATIONS.md tells operators).
 func TestKeysListAndRevoke(t *testing.T) {
 	db := testdb.New(t)
 	p := serve(t, db, "SKIPQ_AUTH=required")
@@ -90,7 +90,7 @@ func TestKeysListAndRevoke(t *testing.T) {
 	if list.Keys[0].RevokedAt == nil || list.Keys[1].RevokedAt != nil {
 		t.Fatalf("keys list after revoking %d: %+v", created.ID, list.Keys)
 	}
-	await(t, 3*service.KeyCacheTTL, "the revocation to reach the node", func() bool {
+	await(t, 3*auth.KeyCacheTTL, "the revocation to reach the node", func() bool {
 		return get(created.Secret) == http.StatusUnauthorized
 	})
 	if s := get(other); s != http.StatusOK {

@@ -8,15 +8,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/node"
-	"github.com/skipq/skipq/internal/service"
 )
 
 // keys creates API keys in the node's database and returns their secrets.
-func createKey(t *testing.T, pool *pgxpool.Pool, tenant, role string) (service.APIKey, string) {
+func createKey(t *testing.T, pool *pgxpool.Pool, tenant, role string) (auth.Key, string) {
 	t.Helper()
-	svc := service.New(pool, service.Options{Limits: service.DefaultLimits()})
-	key, secret, err := svc.CreateKey(context.Background(), tenant, role, role+"-key")
+	key, secret, err := auth.New(pool, 0).Create(context.Background(), tenant, role, role+"-key")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +70,7 @@ func TestAuthMatrix(t *testing.T) {
 	_, adminKey := createKey(t, pool, "acme", "admin")
 	_, otherAdmin := createKey(t, pool, "globex", "admin")
 	revoked, revokedKey := createKey(t, pool, "acme", "admin")
-	svc := service.New(pool, service.Options{Limits: service.DefaultLimits()})
-	if _, err := svc.RevokeKey(context.Background(), revoked.ID); err != nil {
+	if _, err := auth.New(pool, 0).Revoke(context.Background(), revoked.ID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -139,7 +137,7 @@ func TestAuthMatrix(t *testing.T) {
 					}
 				case c.rank == 0:
 					wantError(t, resp, http.StatusUnauthorized, "unauthenticated")
-				case c.rank < service.RoleRank(r.need):
+				case c.rank < auth.RoleRank(r.need):
 					wantError(t, resp, http.StatusForbidden, "access_denied")
 				case c.other:
 					if resp.Status != r.other {
@@ -171,16 +169,15 @@ func TestRevocationTakesEffect(t *testing.T) {
 	n := newNode(t, func(c *node.Config) { c.Auth = "required" })
 	pool := newPool(t, n.DB)
 	key, secret := createKey(t, pool, "acme", "read")
-	auth := []string{"Authorization", "Bearer " + secret}
-	if r := n.do(t, "GET", "/v1/queues", nil, auth...); r.Status != 200 {
+	bearer := []string{"Authorization", "Bearer " + secret}
+	if r := n.do(t, "GET", "/v1/queues", nil, bearer...); r.Status != 200 {
 		t.Fatalf("fresh key: %d %s", r.Status, r.Raw)
 	}
-	svc := service.New(pool, service.Options{Limits: service.DefaultLimits()})
-	if _, err := svc.RevokeKey(context.Background(), key.ID); err != nil {
+	if _, err := auth.New(pool, 0).Revoke(context.Background(), key.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*service.KeyCacheTTL, "the revocation to reach the node", func() bool {
-		return n.do(t, "GET", "/v1/queues", nil, auth...).Status == http.StatusUnauthorized
+	eventually(t, 3*auth.KeyCacheTTL, "the revocation to reach the node", func() bool {
+		return n.do(t, "GET", "/v1/queues", nil, bearer...).Status == http.StatusUnauthorized
 	})
 }
 

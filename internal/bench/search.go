@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/node"
 	"github.com/skipq/skipq/internal/service"
 )
@@ -69,10 +70,10 @@ func (e *env) search(ctx context.Context) (*SearchResult, error) {
 	key, wideKey := e.o.APIKey, ""
 	var configure []func(*node.Config)
 	if len(e.o.URLs) == 0 {
-		svc := service.New(e.mon, service.Options{Limits: service.DefaultLimits()})
+		keys := auth.New(e.mon, 0)
 		for _, k := range []*string{&key, &wideKey} {
 			tenant := "bench-search-" + strings.ToLower(rand.Text()[:8])
-			_, secret, err := svc.CreateKey(ctx, tenant, "admin", "skipq-bench search")
+			_, secret, err := keys.Create(ctx, tenant, "admin", "skipq-bench search")
 			if err != nil {
 				return nil, fmt.Errorf("search: API key: %w", err)
 			}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/service"
 )
 
@@ -28,9 +29,9 @@ type identity struct {
 }
 
 var (
-	roleRead  = service.RoleRank("read")
-	roleWrite = service.RoleRank("write")
-	roleAdmin = service.RoleRank("admin")
+	roleRead  = auth.RoleRank("read")
+	roleWrite = auth.RoleRank("write")
+	roleAdmin = auth.RoleRank("admin")
 )
 
 func (id identity) CanWrite() bool { return id.Role >= roleWrite }
@@ -106,7 +107,7 @@ func (c *Console) identify(r *http.Request) (identity, error) {
 	if hash == nil || !hmac.Equal(mac, c.sessionMAC(keyID, issued, hash)) {
 		return identity{}, errNoSession
 	}
-	return identity{Tenant: key.Tenant, Role: service.RoleRank(key.Role), KeyID: key.ID, Name: key.Name}, nil
+	return identity{Tenant: key.Tenant, Role: auth.RoleRank(key.Role), KeyID: key.ID, Name: key.Name}, nil
 }
 
 // clockSkew is how far apart the nodes' clocks may be.
@@ -114,7 +115,7 @@ const clockSkew = time.Minute
 
 // sessionKey is a key and its secret's hash (nil when it is revoked or
 // unknown), cached for sessionCheck.
-func (c *Console) sessionKey(ctx context.Context, id int64) (service.APIKey, []byte, error) {
+func (c *Console) sessionKey(ctx context.Context, id int64) (auth.Key, []byte, error) {
 	sc := &c.sessions
 	sc.mu.Lock()
 	e, ok := sc.entries[id]
@@ -122,15 +123,15 @@ func (c *Console) sessionKey(ctx context.Context, id int64) (service.APIKey, []b
 	if ok && c.now().Before(e.expires) {
 		return e.key, e.hash, nil
 	}
-	key, hash, err := c.svc.SessionKey(ctx, id)
-	if err != nil && !errors.Is(err, service.ErrUnauthenticated) {
-		return service.APIKey{}, nil, err
+	key, hash, err := c.cfg.Keys.Session(ctx, id)
+	if err != nil && !errors.Is(err, auth.ErrUnauthenticated) {
+		return auth.Key{}, nil, err
 	}
 	c.remember(id, key, hash)
 	return key, hash, nil
 }
 
-func (c *Console) remember(id int64, key service.APIKey, hash []byte) {
+func (c *Console) remember(id int64, key auth.Key, hash []byte) {
 	sc := &c.sessions
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -238,7 +239,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	// per address: the login page is one more way to try keys.
 	key, wait, err := callerOf(r).LookUpKey(secret)
 	switch {
-	case errors.Is(err, service.ErrUnauthenticated):
+	case errors.Is(err, auth.ErrUnauthenticated):
 		c.render(w, r, http.StatusUnauthorized, "login", identity{}, loginData{Message: "That API key is unknown or revoked."})
 		return
 	case service.KindOf(err) == service.KindTooManyRequests:

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/metrics"
 	"github.com/skipq/skipq/internal/service"
 )
@@ -35,7 +36,10 @@ type Config struct {
 	// and nodes behind one address need the same one. Empty: a random key
 	// of this process.
 	Secret []byte
-	Log    *slog.Logger
+	// Keys are the node's API keys: a session lives as long as its key
+	// (nil only with AuthOff).
+	Keys *auth.Keys
+	Log  *slog.Logger
 	// Totals reports this node's message counters of a tenant (nil: the
 	// rates page shows none).
 	Totals func(tenant string) metrics.Totals
@@ -62,7 +66,7 @@ type Console struct {
 // authentications, whether it came over TLS, and whether a browser sent it
 // from a page of another origin than the node's public ones.
 type Caller = interface {
-	LookUpKey(secret string) (key service.APIKey, retryAfter time.Duration, err error)
+	LookUpKey(secret string) (key auth.Key, retryAfter time.Duration, err error)
 	Secure() bool
 	CrossSite() bool
 }
@@ -162,7 +166,7 @@ type sessionCache struct {
 }
 
 type cachedSession struct {
-	key     service.APIKey
+	key     auth.Key
 	hash    []byte // nil: revoked or unknown
 	expires time.Time
 }

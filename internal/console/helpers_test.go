@@ -13,9 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/node"
 	"github.com/skipq/skipq/internal/node/nodetest"
-	"github.com/skipq/skipq/internal/service"
 	"github.com/skipq/skipq/internal/testdb"
 )
 
@@ -23,18 +23,18 @@ import (
 type testNode struct {
 	URL                string
 	pool               *pgxpool.Pool
-	svc                *service.Service // for keys only
+	keys               *auth.Keys
 	admin, write, read string
 }
 
 // startNode runs a node on a loopback port of the console's range.
-func startNode(t *testing.T, auth bool, configure ...func(*node.Config)) *testNode {
+func startNode(t *testing.T, authOn bool, configure ...func(*node.Config)) *testNode {
 	t.Helper()
 	dbURL := testdb.New(t)
 	n := &testNode{}
 	cfg := append([]func(*node.Config){func(c *node.Config) {
 		c.ListenAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		if auth {
+		if authOn {
 			c.Auth = "required"
 		}
 	}}, configure...)
@@ -45,8 +45,8 @@ func startNode(t *testing.T, auth bool, configure ...func(*node.Config)) *testNo
 	}
 	t.Cleanup(pool.Close)
 	n.pool = pool
-	n.svc = service.New(pool, service.Options{Limits: service.DefaultLimits()})
-	if auth {
+	n.keys = auth.New(pool, 0)
+	if authOn {
 		n.admin = n.key(t, "default", "admin")
 		n.write = n.key(t, "default", "write")
 		n.read = n.key(t, "default", "read")
@@ -56,7 +56,7 @@ func startNode(t *testing.T, auth bool, configure ...func(*node.Config)) *testNo
 
 func (n *testNode) key(t *testing.T, tenant, role string) string {
 	t.Helper()
-	_, secret, err := n.svc.CreateKey(context.Background(), tenant, role, role+" key")
+	_, secret, err := n.keys.Create(context.Background(), tenant, role, role+" key")
 	if err != nil {
 		t.Fatal(err)
 	}

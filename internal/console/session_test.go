@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/service"
 	"github.com/skipq/skipq/internal/testdb"
 )
@@ -24,7 +25,8 @@ func TestSessionEndsAfterLifetimeAndRevocation(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	svc := service.New(pool, service.Options{Limits: service.DefaultLimits()})
-	key, apiKey, err := svc.CreateKey(context.Background(), "default", "admin", "admin key")
+	keys := auth.New(pool, 0)
+	key, apiKey, err := keys.Create(context.Background(), "default", "admin", "admin key")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func TestSessionEndsAfterLifetimeAndRevocation(t *testing.T) {
 	login := time.Now()
 	at := login
 	clock := func() time.Time { return at }
-	c := New(svc, Config{Secret: secret})
+	c := New(svc, Config{Secret: secret, Keys: keys})
 	c.now = clock
 	session := c.sessionValue(key.ID, login, hash[:])
 	identify := func() error {
@@ -60,20 +62,20 @@ func TestSessionEndsAfterLifetimeAndRevocation(t *testing.T) {
 	}
 	// Another node's secret signs nothing here.
 	at = login
-	other := New(svc, Config{Secret: []byte("another node's secret")})
+	other := New(svc, Config{Secret: []byte("another node's secret"), Keys: keys})
 	session = other.sessionValue(key.ID, login, hash[:])
 	if err := identify(); !errors.Is(err, errNoSession) {
 		t.Errorf("a session signed with another secret: %v", err)
 	}
 
 	// A fresh node (an empty session cache, the clock going forward).
-	c = New(svc, Config{Secret: secret})
+	c = New(svc, Config{Secret: secret, Keys: keys})
 	c.now = clock
 	session = c.sessionValue(key.ID, login, hash[:])
 	if err := identify(); err != nil {
 		t.Fatalf("before the revocation: %v", err)
 	}
-	if _, err := svc.RevokeKey(context.Background(), key.ID); err != nil {
+	if _, err := keys.Revoke(context.Background(), key.ID); err != nil {
 		t.Fatal(err)
 	}
 	at = login.Add(sessionCheck + time.Second) // past the session cache

@@ -10,11 +10,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/service"
 )
 
 // Identity is who a request acts as: a tenant and a role rank
-// (service.RoleRank: read 1 < write 2 < admin 3).
+// (auth.RoleRank: read 1 < write 2 < admin 3).
 type Identity struct {
 	Tenant string
 	Role   int
@@ -22,9 +23,9 @@ type Identity struct {
 }
 
 var (
-	roleRead  = service.RoleRank("read")
-	roleWrite = service.RoleRank("write")
-	roleAdmin = service.RoleRank("admin")
+	roleRead  = auth.RoleRank("read")
+	roleWrite = auth.RoleRank("write")
+	roleAdmin = auth.RoleRank("admin")
 )
 
 const identityKey = "skipq.identity"
@@ -56,7 +57,7 @@ func tenant(c *gin.Context) string {
 // made-up keys costs no queries, while keys the node already trusts (its
 // cache) go on working from the same address (a NAT or a proxy may put
 // good and bad clients behind one).
-func authenticate(svc *service.Service, authOff bool, failures *rateLimiter) gin.HandlerFunc {
+func authenticate(keys *auth.Keys, authOff bool, failures *rateLimiter) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if authOff {
 			c.Set(identityKey, defaultIdentity)
@@ -71,12 +72,12 @@ func authenticate(svc *service.Service, authOff bool, failures *rateLimiter) gin
 			abortWith(c, http.StatusUnauthorized, "unauthenticated", "an API key is required: Authorization: Bearer <key>", nil)
 			return
 		}
-		key, wait, err := lookUpKey(c, svc, secret, failures)
+		key, wait, err := lookUpKey(c, keys, secret, failures)
 		switch {
 		case errors.Is(err, errAuthBlocked):
 			tooManyRequests(c, wait, "too many failed authentications from this address; retry after the Retry-After delay")
 			return
-		case errors.Is(err, service.ErrUnauthenticated):
+		case errors.Is(err, auth.ErrUnauthenticated):
 			abortWith(c, http.StatusUnauthorized, "unauthenticated", "the API key is unknown or revoked", nil)
 			return
 		case err != nil:
@@ -94,21 +95,21 @@ var errAuthBlocked = errors.New("too many failed authentications from this addre
 
 // lookUpKey resolves a bearer secret to its key under the address's budget
 // of failed authentications (failures; nil: none). While the budget lasts
-// the service answers (its cache, else the database), and an unknown or
-// revoked key (service.ErrUnauthenticated) spends one. Once it is spent,
+// the node's keys answer (their cache, else the database), and an unknown or
+// revoked key (auth.ErrUnauthenticated) spends one. Once it is spent,
 // only keys in the node's cache are known; any other secret gets
 // errAuthBlocked and the wait until the budget returns, without a query.
-func lookUpKey(c *gin.Context, svc *service.Service, secret string, failures *rateLimiter) (service.APIKey, time.Duration, error) {
+func lookUpKey(c *gin.Context, keys *auth.Keys, secret string, failures *rateLimiter) (auth.Key, time.Duration, error) {
 	if failures != nil {
 		if empty, wait := failures.empty(clientAddress(c), time.Now()); empty {
-			if key, ok := svc.CachedKey(secret); ok {
+			if key, ok := keys.Cached(secret); ok {
 				return key, 0, nil
 			}
-			return service.APIKey{}, wait, errAuthBlocked
+			return auth.Key{}, wait, errAuthBlocked
 		}
 	}
-	key, err := svc.Authenticate(c.Request.Context(), secret)
-	if errors.Is(err, service.ErrUnauthenticated) && failures != nil {
+	key, err := keys.Authenticate(c.Request.Context(), secret)
+	if errors.Is(err, auth.ErrUnauthenticated) && failures != nil {
 		failures.allow(clientAddress(c), time.Now())
 	}
 	return key, 0, err
@@ -132,20 +133,20 @@ func setIdentity(c *gin.Context, id Identity) {
 // (lookUpKey, the same budget of failed authentications); a missing,
 // unknown or revoked key, or one the budget keeps from the lookup, changes
 // nothing here.
-func identifyCaller(svc *service.Service, authOff bool, failures *rateLimiter) gin.HandlerFunc {
+func identifyCaller(keys *auth.Keys, authOff bool, failures *rateLimiter) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		secret, ok := bearerToken(c.GetHeader("Authorization"))
 		if authOff || !ok {
 			return
 		}
-		if key, _, err := lookUpKey(c, svc, secret, failures); err == nil {
+		if key, _, err := lookUpKey(c, keys, secret, failures); err == nil {
 			setIdentity(c, identityOfKey(key))
 		}
 	}
 }
 
-func identityOfKey(key service.APIKey) Identity {
-	return Identity{Tenant: key.Tenant, Role: service.RoleRank(key.Role), KeyID: key.ID}
+func identityOfKey(key auth.Key) Identity {
+	return Identity{Tenant: key.Tenant, Role: auth.RoleRank(key.Role), KeyID: key.ID}
 }
 
 // bearerToken is the token of an `Authorization: Bearer <token>` header.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/service"
 )
 
@@ -24,10 +25,10 @@ type ConsoleEndpoint interface {
 // that package console can spell the same type without importing this one.
 type ConsoleCaller = interface {
 	// LookUpKey resolves an API key's secret as the API's routes do:
-	// service.ErrUnauthenticated for an unknown or revoked key; once the
+	// auth.ErrUnauthenticated for an unknown or revoked key; once the
 	// address spent its budget, a service error of kind
 	// KindTooManyRequests and how long until it has one again.
-	LookUpKey(secret string) (key service.APIKey, retryAfter time.Duration, err error)
+	LookUpKey(secret string) (key auth.Key, retryAfter time.Duration, err error)
 	// Secure: the request reached the node over TLS, directly or through
 	// a trusted proxy that says so.
 	Secure() bool
@@ -39,13 +40,13 @@ type ConsoleCaller = interface {
 // consoleCaller is the ConsoleCaller of the request c.
 type consoleCaller struct {
 	c        *gin.Context
-	svc      *service.Service
+	keys     *auth.Keys
 	failures *rateLimiter
 	origins  originPolicy
 }
 
-func (cc consoleCaller) LookUpKey(secret string) (service.APIKey, time.Duration, error) {
-	key, wait, err := lookUpKey(cc.c, cc.svc, secret, cc.failures)
+func (cc consoleCaller) LookUpKey(secret string) (auth.Key, time.Duration, error) {
+	key, wait, err := lookUpKey(cc.c, cc.keys, secret, cc.failures)
 	if errors.Is(err, errAuthBlocked) {
 		err = &service.Error{Kind: service.KindTooManyRequests,
 			Message: errAuthBlocked.Error(), Err: err}
@@ -57,8 +58,8 @@ func (cc consoleCaller) Secure() bool    { return cc.origins.secure(cc.c.Request
 func (cc consoleCaller) CrossSite() bool { return cc.origins.crossSite(cc.c.Request) }
 
 // serveConsole hands a request to the console with its caller.
-func serveConsole(console ConsoleEndpoint, svc *service.Service, failures *rateLimiter, origins originPolicy) gin.HandlerFunc {
+func serveConsole(console ConsoleEndpoint, keys *auth.Keys, failures *rateLimiter, origins originPolicy) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		console.Serve(c.Writer, c.Request, consoleCaller{c: c, svc: svc, failures: failures, origins: origins})
+		console.Serve(c.Writer, c.Request, consoleCaller{c: c, keys: keys, failures: failures, origins: origins})
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/metrics"
 	"github.com/skipq/skipq/internal/service"
 )
@@ -59,6 +60,9 @@ type Config struct {
 	// shared by every route (the SQS endpoint holds the same one); nil: no
 	// budget.
 	RequestBytes *service.BodyBudget
+	// Keys are the node's API keys, which authenticate requests (nil
+	// only with AuthOff).
+	Keys *auth.Keys
 	// SQS, when set, serves SQS requests at every path outside the native
 	// API's (SPEC §11.2.1).
 	SQS SQSEndpoint
@@ -168,7 +172,7 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		// The console refuses cross-site requests itself, with its own
 		// error page.
 		chain := slices.Concat(gin.HandlersChain{limitBody(cfg.MaxRequestBytes)}, perCaller,
-			gin.HandlersChain{admitBody(cfg.RequestBytes), deadline(RequestTimeout), serveConsole(cfg.Console, svc, authFailures, origins)})
+			gin.HandlersChain{admitBody(cfg.RequestBytes), deadline(RequestTimeout), serveConsole(cfg.Console, cfg.Keys, authFailures, origins)})
 		r.Any("/console", chain...)
 		r.Any("/console/*path", chain...)
 	}
@@ -176,13 +180,13 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	// rate limited per client IP (OPERATIONS.md), so the key a request may
 	// name is looked up after the limiter, for the history alone.
 	receipts := v1.Group("/receipts", slices.Concat(perCaller,
-		gin.HandlersChain{identifyCaller(svc, cfg.AuthOff, authFailures), admitBody(cfg.RequestBytes), deadline(RequestTimeout)})...)
+		gin.HandlersChain{identifyCaller(cfg.Keys, cfg.AuthOff, authFailures), admitBody(cfg.RequestBytes), deadline(RequestTimeout)})...)
 	receipts.POST("/ack", h.ack)
 	receipts.POST("/nack", h.nack)
 	receipts.POST("/visibility", h.visibility)
 	receipts.POST("/requeue", h.requeue)
 
-	authed := v1.Group("", slices.Concat(gin.HandlersChain{authenticate(svc, cfg.AuthOff, authFailures)}, perCaller,
+	authed := v1.Group("", slices.Concat(gin.HandlersChain{authenticate(cfg.Keys, cfg.AuthOff, authFailures)}, perCaller,
 		gin.HandlersChain{admitBody(cfg.RequestBytes)})...)
 	read, write, admin := require(roleRead), require(roleWrite), require(roleAdmin)
 	// A receive lasts as long as its wait; its claims are bounded one by one

@@ -13,12 +13,14 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/console"
 	"github.com/skipq/skipq/internal/db"
 	"github.com/skipq/skipq/internal/handlers"
 	"github.com/skipq/skipq/internal/metrics"
 	"github.com/skipq/skipq/internal/migrations"
 	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/sqs/sqsstate"
 	"github.com/skipq/skipq/internal/wake"
 	"github.com/skipq/skipq/internal/worker"
 )
@@ -45,6 +47,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	var svc *service.Service
 	m := metrics.New(pool, func() wake.LongPollStats { return svc.Hub().Stats() })
 	svc = service.New(pool, service.Options{Limits: cfg.Limits, Log: log, Observer: m})
+	keys := auth.New(pool, 0)
+	sqsState := sqsstate.New(pool, svc, log)
 	hub := svc.Hub()
 	bg, stopBackground := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -62,7 +66,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	// publishes the wake-ups of the messages this node's worker moves.
 	wg.Go(func() { hub.Run(bg) })
 	if cfg.Role.RunsWorker() {
-		wg.Go(func() { worker.New(pool, svc, log, worker.Options{Vacuum: cfg.WorkerVacuum}).Run(bg) })
+		wg.Go(func() { worker.New(pool, svc, log, worker.Options{Vacuum: cfg.WorkerVacuum, SQS: sqsState}).Run(bg) })
 	}
 	latest, err := migrations.Latest()
 	if err != nil {
@@ -74,7 +78,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		if err != nil {
 			return err
 		}
-		consoleEndpoint = console.New(svc, console.Config{AuthOff: cfg.Auth == "off", Secret: secret, Log: log, Totals: m.TenantTotals})
+		consoleEndpoint = console.New(svc, console.Config{AuthOff: cfg.Auth == "off", Secret: secret, Keys: keys, Log: log, Totals: m.TenantTotals})
 	}
 	// Listening before the handler is built: with auth off the public
 	// origins are named by the port, which SKIPQ_LISTEN_ADDR may leave to
@@ -85,7 +89,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	requestBytes := service.NewBodyBudget(cfg.maxInflightBytes())
 	handler := handlers.New(svc, handlers.Config{
-		AuthOff: cfg.Auth == "off", MaxRequestBytes: cfg.MaxRequestBytes, RequestBytes: requestBytes, Log: log, Metrics: m,
+		AuthOff: cfg.Auth == "off", Keys: keys, MaxRequestBytes: cfg.MaxRequestBytes, RequestBytes: requestBytes, Log: log, Metrics: m,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
 		AuthFailureLimit: cfg.AuthFailureLimit, AuthFailureBurst: cfg.AuthFailureBurst,
 		TrustedProxies: cfg.trustedProxyPrefixes(), PublicOrigins: cfg.publicOrigins(ln.Addr().(*net.TCPAddr).Port),
@@ -93,7 +97,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		// A worker-only node serves no API but answers probes and scrapes.
 		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
 		Console:           consoleEndpoint,
-		SQS:               cfg.sqsEndpoint(svc, requestBytes),
+		SQS:               cfg.sqsEndpoint(svc, sqsState, keys, requestBytes),
 	})
 	srv := &http.Server{
 		Handler: handler,

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"net/netip"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/handlers"
 	"github.com/skipq/skipq/internal/service"
 	"github.com/skipq/skipq/internal/sqs"
+	"github.com/skipq/skipq/internal/sqs/sqsstate"
 )
 
 // SQSConfig configures the SQS-compatible endpoint (SPEC §11.15).
@@ -43,8 +45,9 @@ func (c SQSConfig) validate(trusted []string) error {
 }
 
 // sqsEndpoint is the node's SQS endpoint, nil when SKIPQ_SQS is false;
-// requestBytes is the node's budget of request bytes in flight.
-func (c Config) sqsEndpoint(svc *service.Service, requestBytes *service.BodyBudget) handlers.SQSEndpoint {
+// state is the node's SQS state, keys its API keys, requestBytes its
+// budget of request bytes in flight.
+func (c Config) sqsEndpoint(svc *service.Service, state *sqsstate.State, keys *auth.Keys, requestBytes *service.BodyBudget) handlers.SQSEndpoint {
 	if !c.SQS.Enabled {
 		return nil
 	}
@@ -56,7 +59,7 @@ func (c Config) sqsEndpoint(svc *service.Service, requestBytes *service.BodyBudg
 	if c.SQS.TrustProxy {
 		forwarders = c.trustedProxyPrefixes()
 	}
-	return sqs.New(svc, sqs.Config{AuthOff: c.Auth == "off", MasterKey: key, Region: c.SQS.Region,
+	return sqs.New(svc, state, sqs.Config{AuthOff: c.Auth == "off", Keys: keys, MasterKey: key, Region: c.SQS.Region,
 		URL: c.SQS.URL, ForwardedBy: forwarders, MaxRequestBytes: c.MaxRequestBytes,
 		RequestBytes: requestBytes})
 }

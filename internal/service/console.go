@@ -104,16 +104,3 @@ func (s *Service) DepthHistory(ctx context.Context, tenant, queue string, span t
 	return out, nil
 }
 
-// SessionKey returns a key by id, with the hash of its secret, unless it was
-// revoked: a console session is bound to the key it was opened with and to
-// that hash (its MAC covers it), so a revoked key's sessions end.
-func (s *Service) SessionKey(ctx context.Context, id int64) (APIKey, []byte, error) {
-	row, err := s.direct.APIKeyGetByID(ctx, id)
-	if errors.Is(db.NotFound(err), db.ErrNotFound) {
-		return APIKey{}, nil, ErrUnauthenticated
-	}
-	if err != nil {
-		return APIKey{}, nil, fromDB("read key", err)
-	}
-	return keyFromRow(row), row.SecretHash, nil
-}

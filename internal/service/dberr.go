@@ -27,6 +27,11 @@ func fromDB(op string, err error) error {
 	return &Error{Kind: KindInternal, Message: op + " failed", Err: err}
 }
 
+// FromDB is fromDB for the packages beside service that reach the
+// database themselves (auth, sqs's state): one classification of database
+// errors for every transport to map.
+func FromDB(op string, err error) error { return fromDB(op, err) }
+
 func unavailable(err error) bool {
 	// A connection that breaks mid-exchange surfaces as EOF.
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {

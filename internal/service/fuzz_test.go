@@ -63,10 +63,10 @@ func FuzzCursors(f *testing.F) {
 			func() error { _, err := queueNamePage(1, "", cursor); return err },
 		}
 		// What the text cursors hand on is compared as text in SQL.
-		if k, err := decodeSearchCursor(cursor); err == nil && k != nil && textProblem(k.Queue) != "" {
+		if k, err := decodeSearchCursor(cursor); err == nil && k != nil && TextProblem(k.Queue) != "" {
 			t.Fatalf("search cursor %q names queue %q, which text cannot hold", cursor, k.Queue)
 		}
-		if after, err := queueNamePage(1, "", cursor); err == nil && textProblem(after) != "" {
+		if after, err := queueNamePage(1, "", cursor); err == nil && TextProblem(after) != "" {
 			t.Fatalf("queue cursor %q names %q, which text cannot hold", cursor, after)
 		}
 		for _, check := range checks {

@@ -37,8 +37,6 @@ type Service struct {
 	extends     *sharer[settleCall]
 	sends       *sharer[sendCall]
 	claims      *sharer[claimCall]
-	keys        keyCache
-	sqsKeys     keyCache // SQS access key ids
 	names       queueNames
 	kinds       queueKinds
 	obs         Observer
@@ -55,9 +53,6 @@ type Options struct {
 	Clock func() time.Time
 	// Observer is told what happened to messages (nil: nobody).
 	Observer Observer
-	// KeyCacheTTL is how long API keys and rejected secrets are cached
-	// (0: KeyCacheTTL).
-	KeyCacheTTL time.Duration
 }
 
 // New builds a Service on a pool. Its long-poll hub (Hub) is started by the
@@ -68,17 +63,15 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 		log = slog.Default()
 	}
 	s := &Service{
-		pool:    pool,
-		q:       db.New(db.Planned{Pool: pool}),
-		direct:  db.New(db.Direct{Pool: pool}),
-		shared:  statements{q: db.New(db.LockBounded(pool)), tx: db.LockBoundedTxOptions, lockBounded: true},
-		own:     statements{q: db.New(db.Direct{Pool: pool}), tx: db.TxOptions},
-		limits:  opts.Limits,
-		log:     log,
-		now:     func() *time.Time { return nil },
-		obs:     opts.Observer,
-		keys:    newKeyCache(opts.KeyCacheTTL),
-		sqsKeys: newKeyCache(opts.KeyCacheTTL),
+		pool:   pool,
+		q:      db.New(db.Planned{Pool: pool}),
+		direct: db.New(db.Direct{Pool: pool}),
+		shared: statements{q: db.New(db.LockBounded(pool)), tx: db.LockBoundedTxOptions, lockBounded: true},
+		own:    statements{q: db.New(db.Direct{Pool: pool}), tx: db.TxOptions},
+		limits: opts.Limits,
+		log:    log,
+		now:    func() *time.Time { return nil },
+		obs:    opts.Observer,
 	}
 	if s.obs == nil {
 		s.obs = nopObserver{}

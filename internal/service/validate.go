@@ -82,13 +82,14 @@ func (is issues) err() error {
 // valid UTF-8 and hold no NUL, which text cannot store (the body is bytea
 // and may hold anything).
 func (is *issues) text(path, v string) {
-	if msg := textProblem(v); msg != "" {
+	if msg := TextProblem(v); msg != "" {
 		is.add(path, "%s", msg)
 	}
 }
 
-// textProblem says what keeps v from being stored as Postgres text, or "".
-func textProblem(v string) string {
+// TextProblem says what keeps v from being stored as Postgres text, or ""
+// (for the packages beside service that validate their own text: auth).
+func TextProblem(v string) string {
 	switch {
 	case !utf8.ValidString(v):
 		return "must be valid UTF-8"
@@ -127,7 +128,7 @@ func checkReason(reason *string) error {
 // compared as text in SQL: bytes that text cannot hold (22021) are not a
 // key this server wrote, and must not reach Postgres.
 func checkTextKey(path, key string) error {
-	if textProblem(key) != "" {
+	if TextProblem(key) != "" {
 		return Invalid(Issue{Path: path, Message: "is not a cursor this server issued"})
 	}
 	return nil

@@ -19,11 +19,13 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/db"
 	"github.com/skipq/skipq/internal/handlers"
 	"github.com/skipq/skipq/internal/metrics"
 	"github.com/skipq/skipq/internal/service"
 	"github.com/skipq/skipq/internal/sqs"
+	"github.com/skipq/skipq/internal/sqs/sqsstate"
 	"github.com/skipq/skipq/internal/testdb"
 )
 
@@ -47,10 +49,11 @@ func endpointOn(t *testing.T, url string, authOff bool, maxRequest int64, budget
 	t.Cleanup(pool.Close)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := service.New(pool, service.Options{Limits: service.DefaultLimits(), Log: log})
+	keys := auth.New(pool, 0)
 	return handlers.New(svc, handlers.Config{
-		AuthOff: authOff, MaxRequestBytes: maxRequest, RequestBytes: budget, Log: log, Metrics: metrics.New(nil, nil),
+		AuthOff: authOff, Keys: keys, MaxRequestBytes: maxRequest, RequestBytes: budget, Log: log, Metrics: metrics.New(nil, nil),
 		Ready: func(*gin.Context) error { return nil },
-		SQS: sqs.New(svc, sqs.Config{AuthOff: authOff, MasterKey: testMasterKey, MaxRequestBytes: maxRequest,
+		SQS: sqs.New(svc, sqsstate.New(pool, svc, log), sqs.Config{AuthOff: authOff, Keys: keys, MasterKey: testMasterKey, MaxRequestBytes: maxRequest,
 			RequestBytes: budget}),
 	}), svc, pool
 }
@@ -158,8 +161,8 @@ func TestUnauthenticatedSQSBodiesAreNotRead(t *testing.T) {
 // A signed request is still read whole and its body checked against the
 // signature and a declared X-Amz-Content-Sha256.
 func TestSignedBodyIsVerifiedAsItIsRead(t *testing.T) {
-	h, svc := endpoint(t, false, 1<<20, nil)
-	admin := sqsKey(t, svc, "admin")
+	h, _, pool := endpointOn(t, testdb.New(t), false, 1<<20, nil)
+	admin := sqsKey(t, pool, "admin")
 	send := func(body []byte, tamper func(*http.Request)) *httptest.ResponseRecorder {
 		return admin.call(h, "CreateQueue", body, tamper)
 	}
@@ -180,13 +183,14 @@ func TestSignedBodyIsVerifiedAsItIsRead(t *testing.T) {
 type sqsCredentials struct{ akid, secret string }
 
 // sqsKey makes an API key of role with SQS credentials.
-func sqsKey(t *testing.T, svc *service.Service, role string) sqsCredentials {
+func sqsKey(t *testing.T, pool *pgxpool.Pool, role string) sqsCredentials {
 	t.Helper()
-	key, _, err := svc.CreateKey(context.Background(), "default", role, "sqs-"+role)
+	keys := auth.New(pool, 0)
+	key, _, err := keys.Create(context.Background(), "default", role, "sqs-"+role)
 	if err != nil {
 		t.Fatal(err)
 	}
-	akid, err := svc.SQSCredentials(context.Background(), key.ID, sqs.NewAccessKeyID)
+	akid, err := keys.SQSCredentials(context.Background(), key.ID, sqs.NewAccessKeyID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/skipq/skipq/internal/metrics"
 	"github.com/skipq/skipq/internal/service"
 	"github.com/skipq/skipq/internal/sqs"
+	"github.com/skipq/skipq/internal/sqs/sqsstate"
 )
 
 // FuzzSQS throws arbitrary SQS requests at the endpoint, with the database
@@ -34,7 +35,7 @@ func FuzzSQS(f *testing.F) {
 	h := handlers.New(svc, handlers.Config{
 		AuthOff: true, MaxRequestBytes: 1 << 16, Log: log, Metrics: metrics.New(nil, nil),
 		Ready: func(*gin.Context) error { return nil },
-		SQS:   sqs.New(svc, sqs.Config{AuthOff: true, MaxRequestBytes: 1 << 16}),
+		SQS:   sqs.New(svc, sqsstate.New(pool, svc, log), sqs.Config{AuthOff: true, MaxRequestBytes: 1 << 16}),
 	})
 	for _, s := range [][2]string{
 		{"SendMessage", `{"QueueUrl":"http://h/000000000000/q","MessageBody":"x","MessageAttributes":{"a":{"DataType":"Number","StringValue":"1"}}}`},

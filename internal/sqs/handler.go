@@ -26,12 +26,17 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/sqs/sqsstate"
 )
 
 // Config is the endpoint's configuration (SPEC §11.15).
 type Config struct {
 	AuthOff bool
+	// Keys are the node's API keys, whose SQS access key ids sign
+	// requests (nil only with AuthOff).
+	Keys *auth.Keys
 	// MasterKey derives every SQS secret (nil: SigV4 not configured, and
 	// with auth required every request is refused).
 	MasterKey []byte
@@ -55,19 +60,21 @@ type Config struct {
 // Handler serves SQS requests.
 type Handler struct {
 	svc    *service.Service
+	state  *sqsstate.State // move tasks and FIFO receive attempts
 	cfg    Config
 	queues queueCache
 }
 
-// New returns the SQS endpoint of a node.
-func New(svc *service.Service, cfg Config) *Handler {
+// New returns the SQS endpoint of a node, on its queue service and its
+// SQS state.
+func New(svc *service.Service, state *sqsstate.State, cfg Config) *Handler {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Handler{svc: svc, cfg: cfg}
+	return &Handler{svc: svc, state: state, cfg: cfg}
 }
 
 // requestTimeout bounds every action but a receive's wait.
@@ -297,11 +304,11 @@ type pendingSignature struct {
 // the node verified recently, so a flood of made-up credentials costs no
 // queries while good clients behind the same address go on.
 func (h *Handler) identify(r *http.Request, limits Limits) (*caller, *pendingSignature, *apiError) {
-	who := &caller{tenant: "default", role: service.RoleRank("admin"), clientID: "anonymous", region: h.cfg.Region}
+	who := &caller{tenant: "default", role: auth.RoleRank("admin"), clientID: "anonymous", region: h.cfg.Region}
 	var signed *pendingSignature
 	if h.cfg.AuthOff {
-		if auth, err := parseAuthorization(r.Header.Get("Authorization")); err == nil {
-			who.region = auth.region
+		if sig, err := parseAuthorization(r.Header.Get("Authorization")); err == nil {
+			who.region = sig.region
 		}
 	} else {
 		var aerr *apiError
@@ -325,32 +332,32 @@ func (h *Handler) identifyKey(r *http.Request, limits Limits, who *caller) (*pen
 	if authz == "" {
 		return nil, newError(errMissingToken, "Request is missing Authentication Token")
 	}
-	auth, aerr := parseAuthorization(authz)
+	sig, aerr := parseAuthorization(authz)
 	if aerr != nil {
 		return nil, aerr
 	}
-	if aerr := checkSignedHeaders(r, auth); aerr != nil {
+	if aerr := checkSignedHeaders(r, sig); aerr != nil {
 		return nil, aerr
 	}
-	amzDate, aerr := checkDate(r, auth, h.cfg.Now())
+	amzDate, aerr := checkDate(r, sig, h.cfg.Now())
 	if aerr != nil {
 		return nil, aerr
 	}
 	if h.cfg.MasterKey == nil {
 		return nil, newError(errInvalidClientTokenID, "SigV4 credentials are not configured on this server")
 	}
-	if blocked, wait := limits.AuthBlocked(); blocked && !h.svc.CachedSQSKey(auth.accessKeyID) {
+	if blocked, wait := limits.AuthBlocked(); blocked && !h.cfg.Keys.CachedSQS(sig.accessKeyID) {
 		return nil, throttled(wait, "Too many failed authentications from this address; retry after the Retry-After delay.")
 	}
-	key, err := h.svc.AuthenticateSQS(r.Context(), auth.accessKeyID)
-	if errors.Is(err, service.ErrUnauthenticated) {
+	key, err := h.cfg.Keys.AuthenticateSQS(r.Context(), sig.accessKeyID)
+	if errors.Is(err, auth.ErrUnauthenticated) {
 		return nil, newError(errInvalidClientTokenID, "The security token included in the request is invalid.")
 	}
 	if err != nil {
 		return nil, fromService(err)
 	}
-	who.tenant, who.role, who.clientID, who.keyID, who.region = key.Tenant, service.RoleRank(key.Role), auth.accessKeyID, key.ID, auth.region
-	return &pendingSignature{auth: auth, amzDate: amzDate, secret: DeriveSecret(h.cfg.MasterKey, auth.accessKeyID)}, nil
+	who.tenant, who.role, who.clientID, who.keyID, who.region = key.Tenant, auth.RoleRank(key.Role), sig.accessKeyID, key.ID, sig.region
+	return &pendingSignature{auth: sig, amzDate: amzDate, secret: DeriveSecret(h.cfg.MasterKey, sig.accessKeyID)}, nil
 }
 
 // baseURL is where queue URLs point: SKIPQ_SQS_URL, else where the caller
@@ -525,7 +532,7 @@ type action struct {
 var actions map[string]action
 
 func init() {
-	read, write, admin := service.RoleRank("read"), service.RoleRank("write"), service.RoleRank("admin")
+	read, write, admin := auth.RoleRank("read"), auth.RoleRank("write"), auth.RoleRank("admin")
 	actions = map[string]action{
 		"CreateQueue":                  {write, (*Handler).createQueue},
 		"GetQueueUrl":                  {read, (*Handler).getQueueURL},

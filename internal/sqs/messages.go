@@ -513,7 +513,7 @@ func (h *Handler) receive(ctx context.Context, who *caller, q service.SQSQueue, 
 	}
 	o.MaxMessagesPerGroup = o.MaxMessages
 	if attempt != "" {
-		msgs, ok, err := h.svc.SQSReceiveAgain(ctx, q.ID, q.Name, attempt)
+		msgs, ok, err := h.state.ReceiveAgain(ctx, q.ID, q.Name, attempt)
 		if err != nil {
 			return nil, fromService(err)
 		}
@@ -525,7 +525,7 @@ func (h *Handler) receive(ctx context.Context, who *caller, q service.SQSQueue, 
 	if err != nil || attempt == "" || len(msgs) == 0 {
 		return msgs, fromServiceOrNil(err)
 	}
-	h.svc.SQSRecordReceive(ctx, q.ID, attempt, msgs)
+	h.state.RecordReceive(ctx, q.ID, attempt, msgs)
 	return msgs, nil
 }
 

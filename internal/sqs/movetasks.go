@@ -11,7 +11,7 @@ import (
 )
 
 // Message move tasks (SPEC §11.5): the native bulk redrive of a dead-letter
-// queue, run in the background by service.SQSStartMoveTask.
+// queue, run in the background by sqsstate.State.StartMoveTask.
 
 const (
 	maxMovePerSecond = 500
@@ -95,7 +95,7 @@ func (h *Handler) startMessageMoveTask(ctx context.Context, who *caller, body []
 	if service.ValidQueueName(source) != "" {
 		return nil, sourceMissing()
 	}
-	t, err := h.svc.SQSStartMoveTask(ctx, who.tenant, source, dest, in.MaxNumberOfMessagesPerSecond)
+	t, err := h.state.StartMoveTask(ctx, who.tenant, source, dest, in.MaxNumberOfMessagesPerSecond)
 	if err != nil {
 		if service.KindOf(err) == service.KindInvalid {
 			return nil, invalidParameter("Value %s for parameter SourceArn is invalid. Reason: %s", *in.SourceArn, issueText(err))
@@ -149,7 +149,7 @@ func (h *Handler) listMessageMoveTasks(ctx context.Context, who *caller, body []
 	if service.ValidQueueName(source) != "" {
 		return nil, sourceMissing()
 	}
-	tasks, err := h.svc.SQSListMoveTasks(ctx, who.tenant, source, limit)
+	tasks, err := h.state.ListMoveTasks(ctx, who.tenant, source, limit)
 	if err != nil {
 		return nil, sourceNotFound(err)
 	}
@@ -183,7 +183,7 @@ func (h *Handler) cancelMessageMoveTask(ctx context.Context, who *caller, body [
 	if !ok {
 		return nil, taskNotFound()
 	}
-	t, err := h.svc.SQSCancelMoveTask(ctx, who.tenant, id)
+	t, err := h.state.CancelMoveTask(ctx, who.tenant, id)
 	switch service.KindOf(err) {
 	case service.KindNotFound:
 		return nil, taskNotFound()

@@ -34,7 +34,7 @@ func TestReadKeyListMessageMoveTasksChangesNothing(t *testing.T) {
 		return row
 	}
 	before := taskRow()
-	reader := sqsKey(t, svc, "read")
+	reader := sqsKey(t, pool, "read")
 	rec := reader.call(h, "ListMessageMoveTasks", []byte(`{"SourceArn":"arn:aws:sqs:us-east-1:000000000000:lm.dlq"}`), func(*http.Request) {})
 	if rec.Code != 200 {
 		t.Fatalf("list: %d %s", rec.Code, rec.Body)

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/db"
 	"github.com/skipq/skipq/internal/node"
 	"github.com/skipq/skipq/internal/service"
@@ -26,7 +27,7 @@ import (
 var masterKey = base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 
 // authNode is a node with auth required and SQS credentials configured.
-func authNode(t *testing.T) (env, *service.Service) {
+func authNode(t *testing.T) (env, *service.Service, *auth.Keys) {
 	t.Helper()
 	n := newNode(t, func(c *node.Config) { c.Auth = "required"; c.SQS.MasterKey = masterKey })
 	pool, err := db.NewPool(context.Background(), n.DB, db.PoolOptions{MaxConns: 2, ConnectTimeout: 5 * time.Second})
@@ -34,18 +35,18 @@ func authNode(t *testing.T) (env, *service.Service) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return n, service.New(pool, service.Options{Limits: service.DefaultLimits()})
+	return n, service.New(pool, service.Options{Limits: service.DefaultLimits()}), auth.New(pool, 0)
 }
 
 // credentials creates a key and returns its SQS credentials, as
 // `skipq keys sqs-credentials` would print them.
-func credentials(t *testing.T, svc *service.Service, tenant, role string) (akid, secret string, keyID int64) {
+func credentials(t *testing.T, keys *auth.Keys, tenant, role string) (akid, secret string, keyID int64) {
 	t.Helper()
-	key, _, err := svc.CreateKey(context.Background(), tenant, role, tenant+"-"+role)
+	key, _, err := keys.Create(context.Background(), tenant, role, tenant+"-"+role)
 	if err != nil {
 		t.Fatal(err)
 	}
-	akid, err = svc.SQSCredentials(context.Background(), key.ID, skipqsqs.NewAccessKeyID)
+	akid, err = keys.SQSCredentials(context.Background(), key.ID, skipqsqs.NewAccessKeyID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +56,9 @@ func credentials(t *testing.T, svc *service.Service, tenant, role string) (akid,
 
 // SPEC §11.17 15: SigV4 with derived credentials, roles and tenants.
 func TestAuth(t *testing.T) {
-	n, svc := authNode(t)
+	n, _, keys := authNode(t)
 	cx := ctx(t)
-	akid, secret, _ := credentials(t, svc, "acme", "write")
+	akid, secret, _ := credentials(t, keys, "acme", "write")
 	c := client(t, n.URL, akid, secret)
 	q := createQueue(t, c, "secure", nil)
 	if want := n.URL + "/"; len(q) < len(want) || q[:len(want)] != want || q == n.URL+"/000000000000/secure" {
@@ -84,8 +85,8 @@ func TestAuth(t *testing.T) {
 	if got := code(client(t, n.URL, "SKQAAAAAAAAAAAAAAAAA", secret)); got != "InvalidClientTokenId" {
 		t.Fatalf("unknown access key: %s", got)
 	}
-	revokedID, revokedSecret, keyID := credentials(t, svc, "acme", "admin")
-	if _, err := svc.RevokeKey(cx, keyID); err != nil {
+	revokedID, revokedSecret, keyID := credentials(t, keys, "acme", "admin")
+	if _, err := keys.Revoke(cx, keyID); err != nil {
 		t.Fatal(err)
 	}
 	if got := code(client(t, n.URL, revokedID, revokedSecret)); got != "InvalidClientTokenId" {
@@ -93,7 +94,7 @@ func TestAuth(t *testing.T) {
 	}
 	raw(t, n.URL, "GetQueueUrl", map[string]any{"QueueName": "secure"}).sqsError(t, 403, "MissingAuthenticationToken", "MissingAuthenticationToken")
 
-	readID, readSecret, _ := credentials(t, svc, "acme", "read")
+	readID, readSecret, _ := credentials(t, keys, "acme", "read")
 	reader := client(t, n.URL, readID, readSecret)
 	if code(reader) != "" {
 		t.Fatal("a read key cannot look a queue up")
@@ -102,7 +103,7 @@ func TestAuth(t *testing.T) {
 	if apiCode(t, err) != "AccessDenied" {
 		t.Fatalf("read key send: %v", err)
 	}
-	otherID, otherSecret, _ := credentials(t, svc, "globex", "admin")
+	otherID, otherSecret, _ := credentials(t, keys, "globex", "admin")
 	_, err = client(t, n.URL, otherID, otherSecret).SendMessage(cx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: str("x")})
 	var missing *types.QueueDoesNotExist
 	if !errors.As(err, &missing) {
@@ -179,8 +180,7 @@ func TestAuthFailureLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	svc := service.New(pool, service.Options{Limits: service.DefaultLimits()})
-	akid, secret, _ := credentials(t, svc, "acme", "admin")
+	akid, secret, _ := credentials(t, auth.New(pool, 0), "acme", "admin")
 	cx := ctx(t)
 	good := client(t, n.URL, akid, secret)
 	must(good.ListQueues(cx, &sqs.ListQueuesInput{}))
@@ -201,9 +201,9 @@ func TestAuthFailureLimit(t *testing.T) {
 // SQS calls record their key in a traced message's history (SPEC §16.5):
 // the key its access key id belongs to.
 func TestHistoryNamesTheSQSKey(t *testing.T) {
-	n, svc := authNode(t)
+	n, svc, keys := authNode(t)
 	cx := ctx(t)
-	akid, secret, keyID := credentials(t, svc, "acme", "admin")
+	akid, secret, keyID := credentials(t, keys, "acme", "admin")
 	on := true
 	if _, _, err := svc.PutQueue(cx, "acme", "traced", service.QueueSettings{Trace: &on}); err != nil {
 		t.Fatal(err)

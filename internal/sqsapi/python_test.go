@@ -153,16 +153,16 @@ func TestBoto3FIFOAndMoveTasks(t *testing.T) {
 
 // boto3's own signer (independent of Go's) verified with auth on.
 func TestBoto3Signed(t *testing.T) {
-	n, svc := authNode(t)
-	akid, secret, _ := credentials(t, svc, "acme", "admin")
+	n, _, keys := authNode(t)
+	akid, secret, _ := credentials(t, keys, "acme", "admin")
 	runPython(t, awsEnv(akid, secret), n.URL)
 }
 
 // SPEC §11.17 20: the AWS CLI, output parsed and checked.
 func TestAWSCLI(t *testing.T) {
 	aws := needTool(t, "aws", "--version")
-	n, svc := authNode(t)
-	akid, secret, _ := credentials(t, svc, "acme", "admin")
+	n, _, keys := authNode(t)
+	akid, secret, _ := credentials(t, keys, "acme", "admin")
 	run := func(want int, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(aws, append([]string{"--endpoint-url", n.URL, "--output", "json", "sqs"}, args...)...)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/skipq/skipq/internal/db"
 	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/sqs/sqsstate"
 )
 
 // BatchSize bounds every statement the worker runs.
@@ -128,6 +129,9 @@ type Options struct {
 	// Vacuum lets the worker vacuum the messages table between
 	// autovacuum's rounds (VacuumMessages).
 	Vacuum bool
+	// SQS is the node's SQS state, whose move tasks the worker takes over
+	// when the node running them stopped.
+	SQS *sqsstate.State
 }
 
 // New builds the worker of a service on its pool. The intervals keep the
@@ -153,7 +157,7 @@ func New(pool *pgxpool.Pool, svc *service.Service, log *slog.Logger, opts Option
 		batch("prune empty FIFO groups", groups.Config, groups.RunOnce),
 		batch("prune the history of messages gone a day ago", history.Config, history.RunOnce),
 		batch("take over SQS move tasks whose node stopped", batchConfig(15*time.Second), func(ctx context.Context) (int, error) {
-			return svc.TakeOverMoveTasks(ctx, BatchSize)
+			return opts.SQS.TakeOverMoveTasks(ctx, BatchSize)
 		}),
 		once("refresh queue gauges", gauges.Config, gauges.RunOnce),
 		once("remove stale ready rows", stale.Config, stale.RunOnce),

@@ -1,4 +1,4 @@
-package service_test
+package auth_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/service"
 	"github.com/skipq/skipq/internal/testdb"
 )
@@ -60,9 +61,9 @@ func TestKeyFloodCostsOneLookupPerSecret(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	// One cache period for the whole test: the bound is per period.
-	svc := service.New(pool, service.Options{Limits: service.DefaultLimits(), KeyCacheTTL: time.Hour})
+	keys := auth.New(pool, time.Hour)
 	ctx := context.Background()
-	valid, secret, err := svc.CreateKey(ctx, "acme", "write", "flooded")
+	valid, secret, err := keys.Create(ctx, "acme", "write", "flooded")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,13 +86,13 @@ func TestKeyFloodCostsOneLookupPerSecret(t *testing.T) {
 		wg.Go(func() {
 			for i := w; i < requests; i += workers {
 				if i%100 == 0 {
-					key, err := svc.Authenticate(ctx, secret)
+					key, err := keys.Authenticate(ctx, secret)
 					if err != nil || key.ID != valid.ID {
 						wrong.Add(1)
 						firstWrong.CompareAndSwap(nil, errors.Join(errors.New("valid key"), err))
 					}
 				}
-				if _, err := svc.Authenticate(ctx, bogus[order[i]]); !errors.Is(err, service.ErrUnauthenticated) {
+				if _, err := keys.Authenticate(ctx, bogus[order[i]]); !errors.Is(err, auth.ErrUnauthenticated) {
 					wrong.Add(1)
 					firstWrong.CompareAndSwap(nil, errors.Join(errors.New("made-up key"), err))
 				}
@@ -106,7 +107,7 @@ func TestKeyFloodCostsOneLookupPerSecret(t *testing.T) {
 	if got, limit := lookups.n.Load(), int64(distinct+1); got > limit {
 		t.Fatalf("%d key lookups reached the database for %d distinct secrets (at most %d)", got, distinct+1, limit)
 	}
-	if _, ok := svc.CachedKey(secret); !ok {
+	if _, ok := keys.Cached(secret); !ok {
 		t.Fatal("the valid key was pushed out of the cache by the flood")
 	}
 }
@@ -114,11 +115,16 @@ func TestKeyFloodCostsOneLookupPerSecret(t *testing.T) {
 // A key's tenant and name are stored as text: NUL or invalid UTF-8 is an
 // issue at its path, not a database error (22021).
 func TestCreateKeyRefusesNonText(t *testing.T) {
-	svc, _, _ := newService(t)
+	pool, err := pgxpool.New(context.Background(), testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	keys := auth.New(pool, 0)
 	for _, c := range []struct{ tenant, name, path string }{
 		{"a\x00", "n", "tenant"}, {"\xff", "n", "tenant"}, {"t", "a\x00b", "name"}, {"t", "\xff", "name"},
 	} {
-		_, _, err := svc.CreateKey(context.Background(), c.tenant, "read", c.name)
+		_, _, err := keys.Create(context.Background(), c.tenant, "read", c.name)
 		var e *service.Error
 		if !errors.As(err, &e) || e.Kind != service.KindInvalid || len(e.Issues) != 1 || e.Issues[0].Path != c.path {
 			t.Errorf("tenant %q name %q: %v, want an issue at %s", c.tenant, c.name, err, c.path)
