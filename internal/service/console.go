@@ -103,4 +103,3 @@ func (s *Service) DepthHistory(ctx context.Context, tenant, queue string, span t
 	}
 	return out, nil
 }
-
