@@ -57,7 +57,7 @@ const (
 func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	root, _ := filepath.Abs("..")
+	root, _ := filepath.Abs("../..") // the repository
 	binary := buildSkipq(t)
 	dir := filepath.Join(root, ".skipq", "chaos")
 	os.RemoveAll(dir)

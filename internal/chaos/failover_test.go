@@ -55,7 +55,7 @@ const (
 func TestFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	root, _ := filepath.Abs("..")
+	root, _ := filepath.Abs("../..") // the repository
 	binary := buildSkipq(t)
 	dir := filepath.Join(root, ".skipq", "failover")
 	// SKIPQ_FAILOVER_ASYNC=1 is the control run (SPEC §15, D.3): the same

@@ -55,7 +55,7 @@ const blockingLocksSQL = `SELECT DISTINCT a.pid::text || ' ' || l.mode || ' on '
 func TestOnlineMigration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	root, _ := filepath.Abs("..")
+	root, _ := filepath.Abs("../..") // the repository
 	newBinary := buildSkipq(t)
 	oldBinary, oldRev, newest := buildPreviousRelease(t, root)
 	latest, err := migrations.Latest()
