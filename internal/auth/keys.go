@@ -48,6 +48,14 @@ func RoleRank(role string) int {
 	return 0
 }
 
+// RoleName is the role of a rank (RoleRank's inverse); "" for none.
+func RoleName(rank int) string {
+	if rank < 1 || rank > len(roles) {
+		return ""
+	}
+	return roles[rank-1]
+}
+
 // secretPrefix marks skipq secrets so they are recognisable in leaks.
 const secretPrefix = "skq_"
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -183,7 +184,8 @@ func require(min int) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id, ok := identityOf(c)
 		if !ok || id.Role < min {
-			abortWith(c, http.StatusForbidden, "access_denied", "this API key's role does not allow this route", nil)
+			abortWith(c, http.StatusForbidden, "access_denied",
+				fmt.Sprintf("this route needs a key of role %s or above; this one's is %s", auth.RoleName(min), auth.RoleName(id.Role)), nil)
 			return
 		}
 		c.Next()

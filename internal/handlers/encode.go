@@ -123,12 +123,34 @@ func writePage(c *gin.Context, n int, item func(i int) wire.Message, next string
 			return
 		}
 	}
-	end := "]}"
+	end := "]}\n"
 	if next != "" {
 		cursor, _ := json.Marshal(next) // a string always marshals
-		end = `],"nextCursor":` + string(cursor) + "}"
+		end = `],"nextCursor":` + string(cursor) + "}\n"
 	}
 	_, _ = io.WriteString(w, end)
+}
+
+// answerJSON answers v as JSON, as every route does: not escaped for HTML
+// (an answer is not a page: `<` in an error message or a body stays `<`),
+// and ending in a newline, so that a terminal's prompt does not follow a
+// curl's answer on its line.
+func answerJSON(c *gin.Context, status int, v any) {
+	c.Render(status, plainJSON{v})
+}
+
+// plainJSON is gin's JSON render without HTML escaping, newline-terminated.
+type plainJSON struct{ v any }
+
+func (r plainJSON) Render(w http.ResponseWriter) error {
+	r.WriteContentType(w)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r.v)
+}
+
+func (plainJSON) WriteContentType(w http.ResponseWriter) {
+	w.Header()["Content-Type"] = []string{"application/json; charset=utf-8"}
 }
 
 func toHistoryEvent(e service.HistoryEvent) wire.HistoryEvent {

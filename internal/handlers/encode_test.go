@@ -119,7 +119,7 @@ func TestWriteMessagesShape(t *testing.T) {
 		out.Messages[1]["bodyEncoding"] != "base64" || out.Messages[1]["receiptHandle"] != nil {
 		t.Errorf("decoded %v", out.Messages)
 	}
-	if empty := encodeMessages(t, nil); string(empty) != `{"messages":[]}` {
+	if empty := encodeMessages(t, nil); string(empty) != "{\"messages\":[]}\n" {
 		t.Errorf("no messages: %s", empty)
 	}
 }

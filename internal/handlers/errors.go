@@ -67,7 +67,8 @@ func fail(c *gin.Context, err error) {
 // abortWith writes an envelope with an explicit status and code: for errors
 // the HTTP layer itself detects (routing, media type, body size, auth).
 func abortWith(c *gin.Context, status int, code, msg string, issues []service.Issue) {
-	c.AbortWithStatusJSON(status, envelope(code, msg, requestID(c), issues))
+	c.Abort()
+	answerJSON(c, status, envelope(code, msg, requestID(c), issues))
 }
 
 // envelope is SPEC §4's error envelope.

@@ -59,7 +59,7 @@ func (h *api) send(c *gin.Context) {
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	c.JSON(status, toSendResult(res))
+	answerJSON(c, status, toSendResult(res))
 }
 
 // batchRequest is wire.SendBatchRequest as the handler reads it: each
@@ -141,7 +141,7 @@ func (h *api) sendBatch(c *gin.Context) {
 	for i, r := range res {
 		out.Results[i] = toSendResult(r)
 	}
-	c.JSON(http.StatusCreated, out)
+	answerJSON(c, http.StatusCreated, out)
 }
 
 // sendEach answers a batch with "atomic": false (SPEC §16.6): each entry
@@ -160,7 +160,7 @@ func (h *api) sendEach(c *gin.Context, in []service.MessageInput, bad []*service
 			out.Results[i].SendResult = new(toSendResult(r.Result))
 		}
 	}
-	c.JSON(http.StatusOK, out)
+	answerJSON(c, http.StatusOK, out)
 }
 
 // entryError is a message's error in a batch: the envelope's code, message

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -28,11 +29,18 @@ func (h *api) browse(c *gin.Context) {
 
 func (h *api) getMessage(c *gin.Context) {
 	m, err := h.svc.GetMessage(c.Request.Context(), tenant(c), c.Param("queue"), c.Param("messageId"))
+	if id := c.Param("messageId"); service.KindOf(err) == service.KindNotFound && (id == "receive" || id == "batch") {
+		// A message may be called "receive", but a reader of this answer
+		// most likely sent a GET to a POST route.
+		abortWith(c, http.StatusNotFound, "not_found", fmt.Sprintf(
+			"message %q is not in queue %q; to %s, POST /v1/queues/{queue}/messages/%s", id, c.Param("queue"), map[string]string{"receive": "receive messages", "batch": "send a batch"}[id], id), nil)
+		return
+	}
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, toBrowsed(m))
+	answerJSON(c, http.StatusOK, toBrowsed(m))
 }
 
 func (h *api) messageHistory(c *gin.Context) {
@@ -45,7 +53,7 @@ func (h *api) messageHistory(c *gin.Context) {
 	for i, e := range events {
 		out.Events[i] = toHistoryEvent(e)
 	}
-	c.JSON(http.StatusOK, out)
+	answerJSON(c, http.StatusOK, out)
 }
 
 func (h *api) deleteMessage(c *gin.Context) {
@@ -84,7 +92,7 @@ func (h *api) redrive(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, wire.RedriveResult{RedrivenAs: wire.Redriven{Queue: r.Queue, MessageID: r.MessageID, Sequence: r.Sequence}})
+	answerJSON(c, http.StatusOK, wire.RedriveResult{RedrivenAs: wire.Redriven{Queue: r.Queue, MessageID: r.MessageID, Sequence: r.Sequence}})
 }
 
 func (h *api) redriveQueue(c *gin.Context) {
@@ -101,5 +109,5 @@ func (h *api) redriveQueue(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, wire.RedriveQueueResult{Moved: moved, Remaining: remaining})
+	answerJSON(c, http.StatusOK, wire.RedriveQueueResult{Moved: moved, Remaining: remaining})
 }

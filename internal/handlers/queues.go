@@ -24,7 +24,7 @@ func (h *api) putQueue(c *gin.Context) {
 	if created {
 		status = http.StatusCreated
 	}
-	c.JSON(status, toQueue(q))
+	answerJSON(c, status, toQueue(q))
 }
 
 func (h *api) getQueue(c *gin.Context) {
@@ -33,7 +33,7 @@ func (h *api) getQueue(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, toQueue(q))
+	answerJSON(c, http.StatusOK, toQueue(q))
 }
 
 func (h *api) listQueues(c *gin.Context) {
@@ -53,7 +53,7 @@ func (h *api) listQueues(c *gin.Context) {
 	if next != "" {
 		out.NextCursor = &next
 	}
-	c.JSON(http.StatusOK, out)
+	answerJSON(c, http.StatusOK, out)
 }
 
 func (h *api) deleteQueue(c *gin.Context) {
@@ -74,7 +74,7 @@ func (h *api) purgeQueue(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, wire.PurgeResult{Purged: n})
+	answerJSON(c, http.StatusOK, wire.PurgeResult{Purged: n})
 }
 
 // queryInt reads an optional integer query parameter, answering 400 itself

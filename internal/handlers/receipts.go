@@ -46,7 +46,7 @@ func writeSettle(c *gin.Context, res service.SettleResult, single bool, out any)
 		fail(c, res.Failed[0].Err)
 		return
 	}
-	c.JSON(http.StatusOK, out)
+	answerJSON(c, http.StatusOK, out)
 }
 
 // decodeHandles decodes a receipt route's body into req (which embeds hr)

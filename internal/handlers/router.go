@@ -139,14 +139,14 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		abortWith(c, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", c.Request.Method, c.Request.URL.Path), nil)
 	})
 
-	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/healthz", func(c *gin.Context) { answerJSON(c, http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", func(c *gin.Context) {
 		if err := cfg.Ready(c); err != nil {
 			c.Header("Retry-After", "1")
 			abortWith(c, http.StatusServiceUnavailable, "unavailable", err.Error(), nil)
 			return
 		}
-		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+		answerJSON(c, http.StatusOK, gin.H{"status": "ready"})
 	})
 
 	metricsChain := gin.HandlersChain{gin.WrapH(cfg.Metrics.Handler())}

@@ -51,7 +51,10 @@ func (e *Error) Unwrap() error { return e.Err }
 func Invalid(issues ...Issue) *Error {
 	msg := "the request is invalid"
 	if len(issues) == 1 {
-		msg = issues[0].Path + ": " + issues[0].Message
+		msg = issues[0].Message
+		if issues[0].Path != "" {
+			msg = issues[0].Path + ": " + msg
+		}
 	}
 	return &Error{Kind: KindInvalid, Message: msg, Issues: issues}
 }
