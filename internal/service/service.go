@@ -43,7 +43,6 @@ type Service struct {
 	keys        keyCache
 	sqsKeys     keyCache // SQS access key ids
 	names       queueNames
-	kinds       queueKinds
 	obs         Observer
 	// now, when set, replaces the database clock in every time-based rule
 	// (tests move time instead of sleeping).
