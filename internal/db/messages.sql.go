@@ -251,10 +251,10 @@ type MessageClaimParams struct {
 // internal/db/message_insert.go), the one implementation shared with the SQL API.
 //
 // Statements that change a message record an event for each changed row
-// that carries a trace id ("skipq.trace" in its tags, SPEC §16.5,
-// internal/migrations/00030_message_history.sql) in skipq.message_events, in the
-// same statement; the functions do it for their own changes. @key_id(s):
-// the API key of the request, NULL for the worker's.
+// that carries a trace id ("skipq.trace" in its tags, SPEC §16.5) in
+// skipq.message_events, in the same statement; the functions do it for
+// their own changes. @key_id(s): the API key of the request, NULL for the
+// worker's.
 // A receive of any queue, the one claim statement: up to @max_messages
 // messages within the response budget, in answer order (a standard
 // queue's by sequence, a FIFO queue's groups in rotation, at most
@@ -492,7 +492,8 @@ SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead
 `
 
 // The worker's prune of empty groups is skipq.group_prune
-// (internal/migrations/00031_group_prune_window.sql), called by internal/db/group_prune.go.
+// (internal/migrations/current/functions/group_prune.sql), called by
+// internal/db/group_prune.go.
 // Worker: dead row versions in the messages table, per the statistics
 // collector (a few hundred milliseconds behind).
 func (q *Queries) MessageDeadTuples(ctx context.Context) (int64, error) {
@@ -578,11 +579,13 @@ type MessageDeleteByQueueParams struct {
 
 // Nacks (and the dead-letter move of last deliveries) are
 // skipq.message_nack and skipq.message_dead_letter
-// (internal/migrations/00013_nack_functions.sql), called by internal/db/settle_moves.go: the
-// SQL consumer API's skipq.nack calls them too.
-// Requeues are skipq.message_requeue (internal/migrations/00014_requeue_function.sql),
-// called by internal/db/settle_moves.go; the SQL consumer API's skipq.requeue calls
-// it too.
+// (internal/migrations/current/functions/message_nack.sql,
+// message_dead_letter.sql), called by internal/db/settle_moves.go: the SQL
+// consumer API's skipq.nack calls them too.
+// Requeues are skipq.message_requeue
+// (internal/migrations/current/functions/message_requeue.sql), called by
+// internal/db/settle_moves.go; the SQL consumer API's skipq.requeue calls it
+// too.
 // Purge and queue deletion: every message of the queue, in every state, and
 // their ready rows. Returns how many messages.
 func (q *Queries) MessageDeleteByQueue(ctx context.Context, arg MessageDeleteByQueueParams) (int64, error) {
@@ -1547,7 +1550,8 @@ type TimerWaitParams struct {
 }
 
 // Worker: seconds until the earliest timer is due (0: now), at most
-// @cap_seconds; skipq.timer_wait (internal/migrations/00010_timer_wait.sql).
+// @cap_seconds; skipq.timer_wait
+// (internal/migrations/current/functions/timer_wait.sql).
 func (q *Queries) TimerWait(ctx context.Context, arg TimerWaitParams) (float64, error) {
 	row := q.db.QueryRow(ctx, timerWait, arg.Now, arg.CapSeconds)
 	var wait_seconds float64

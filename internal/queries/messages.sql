@@ -16,8 +16,9 @@
 --
 -- Statements that change a message record an event for each changed row
 -- that carries a trace id ("skipq.trace" in its tags, SPEC §16.5) in
--- skipq.message_events, in the same statement; the functions do it for their own changes. @key_id(s):
--- the API key of the request, NULL for the worker's.
+-- skipq.message_events, in the same statement; the functions do it for
+-- their own changes. @key_id(s): the API key of the request, NULL for the
+-- worker's.
 
 -- name: MessageClaim :many
 -- A receive of any queue, the one claim statement: up to @max_messages
@@ -53,12 +54,14 @@ FROM skipq.message_set_visibility(sqlc.narg('now')::timestamptz, @queue_ids::big
 
 -- Nacks (and the dead-letter move of last deliveries) are
 -- skipq.message_nack and skipq.message_dead_letter
--- (internal/migrations/current/functions/message_nack.sql, message_dead_letter.sql), called by internal/db/settle_moves.go: the
--- SQL consumer API's skipq.nack calls them too.
+-- (internal/migrations/current/functions/message_nack.sql,
+-- message_dead_letter.sql), called by internal/db/settle_moves.go: the SQL
+-- consumer API's skipq.nack calls them too.
 
--- Requeues are skipq.message_requeue (internal/migrations/current/functions/message_requeue.sql),
--- called by internal/db/settle_moves.go; the SQL consumer API's skipq.requeue calls
--- it too.
+-- Requeues are skipq.message_requeue
+-- (internal/migrations/current/functions/message_requeue.sql), called by
+-- internal/db/settle_moves.go; the SQL consumer API's skipq.requeue calls it
+-- too.
 
 -- name: MessageDeleteByQueue :one
 -- Purge and queue deletion: every message of the queue, in every state, and
@@ -459,7 +462,8 @@ JOIN skipq.queues d ON d.tenant = s.tenant
 WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND d.fifo;
 
 -- The worker's prune of empty groups is skipq.group_prune
--- (internal/migrations/current/functions/group_prune.sql), called by internal/db/group_prune.go.
+-- (internal/migrations/current/functions/group_prune.sql), called by
+-- internal/db/group_prune.go.
 
 -- name: MessageDeadTuples :one
 -- Worker: dead row versions in the messages table, per the statistics
