@@ -50,7 +50,7 @@ func (errRow) Scan(...any) error { return errCaptured }
 func claimStatement(tenant, queue string, max int) (string, []any) {
 	var c captureDB
 	_, _ = db.New(&c).MessageClaim(context.Background(), db.MessageClaimParams{
-		Tenant: tenant, Queue: queue, MaxMessages: int32(max),
+		Tenant: tenant, Queue: queue, MaxMessages: int32(max), MaxPerGroup: 1, Mode: "claim",
 		MaxResponseBytes: int64(service.DefaultLimits().MaxResponseBytes),
 		MessageOverhead:  int64(service.MessageOverheadBytes + len(queue))})
 	return c.sql, c.args

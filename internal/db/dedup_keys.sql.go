@@ -28,7 +28,7 @@ type DedupKeyDeleteExpiredParams struct {
 }
 
 // Keys are looked up and written by skipq.message_insert
-// (internal/migrations/00009_one_send.sql).
+// (internal/migrations/current/functions/message_insert.sql).
 // Worker: drops up to @max_keys keys whose window has passed and whose
 // message has left the queue.
 func (q *Queries) DedupKeyDeleteExpired(ctx context.Context, arg DedupKeyDeleteExpiredParams) (int64, error) {

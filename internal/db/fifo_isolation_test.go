@@ -47,7 +47,7 @@ func claimGrouped(t *testing.T, q *db.Queries, max, perGroup int32) []db.SkipqMe
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rows, err := q.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: "t", Queue: "q",
+	rows, err := q.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q",
 		MaxMessages: max, MaxPerGroup: perGroup, MaxResponseBytes: 1 << 30, Mode: "claim"})
 	if err != nil {
 		t.Fatalf("claim (a timeout here means it blocked): %v", err)

@@ -82,7 +82,7 @@ func claim(t *testing.T, q *db.Queries, max int32, now *time.Time) []db.SkipqMes
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rows, err := q.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q", MaxMessages: max, Now: now,
-		MaxResponseBytes: 1 << 30}) // no budget cut: these specs are about locks
+		MaxResponseBytes: 1 << 30, Mode: "claim"}) // no budget cut: these specs are about locks
 	if err != nil {
 		t.Fatalf("claim (a timeout here means it blocked): %v", err)
 	}

@@ -7,8 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// MessageInsert calls skipq.message_insert (internal/migrations/00009_one_send.sql),
-// the one implementation of a send after validation, shared with the SQL
+// MessageInsert calls skipq.message_insert
+// (internal/migrations/current/functions/message_insert.sql), the one implementation of a send after validation, shared with the SQL
 // API's skipq.send. It is written by hand because sqlc cannot see the
 // columns of a function that returns a table: the statement is one call,
 // and the function carries its own plan settings, so it needs no Planned

@@ -7,9 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Search's walk is a PL/pgSQL function (internal/migrations/00022_message_search.sql,
-// with groupId 00029_message_search_group.sql, with a hard budget
-// 00032_message_search_bounded.sql):
+// Search's walk is a PL/pgSQL function, skipq.message_search_bounded_walk
+// (internal/migrations/current/functions/message_search_bounded_walk.sql):
 // it stops reading a queue once its matches are complete, which one SQL
 // statement can only say with CTEs inside a LATERAL, and sqlc parses
 // neither those nor a function's table. Written by hand as MessageInsert is;

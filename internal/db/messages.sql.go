@@ -219,7 +219,7 @@ const messageClaim = `-- name: MessageClaim :many
 
 SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim($1::text, $2::text, $3::timestamptz,
     $4::integer, $5::integer, $6::bigint,
-    $7::bigint, $8::bigint)
+    $7::bigint, $8::bigint, $9::integer, $10::text)
 `
 
 type MessageClaimParams struct {
@@ -231,6 +231,8 @@ type MessageClaimParams struct {
 	MaxResponseBytes  int64
 	MessageOverhead   int64
 	KeyID             *int64
+	MaxPerGroup       int32
+	Mode              string
 }
 
 // Messages: send, claim, settle and move. Every statement here touches one
@@ -244,19 +246,24 @@ type MessageClaimParams struct {
 // and merge joins (internal/db/pool.go), because queue tables are often analyzed
 // while nearly empty and any of those then looks free; with them off, the
 // probe is the only plan left.
-// Sends go through skipq.message_insert (internal/migrations/00009_one_send.sql,
-// called by internal/db/message_insert.go), the one implementation shared with the
-// SQL API.
+// Sends go through skipq.message_insert
+// (internal/migrations/current/functions/message_insert.sql, called by
+// internal/db/message_insert.go), the one implementation shared with the SQL API.
 //
 // Statements that change a message record an event for each changed row
-// that carries a trace id ("skipq.trace" in its tags, SPEC §16.5,
-// internal/migrations/00030_message_history.sql) in skipq.message_events, in the
-// same statement; the functions do it for their own changes. @key_id(s):
-// the API key of the request, NULL for the worker's.
-// Claims up to @max_messages available messages, oldest sequence first, for
-// @visibility_seconds (NULL: the queue's default), within the response
-// budget: skipq.message_claim (internal/migrations/00011_claim_settle_functions.sql,
-// where the statement and why it is shaped so are).
+// that carries a trace id ("skipq.trace" in its tags, SPEC §16.5) in
+// skipq.message_events, in the same statement; the functions do it for
+// their own changes. @key_id(s): the API key of the request, NULL for the
+// worker's.
+// A receive of any queue, the one claim statement: up to @max_messages
+// messages within the response budget, in answer order (a standard
+// queue's by sequence, a FIFO queue's groups in rotation, at most
+// @max_per_group of each). @mode: 'claim' leases them for
+// @visibility_seconds (NULL: the queue's default), 'delete' is autoAck
+// (receive_count reported as it was before this delivery), 'peek' reads
+// them unchanged. skipq.message_claim
+// (internal/migrations/current/functions/message_claim.sql) looks the
+// queue up and runs the claim of its kind.
 func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]SkipqMessage, error) {
 	rows, err := q.db.Query(ctx, messageClaim,
 		arg.Tenant,
@@ -267,151 +274,8 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 		arg.MaxResponseBytes,
 		arg.MessageOverhead,
 		arg.KeyID,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []SkipqMessage
-	for rows.Next() {
-		var i SkipqMessage
-		if err := rows.Scan(
-			&i.QueueID,
-			&i.Sequence,
-			&i.MessageID,
-			&i.ClientID,
-			&i.Metadata,
-			&i.Body,
-			&i.BodyBinary,
-			&i.Tags,
-			&i.SentAt,
-			&i.VisibleAt,
-			&i.DelayedTo,
-			&i.ExpiresAt,
-			&i.ReceiveCount,
-			&i.FirstReceivedAt,
-			&i.MaxReceiveCount,
-			&i.DeadLetterQueue,
-			&i.ReRoutedFrom,
-			&i.DeadLetteredAt,
-			&i.LeaseToken,
-			&i.Ready,
-			&i.GroupID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const messageClaimAndDelete = `-- name: MessageClaimAndDelete :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim_and_delete($1::text, $2::text, $3::timestamptz,
-    $4::integer, $5::bigint, $6::bigint, $7::bigint)
-`
-
-type MessageClaimAndDeleteParams struct {
-	Tenant           string
-	Queue            string
-	Now              *time.Time
-	MaxMessages      int32
-	MaxResponseBytes int64
-	MessageOverhead  int64
-	KeyID            *int64
-}
-
-// autoAck receive: claims like MessageClaim and removes what it returns, or
-// retains it on a queue with retainAckedSeconds
-// (skipq.message_claim_and_delete). receive_count is reported as it was
-// before this delivery.
-func (q *Queries) MessageClaimAndDelete(ctx context.Context, arg MessageClaimAndDeleteParams) ([]SkipqMessage, error) {
-	rows, err := q.db.Query(ctx, messageClaimAndDelete,
-		arg.Tenant,
-		arg.Queue,
-		arg.Now,
-		arg.MaxMessages,
-		arg.MaxResponseBytes,
-		arg.MessageOverhead,
-		arg.KeyID,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []SkipqMessage
-	for rows.Next() {
-		var i SkipqMessage
-		if err := rows.Scan(
-			&i.QueueID,
-			&i.Sequence,
-			&i.MessageID,
-			&i.ClientID,
-			&i.Metadata,
-			&i.Body,
-			&i.BodyBinary,
-			&i.Tags,
-			&i.SentAt,
-			&i.VisibleAt,
-			&i.DelayedTo,
-			&i.ExpiresAt,
-			&i.ReceiveCount,
-			&i.FirstReceivedAt,
-			&i.MaxReceiveCount,
-			&i.DeadLetterQueue,
-			&i.ReRoutedFrom,
-			&i.DeadLetteredAt,
-			&i.LeaseToken,
-			&i.Ready,
-			&i.GroupID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const messageClaimGrouped = `-- name: MessageClaimGrouped :many
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim_grouped($1::text, $2::text, $3::timestamptz,
-    $4::integer, $5::integer, $6::integer,
-    $7::bigint, $8::bigint, $9::text, $10::bigint)
-`
-
-type MessageClaimGroupedParams struct {
-	Tenant            string
-	Queue             string
-	Now               *time.Time
-	VisibilitySeconds *int32
-	MaxMessages       int32
-	MaxPerGroup       int32
-	MaxResponseBytes  int64
-	MessageOverhead   int64
-	Mode              string
-	KeyID             *int64
-}
-
-// A receive on a FIFO queue (@mode 'claim', 'delete' for autoAck, 'peek'):
-// up to @max_messages messages, at most @max_per_group from each receivable
-// group, groups in rotation order; skipq.message_claim_grouped
-// (internal/migrations/00016_fifo_queues.sql). Rows come back in answer order.
-func (q *Queries) MessageClaimGrouped(ctx context.Context, arg MessageClaimGroupedParams) ([]SkipqMessage, error) {
-	rows, err := q.db.Query(ctx, messageClaimGrouped,
-		arg.Tenant,
-		arg.Queue,
-		arg.Now,
-		arg.VisibilitySeconds,
-		arg.MaxMessages,
 		arg.MaxPerGroup,
-		arg.MaxResponseBytes,
-		arg.MessageOverhead,
 		arg.Mode,
-		arg.KeyID,
 	)
 	if err != nil {
 		return nil, err
@@ -628,7 +492,8 @@ SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead
 `
 
 // The worker's prune of empty groups is skipq.group_prune
-// (internal/migrations/00031_group_prune_window.sql), called by internal/db/group_prune.go.
+// (internal/migrations/current/functions/group_prune.sql), called by
+// internal/db/group_prune.go.
 // Worker: dead row versions in the messages table, per the statistics
 // collector (a few hundred milliseconds behind).
 func (q *Queries) MessageDeadTuples(ctx context.Context) (int64, error) {
@@ -714,11 +579,13 @@ type MessageDeleteByQueueParams struct {
 
 // Nacks (and the dead-letter move of last deliveries) are
 // skipq.message_nack and skipq.message_dead_letter
-// (internal/migrations/00013_nack_functions.sql), called by internal/db/settle_moves.go: the
-// SQL consumer API's skipq.nack calls them too.
-// Requeues are skipq.message_requeue (internal/migrations/00014_requeue_function.sql),
-// called by internal/db/settle_moves.go; the SQL consumer API's skipq.requeue calls
-// it too.
+// (internal/migrations/current/functions/message_nack.sql,
+// message_dead_letter.sql), called by internal/db/settle_moves.go: the SQL
+// consumer API's skipq.nack calls them too.
+// Requeues are skipq.message_requeue
+// (internal/migrations/current/functions/message_requeue.sql), called by
+// internal/db/settle_moves.go; the SQL consumer API's skipq.requeue calls it
+// too.
 // Purge and queue deletion: every message of the queue, in every state, and
 // their ready rows. Returns how many messages.
 func (q *Queries) MessageDeleteByQueue(ctx context.Context, arg MessageDeleteByQueueParams) (int64, error) {
@@ -1158,101 +1025,6 @@ func (q *Queries) MessageLockDue(ctx context.Context, arg MessageLockDueParams) 
 	for rows.Next() {
 		var i MessageLockDueRow
 		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.Exhausted); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const messagePeek = `-- name: MessagePeek :many
-WITH walked AS (
-    SELECT c.queue_id, c.sequence, c.size
-    FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r
-          WHERE r.queue_id = (SELECT q.id FROM skipq.queues q
-                              WHERE q.tenant = $1 AND q.name = $2 AND NOT q.fifo)
-          ORDER BY r.sequence) r
-    CROSS JOIN LATERAL (
-        SELECT c.queue_id, c.sequence,
-               skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
-                        c.client_id, c.re_routed_from)
-                    + $3::bigint AS size
-        FROM skipq.messages c
-        WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
-          AND c.ready
-          AND (c.expires_at IS NULL OR c.expires_at > coalesce($4::timestamptz, now()))) c
-    LIMIT $5
-), picked AS (
-    SELECT w.queue_id, w.sequence FROM (
-        SELECT w.queue_id, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
-        FROM walked w
-        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
-    WHERE w.n = 1 OR w.before < $6::bigint
-)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id
-FROM skipq.messages m
-WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = $1 AND q.name = $2)
-  AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p))
-`
-
-type MessagePeekParams struct {
-	Tenant           string
-	Queue            string
-	MessageOverhead  int64
-	Now              *time.Time
-	MaxMessages      int32
-	MaxResponseBytes int64
-}
-
-type MessagePeekRow struct {
-	SkipqMessage SkipqMessage
-}
-
-// isPeek receive: the messages a claim would take (the same walk and
-// response budget as MessageClaim), unchanged and unlocked. Rows come back
-// in no particular order; the caller sorts them.
-func (q *Queries) MessagePeek(ctx context.Context, arg MessagePeekParams) ([]MessagePeekRow, error) {
-	rows, err := q.db.Query(ctx, messagePeek,
-		arg.Tenant,
-		arg.Queue,
-		arg.MessageOverhead,
-		arg.Now,
-		arg.MaxMessages,
-		arg.MaxResponseBytes,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessagePeekRow
-	for rows.Next() {
-		var i MessagePeekRow
-		if err := rows.Scan(
-			&i.SkipqMessage.QueueID,
-			&i.SkipqMessage.Sequence,
-			&i.SkipqMessage.MessageID,
-			&i.SkipqMessage.ClientID,
-			&i.SkipqMessage.Metadata,
-			&i.SkipqMessage.Body,
-			&i.SkipqMessage.BodyBinary,
-			&i.SkipqMessage.Tags,
-			&i.SkipqMessage.SentAt,
-			&i.SkipqMessage.VisibleAt,
-			&i.SkipqMessage.DelayedTo,
-			&i.SkipqMessage.ExpiresAt,
-			&i.SkipqMessage.ReceiveCount,
-			&i.SkipqMessage.FirstReceivedAt,
-			&i.SkipqMessage.MaxReceiveCount,
-			&i.SkipqMessage.DeadLetterQueue,
-			&i.SkipqMessage.ReRoutedFrom,
-			&i.SkipqMessage.DeadLetteredAt,
-			&i.SkipqMessage.LeaseToken,
-			&i.SkipqMessage.Ready,
-			&i.SkipqMessage.GroupID,
-		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -1778,7 +1550,8 @@ type TimerWaitParams struct {
 }
 
 // Worker: seconds until the earliest timer is due (0: now), at most
-// @cap_seconds; skipq.timer_wait (internal/migrations/00010_timer_wait.sql).
+// @cap_seconds; skipq.timer_wait
+// (internal/migrations/current/functions/timer_wait.sql).
 func (q *Queries) TimerWait(ctx context.Context, arg TimerWaitParams) (float64, error) {
 	row := q.db.QueryRow(ctx, timerWait, arg.Now, arg.CapSeconds)
 	var wait_seconds float64

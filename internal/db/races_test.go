@@ -212,7 +212,7 @@ func TestRedriveRacingReceiveInDeadLetterQueue(t *testing.T) {
 	}
 
 	txA, qa := f.begin(t)
-	claimed, err := qa.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q.dlq", MaxMessages: 1, MaxResponseBytes: 1 << 30})
+	claimed, err := qa.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q.dlq", MaxMessages: 1, MaxResponseBytes: 1 << 30, Mode: "claim"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim in the dead-letter queue: %v %v", claimed, err)
 	}

@@ -8,7 +8,8 @@ import (
 )
 
 // The nack, the dead-letter move and the requeue are PL/pgSQL functions
-// (internal/migrations/00013_nack_functions.sql, 00014_requeue_function.sql) shared
+// (internal/migrations/current/functions/message_nack.sql,
+// message_dead_letter.sql, message_requeue.sql) shared
 // with the SQL consumer API. Like MessageInsert, their calls are written by
 // hand because sqlc cannot see the columns of a function that returns a
 // table; each row type lists its statement's columns in order, as

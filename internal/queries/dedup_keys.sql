@@ -1,5 +1,5 @@
 -- Keys are looked up and written by skipq.message_insert
--- (internal/migrations/00009_one_send.sql).
+-- (internal/migrations/current/functions/message_insert.sql).
 
 -- name: DedupKeyDeleteExpired :execrows
 -- Worker: drops up to @max_keys keys whose window has passed and whose

@@ -10,73 +10,29 @@
 -- while nearly empty and any of those then looks free; with them off, the
 -- probe is the only plan left.
 
--- Sends go through skipq.message_insert (internal/migrations/00009_one_send.sql,
--- called by internal/db/message_insert.go), the one implementation shared with the
--- SQL API.
+-- Sends go through skipq.message_insert
+-- (internal/migrations/current/functions/message_insert.sql, called by
+-- internal/db/message_insert.go), the one implementation shared with the SQL API.
 --
 -- Statements that change a message record an event for each changed row
--- that carries a trace id ("skipq.trace" in its tags, SPEC §16.5,
--- internal/migrations/00030_message_history.sql) in skipq.message_events, in the
--- same statement; the functions do it for their own changes. @key_id(s):
--- the API key of the request, NULL for the worker's.
+-- that carries a trace id ("skipq.trace" in its tags, SPEC §16.5) in
+-- skipq.message_events, in the same statement; the functions do it for
+-- their own changes. @key_id(s): the API key of the request, NULL for the
+-- worker's.
 
 -- name: MessageClaim :many
--- Claims up to @max_messages available messages, oldest sequence first, for
--- @visibility_seconds (NULL: the queue's default), within the response
--- budget: skipq.message_claim (internal/migrations/00011_claim_settle_functions.sql,
--- where the statement and why it is shaped so are).
+-- A receive of any queue, the one claim statement: up to @max_messages
+-- messages within the response budget, in answer order (a standard
+-- queue's by sequence, a FIFO queue's groups in rotation, at most
+-- @max_per_group of each). @mode: 'claim' leases them for
+-- @visibility_seconds (NULL: the queue's default), 'delete' is autoAck
+-- (receive_count reported as it was before this delivery), 'peek' reads
+-- them unchanged. skipq.message_claim
+-- (internal/migrations/current/functions/message_claim.sql) looks the
+-- queue up and runs the claim of its kind.
 SELECT * FROM skipq.message_claim(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
     sqlc.narg('visibility_seconds')::integer, @max_messages::integer, @max_response_bytes::bigint,
-    @message_overhead::bigint, sqlc.narg('key_id')::bigint);
-
--- name: MessageClaimAndDelete :many
--- autoAck receive: claims like MessageClaim and removes what it returns, or
--- retains it on a queue with retainAckedSeconds
--- (skipq.message_claim_and_delete). receive_count is reported as it was
--- before this delivery.
-SELECT * FROM skipq.message_claim_and_delete(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
-    @max_messages::integer, @max_response_bytes::bigint, @message_overhead::bigint, sqlc.narg('key_id')::bigint);
-
--- name: MessageClaimGrouped :many
--- A receive on a FIFO queue (@mode 'claim', 'delete' for autoAck, 'peek'):
--- up to @max_messages messages, at most @max_per_group from each receivable
--- group, groups in rotation order; skipq.message_claim_grouped
--- (internal/migrations/00016_fifo_queues.sql). Rows come back in answer order.
-SELECT * FROM skipq.message_claim_grouped(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
-    sqlc.narg('visibility_seconds')::integer, @max_messages::integer, @max_per_group::integer,
-    @max_response_bytes::bigint, @message_overhead::bigint, @mode::text, sqlc.narg('key_id')::bigint);
-
--- name: MessagePeek :many
--- isPeek receive: the messages a claim would take (the same walk and
--- response budget as MessageClaim), unchanged and unlocked. Rows come back
--- in no particular order; the caller sorts them.
-WITH walked AS (
-    SELECT c.queue_id, c.sequence, c.size
-    FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r
-          WHERE r.queue_id = (SELECT q.id FROM skipq.queues q
-                              WHERE q.tenant = @tenant AND q.name = @queue AND NOT q.fifo)
-          ORDER BY r.sequence) r
-    CROSS JOIN LATERAL (
-        SELECT c.queue_id, c.sequence,
-               skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
-                        c.client_id, c.re_routed_from)
-                    + @message_overhead::bigint AS size
-        FROM skipq.messages c
-        WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
-          AND c.ready
-          AND (c.expires_at IS NULL OR c.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))) c
-    LIMIT @max_messages
-), picked AS (
-    SELECT w.queue_id, w.sequence FROM (
-        SELECT w.queue_id, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
-        FROM walked w
-        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
-    WHERE w.n = 1 OR w.before < @max_response_bytes::bigint
-)
-SELECT sqlc.embed(m)
-FROM skipq.messages m
-WHERE m.queue_id = (SELECT q.id FROM skipq.queues q WHERE q.tenant = @tenant AND q.name = @queue)
-  AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p));
+    @message_overhead::bigint, sqlc.narg('key_id')::bigint, @max_per_group::integer, @mode::text);
 
 -- name: MessageAckByReceipt :many
 -- Deletes the messages whose lease the handles hold (skipq.message_ack; on
@@ -98,12 +54,14 @@ FROM skipq.message_set_visibility(sqlc.narg('now')::timestamptz, @queue_ids::big
 
 -- Nacks (and the dead-letter move of last deliveries) are
 -- skipq.message_nack and skipq.message_dead_letter
--- (internal/migrations/00013_nack_functions.sql), called by internal/db/settle_moves.go: the
--- SQL consumer API's skipq.nack calls them too.
+-- (internal/migrations/current/functions/message_nack.sql,
+-- message_dead_letter.sql), called by internal/db/settle_moves.go: the SQL
+-- consumer API's skipq.nack calls them too.
 
--- Requeues are skipq.message_requeue (internal/migrations/00014_requeue_function.sql),
--- called by internal/db/settle_moves.go; the SQL consumer API's skipq.requeue calls
--- it too.
+-- Requeues are skipq.message_requeue
+-- (internal/migrations/current/functions/message_requeue.sql), called by
+-- internal/db/settle_moves.go; the SQL consumer API's skipq.requeue calls it
+-- too.
 
 -- name: MessageDeleteByQueue :one
 -- Purge and queue deletion: every message of the queue, in every state, and
@@ -163,7 +121,8 @@ SELECT gone.queue_id FROM gone;
 
 -- name: TimerWait :one
 -- Worker: seconds until the earliest timer is due (0: now), at most
--- @cap_seconds; skipq.timer_wait (internal/migrations/00010_timer_wait.sql).
+-- @cap_seconds; skipq.timer_wait
+-- (internal/migrations/current/functions/timer_wait.sql).
 SELECT skipq.timer_wait(sqlc.narg('now')::timestamptz, @cap_seconds::float8)::float8 AS wait_seconds;
 
 -- name: TimerTakeDue :many
@@ -503,7 +462,8 @@ JOIN skipq.queues d ON d.tenant = s.tenant
 WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND d.fifo;
 
 -- The worker's prune of empty groups is skipq.group_prune
--- (internal/migrations/00031_group_prune_window.sql), called by internal/db/group_prune.go.
+-- (internal/migrations/current/functions/group_prune.sql), called by
+-- internal/db/group_prune.go.
 
 -- name: MessageDeadTuples :one
 -- Worker: dead row versions in the messages table, per the statistics

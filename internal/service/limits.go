@@ -18,7 +18,8 @@ type Limits struct {
 	MaxMessageBytes      int
 	// MaxResponseBytes is a receive's (or peek's) answer budget: it stops
 	// taking messages when the estimated answer would pass it, but always
-	// returns at least one message (internal/queries/messages.sql, MessageClaim).
+	// returns at least one message (skipq.message_claim,
+	// internal/migrations/current/functions/message_claim.sql).
 	MaxResponseBytes int
 	// MaxWaiters is how many receives may wait (long-poll) on this node at
 	// once; one more that would wait is refused with ErrTooManyWaiters.

@@ -154,7 +154,6 @@ func (s *Service) putQueue(ctx context.Context, tenant, name string, in QueueSet
 	if err != nil {
 		return Queue{}, false, fromDB("put queue", err)
 	}
-	s.kinds.set(tenant, name, row.Fifo)
 	return q, created, nil
 }
 

@@ -1,12 +1,10 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -140,16 +138,9 @@ func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOp
 		return msgs, err
 	}
 
-	queueID, wait, retype, err := s.waitTarget(ctx, tenant, queue, o.WaitSeconds)
+	queueID, wait, err := s.waitTarget(ctx, tenant, queue, o.WaitSeconds)
 	if err != nil {
 		return nil, err
-	}
-	if retype {
-		// The claim took the queue for the other type (this node had not
-		// seen it yet, or it was created again): claim as it is.
-		if msgs, _, err = s.claim(ctx, tenant, queue, max, o); err != nil || len(msgs) > 0 {
-			return msgs, err
-		}
 	}
 	if wait <= 0 {
 		return nil, nil
@@ -187,7 +178,7 @@ func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOp
 			return nil, nil
 		}
 		if queueID == wake.MissingQueue {
-			if queueID, _, _, err = s.waitTarget(ctx, tenant, queue, &wait); err != nil {
+			if queueID, _, err = s.waitTarget(ctx, tenant, queue, &wait); err != nil {
 				return nil, err
 			}
 		}
@@ -196,22 +187,17 @@ func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOp
 
 // waitTarget resolves what a receive waits on: the queue's id (wake.MissingQueue
 // when it does not exist yet) and the wait in seconds (the queue's default
-// when not given; 1 s for a missing queue, the default of a new one). It
-// notes the queue's type, and retype says that claims took it for the other
-// one until now.
-func (s *Service) waitTarget(ctx context.Context, tenant, queue string, waitSeconds *int) (id int64, wait int, retype bool, err error) {
+// when not given; 1 s for a missing queue, the default of a new one).
+func (s *Service) waitTarget(ctx context.Context, tenant, queue string, waitSeconds *int) (id int64, wait int, err error) {
 	row, err := s.queueByName(ctx, s.q, tenant, queue)
 	id, wait = row.ID, int(row.ReceiveWaitSeconds)
-	switch {
-	case err == nil:
-		retype = s.kinds.set(tenant, queue, row.Fifo)
-	case KindOf(err) == KindNotFound:
+	if KindOf(err) == KindNotFound {
 		id, wait, err = wake.MissingQueue, 1, nil
 	}
 	if waitSeconds != nil {
 		wait = *waitSeconds
 	}
-	return id, wait, retype, err
+	return id, wait, err
 }
 
 // claimTimeout bounds one claim of a long-poll, whose request has no
@@ -227,42 +213,25 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 	budget, overhead := int64(s.limits.MaxResponseBytes), messageOverhead(queue)
 	var rows []db.SkipqMessage
 	var err error
-	fifo := s.kinds.isFIFO(tenant, queue)
+	mode := "claim"
 	switch {
-	case fifo && max == 1 && !o.IsPeek && !o.AutoAck:
-		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, true)
-	case fifo:
-		mode := "claim"
-		switch {
-		case o.IsPeek:
-			mode = "peek"
-		case o.AutoAck:
-			mode = "delete"
-		}
-		rows, err = s.direct.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: tenant, Queue: queue,
-			Now: s.now(), VisibilitySeconds: int32Ptr(o.VisibilitySeconds), MaxMessages: int32(max),
+	case o.IsPeek:
+		mode = "peek"
+	case o.AutoAck:
+		mode = "delete"
+	}
+	if mode == "claim" && max == 1 {
+		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds)
+	} else {
+		// skipq.message_claim runs the claim of the queue's kind and
+		// returns the rows in answer order.
+		rows, err = s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
+			VisibilitySeconds: int32Ptr(o.VisibilitySeconds), MaxMessages: int32(max),
 			MaxPerGroup: intOr(o.MaxMessagesPerGroup, 1), MaxResponseBytes: budget, MessageOverhead: overhead,
 			Mode: mode, KeyID: keyIDOf(ctx)})
 		if o.AutoAck {
 			autoAcked(rows, s.nowOr(time.Now()))
 		}
-	case o.IsPeek:
-		var peeked []db.MessagePeekRow
-		peeked, err = s.q.MessagePeek(ctx, db.MessagePeekParams{Tenant: tenant, Queue: queue, Now: s.now(),
-			MaxMessages: int32(max), MaxResponseBytes: budget, MessageOverhead: overhead})
-		for _, p := range peeked {
-			rows = append(rows, p.SkipqMessage)
-		}
-	case o.AutoAck:
-		rows, err = s.direct.MessageClaimAndDelete(ctx, db.MessageClaimAndDeleteParams{Tenant: tenant, Queue: queue, Now: s.now(),
-			MaxMessages: int32(max), MaxResponseBytes: budget, MessageOverhead: overhead, KeyID: keyIDOf(ctx)})
-		autoAcked(rows, s.nowOr(time.Now()))
-	case max == 1:
-		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, false)
-	default:
-		rows, err = s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
-			MaxMessages: int32(max), VisibilitySeconds: int32Ptr(o.VisibilitySeconds),
-			MaxResponseBytes: budget, MessageOverhead: overhead, KeyID: keyIDOf(ctx)})
 	}
 	if err != nil {
 		if errors.Is(reqCtx.Err(), context.Canceled) {
@@ -275,10 +244,6 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 		size += estimatedRowBytes(r, overhead)
 	}
 	more := len(rows) == max || size >= budget
-	if !fifo {
-		// A FIFO claim answers in its own order: group by group, in rotation.
-		slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
-	}
 	if len(rows) > 0 && !o.IsPeek {
 		s.names.remember(rows[0].QueueID, tenant, queue)
 		s.obs.MessagesReceived(tenant, queue, len(rows))
@@ -314,8 +279,9 @@ func autoAcked(rows []db.SkipqMessage, now time.Time) {
 // sourceQueue and at, which its stored form lacks (lastFailure and the rest
 // of deadLetter are measured with the tags they are stored in). The queue
 // name is added per queue; the variable fields are measured in the claim
-// statement (internal/queries/messages.sql, MessageClaim). handlers tests hold the
-// HTTP encoding to it.
+// statement (skipq.message_wire_size,
+// internal/migrations/current/functions/message_wire_size.sql). handlers
+// tests hold the HTTP encoding to it.
 const MessageOverheadBytes = 700 + maxQueueNameBytes
 
 // messageOverhead is the per-message estimate the claim statements add to
@@ -324,8 +290,12 @@ func messageOverhead(queue string) int64 {
 	return MessageOverheadBytes + int64(len(queue))
 }
 
-// estimatedRowBytes is the claim statements' size estimate of one message,
-// the same sum in Go (tags are the JSON text the jsonb column returns).
+// estimatedRowBytes is the claim's size estimate of one message
+// (skipq.message_wire_size, a FIFO message's group id and overhead), the
+// same sum in Go (tags are the JSON text the jsonb column returns): whether
+// the claim stopped at the budget says that more may be waiting, and the
+// claim returns message rows only (a column more would break the previous
+// release's statements during an upgrade, DESIGN.md "Online migrations").
 func estimatedRowBytes(r db.SkipqMessage, overhead int64) int64 {
 	n := int64(len(r.Body))
 	if r.BodyBinary {
@@ -424,7 +394,6 @@ func deadLetterOf(f *Failure, r db.SkipqMessage) *DeadLetter {
 type claimCall struct {
 	tenant, queue string
 	keyID         *int64 // recorded in the history of what it receives
-	fifo          bool
 	visibility    *int
 	rows          []db.SkipqMessage
 	err           error
@@ -438,8 +407,8 @@ func claimSize(*claimCall) int { return 1 }
 // served by one claim. Receives of more than one message claim on their
 // own: they already share a commit among their messages, and splitting a
 // batch would have to respect each request's response budget.
-func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibility *int, fifo bool) ([]db.SkipqMessage, error) {
-	call := &claimCall{tenant: tenant, queue: queue, keyID: keyIDOf(ctx), fifo: fifo, visibility: visibility}
+func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibility *int) ([]db.SkipqMessage, error) {
+	call := &claimCall{tenant: tenant, queue: queue, keyID: keyIDOf(ctx), visibility: visibility}
 	if err := s.claims.do(ctx, call); err != nil {
 		return nil, err
 	}
@@ -447,7 +416,9 @@ func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibil
 }
 
 // runClaims claims, per queue and visibility, as many messages as there are
-// calls, in one statement, and hands them out in sequence order, one each.
+// calls, in one statement, and hands them out in answer order, one each (a
+// FIFO queue's from as many groups: the receivers share no group, and get
+// the groups in rotation order).
 // A call left without a message (the queue had fewer) answers empty, as a
 // claim of its own would have. Claims skip locked rows and groups, but a
 // claim that still ran out of its lock timeout returns its calls, blocked,
@@ -457,14 +428,13 @@ func (s *Service) runClaims(ctx context.Context, st statements, calls []*claimCa
 	// same API key (the history names one per statement).
 	type key struct {
 		tenant, queue string
-		fifo          bool
 		visibility    int   // -1: the queue's default
 		keyID         int64 // 0: none
 	}
 	groups := map[key][]*claimCall{}
 	var order []key
 	for _, c := range calls {
-		k := key{c.tenant, c.queue, c.fifo, -1, 0}
+		k := key{c.tenant, c.queue, -1, 0}
 		if c.keyID != nil {
 			k.keyID = *c.keyID
 		}
@@ -478,22 +448,10 @@ func (s *Service) runClaims(ctx context.Context, st statements, calls []*claimCa
 	}
 	for _, k := range order {
 		group := groups[k]
-		var rows []db.SkipqMessage
-		var err error
-		if k.fifo {
-			// One message from each of as many groups: the receivers share
-			// no group, and get the groups in rotation order.
-			rows, err = st.q.MessageClaimGrouped(ctx, db.MessageClaimGroupedParams{Tenant: k.tenant, Queue: k.queue,
-				Now: s.now(), VisibilitySeconds: int32Ptr(group[0].visibility), MaxMessages: int32(len(group)),
-				MaxPerGroup: 1, MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
-				MessageOverhead: messageOverhead(k.queue), Mode: "claim", KeyID: group[0].keyID})
-		} else {
-			rows, err = st.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
-				MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility),
-				MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
-				MessageOverhead:  messageOverhead(k.queue), KeyID: group[0].keyID})
-			slices.SortFunc(rows, func(a, b db.SkipqMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
-		}
+		rows, err := st.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
+			MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility), MaxPerGroup: 1,
+			MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
+			MessageOverhead:  messageOverhead(k.queue), Mode: "claim", KeyID: group[0].keyID})
 		switch {
 		case st.outsideLock(err):
 			blocked = append(blocked, group...)

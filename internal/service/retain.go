@@ -7,7 +7,7 @@ import (
 
 // Retention of acked messages (SPEC §16.4): on a queue with
 // RetainAckedSeconds an ack keeps the message in state acked
-// (skipq.message_retain, internal/migrations/00028_retain_acked.sql). The row's
+// (skipq.message_retain, internal/migrations/current/functions/message_retain.sql). The row's
 // columns keep it off every delivery path; what is shown of the ack rides
 // in its tags under ackedTagKey, reserved like SQSTagKey.
 

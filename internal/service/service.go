@@ -38,7 +38,6 @@ type Service struct {
 	sends       *sharer[sendCall]
 	claims      *sharer[claimCall]
 	names       queueNames
-	kinds       queueKinds
 	obs         Observer
 	// now, when set, replaces the database clock in every time-based rule
 	// (tests move time instead of sleeping).

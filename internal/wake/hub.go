@@ -240,7 +240,7 @@ func (h *Hub) HandleNotification(payload string) {
 
 // Notice is one wake-up notification: Count messages became available in
 // a queue, announced by Source (a node's id, or "sql" for the SQL API).
-// skipq.wake (internal/migrations/00009_one_send.sql) writes it as
+// skipq.wake (internal/migrations/current/functions/wake.sql) writes it as
 // "source queue count"; ParseNotice is its one reader.
 type Notice struct {
 	Source  string

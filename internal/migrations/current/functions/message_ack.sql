@@ -4,24 +4,99 @@
 CREATE OR REPLACE FUNCTION skipq.message_ack(p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_key_ids bigint[] DEFAULT NULL::bigint[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF skipq.messages
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
+DECLARE
+    v_retain boolean;
+    v_gq     bigint[];
+    v_gg     text[];
+    v_rq     bigint[];
+    v_rs     bigint[];
+    v_rt     integer[];
 BEGIN
+    -- Acks receipts (p_queue_ids, p_sequences, p_tokens: the handles'
+    -- parts): deletes each message whose lease the token still holds, or
+    -- retains it on a queue with retainAckedSeconds (skipq.message_retain),
+    -- releases the FIFO groups left with nothing in flight, and returns the
+    -- rows acked. On a traced queue each gets its 'acked' event under its
+    -- handle's API key (p_key_ids), gone at once unless retained.
+    v_retain := EXISTS (SELECT 1 FROM skipq.queue_retention r WHERE r.queue_id = ANY(p_queue_ids));
+    -- The groups of FIFO messages, read before they change.
+    IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = ANY(p_queue_ids) AND q.fifo) THEN
+        SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
+        FROM unnest(p_queue_ids, p_sequences, p_tokens) AS k(queue_id, sequence, token)
+        CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m
+                            WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+                              AND m.group_id IS NOT NULL) m;
+    END IF;
     RETURN QUERY
-    WITH r AS (
-        SELECT * FROM skipq.message_ack_untraced(p_queue_ids, p_sequences, p_tokens)
+    WITH gone AS (
+        DELETE FROM skipq.messages m
+        USING (SELECT unnest(p_queue_ids::bigint[]) AS queue_id, unnest(p_sequences) AS sequence,
+                unnest(p_tokens) AS token) k
+        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+          AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
+          AND (NOT v_retain OR NOT EXISTS (SELECT 1 FROM skipq.queue_retention r WHERE r.queue_id = m.queue_id))
+        RETURNING m.*
+    ), unready AS (
+        DELETE FROM skipq.ready r
+        WHERE r.ctid = ANY(ARRAY(
+            SELECT x.ctid FROM gone g
+            CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                                WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
     ), keys AS (
         -- Each handle's API key by its message's sequence (unique across
         -- queues); read, and so built, only for traced rows.
         SELECT jsonb_object_agg(u.s::text, u.k) AS map
         FROM unnest(p_sequences, p_key_ids) AS u(s, k) WHERE u.k IS NOT NULL
     ), traced AS (
-        -- A retained message is gone when its retention ends (MessageDeleteExpired).
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
-        SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, 'acked', coalesce(p_now, now()), (SELECT (k.map->>r.sequence::text)::bigint FROM keys k),
-               NULL, CASE WHEN NOT EXISTS (SELECT 1 FROM skipq.queue_retention x WHERE x.queue_id = r.queue_id) THEN coalesce(p_now, now()) END
-        FROM r WHERE r.tags ? 'skipq.trace'
+        SELECT (g.tags->>'skipq.trace')::bigint, g.queue_id, g.message_id, 'acked', coalesce(p_now, now()),
+               (SELECT (k.map->>g.sequence::text)::bigint FROM keys k), NULL, coalesce(p_now, now())
+        FROM gone g WHERE g.tags ? 'skipq.trace'
     )
-    SELECT * FROM r;
+    SELECT gone.* FROM gone;
+    IF v_retain THEN
+        -- FOR UPDATE rechecks the token on the row's latest version: of two
+        -- acks of one receipt, the second finds the empty token and
+        -- matches nothing.
+        SELECT array_agg(m.queue_id), array_agg(m.sequence), array_agg(k.seconds) INTO v_rq, v_rs, v_rt
+        FROM (SELECT u.queue_id, u.sequence, u.token, r.seconds
+              FROM unnest(p_queue_ids, p_sequences, p_tokens) AS u(queue_id, sequence, token)
+              CROSS JOIN LATERAL (SELECT r.seconds FROM skipq.queue_retention r
+                                  WHERE r.queue_id = u.queue_id
+                                    AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = r.queue_id)) r) k
+        CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence FROM skipq.messages m
+                            WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+                            FOR UPDATE) m;
+        IF v_rq IS NOT NULL THEN
+            -- A retained message is gone when its retention ends (MessageDeleteExpired).
+            RETURN QUERY
+            WITH r AS (
+                SELECT * FROM skipq.message_retain(v_rq, v_rs, v_rt, clock_timestamp(), false)
+            ), keys AS (
+            -- Each handle's API key by its message's sequence (unique across
+            -- queues); read, and so built, only for traced rows.
+            SELECT jsonb_object_agg(u.s::text, u.k) AS map
+            FROM unnest(p_sequences, p_key_ids) AS u(s, k) WHERE u.k IS NOT NULL
+        ), traced AS (
+                INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
+                SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, 'acked', coalesce(p_now, now()),
+                       (SELECT (k.map->>r.sequence::text)::bigint FROM keys k), NULL, NULL
+                FROM r WHERE r.tags ? 'skipq.trace'
+            )
+            SELECT * FROM r;
+        END IF;
+    END IF;
+    IF v_gq IS NOT NULL THEN
+        PERFORM skipq.group_release(v_gq, v_gg);
+    END IF;
 END $$;
 
 REVOKE ALL ON FUNCTION skipq.message_ack(p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_key_ids bigint[], p_now timestamp with time zone) FROM PUBLIC;

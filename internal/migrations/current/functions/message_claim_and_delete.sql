@@ -4,22 +4,86 @@
 CREATE OR REPLACE FUNCTION skipq.message_claim_and_delete(p_tenant text, p_queue text, p_now timestamp with time zone, p_max_messages integer, p_max_response_bytes bigint, p_message_overhead bigint, p_key_id bigint DEFAULT NULL::bigint) RETURNS SETOF skipq.messages
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
+DECLARE
+    q        skipq.queues;
+    v_now    timestamptz := coalesce(p_now, clock_timestamp());
+    v_retain integer;
+    v_seqs   bigint[];
 BEGIN
+    -- autoAck on a standard queue: claims as skipq.message_claim does and
+    -- removes what it takes, or retains it on a queue with
+    -- retainAckedSeconds (skipq.message_retain). receive_count is reported
+    -- as it was before this delivery. On a traced queue each message gets
+    -- its 'received' and 'acked' events (gone at once unless retained).
+    SELECT * INTO q FROM skipq.queues x WHERE x.tenant = p_tenant AND x.name = p_queue AND NOT x.fifo;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT r.seconds INTO v_retain FROM skipq.queue_retention r WHERE r.queue_id = q.id;
+    WITH walked AS (
+        SELECT c.sequence, c.size
+        FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence) r
+        CROSS JOIN LATERAL (
+            SELECT c.sequence,
+                   skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
+                       c.client_id, c.re_routed_from) + p_message_overhead AS size
+            FROM skipq.messages c
+            WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
+              AND c.ready
+              AND (c.expires_at IS NULL OR c.expires_at > v_now)
+            FOR UPDATE SKIP LOCKED) c
+        LIMIT p_max_messages
+    )
+    SELECT array_agg(w.sequence) INTO v_seqs FROM (
+        SELECT w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+        FROM walked w
+        WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+    WHERE w.n = 1 OR w.before < p_max_response_bytes;
+    IF v_seqs IS NULL THEN
+        RETURN;
+    END IF;
+    IF v_retain IS NOT NULL THEN
+        RETURN QUERY
+        WITH r AS (
+            SELECT * FROM skipq.message_retain(array_fill(q.id, ARRAY[cardinality(v_seqs)]), v_seqs,
+                array_fill(v_retain, ARRAY[cardinality(v_seqs)]), v_now, true)
+        ), traced AS (
+            INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
+            SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, e.type, v_now, p_key_id,
+                   CASE WHEN e.n = 1 THEN jsonb_build_object('receiveCount', r.receive_count, 'visibleUntil', r.visible_at) END,
+                   NULL
+            FROM r CROSS JOIN (VALUES (1, 'received'), (2, 'acked')) e(n, type)
+            WHERE r.tags ? 'skipq.trace'
+            ORDER BY r.sequence, e.n
+        )
+        SELECT * FROM r;
+        RETURN;
+    END IF;
     RETURN QUERY
-    WITH r AS (
-        SELECT * FROM skipq.message_claim_and_delete_untraced(p_tenant, p_queue, p_now, p_max_messages, p_max_response_bytes, p_message_overhead)
+    WITH unready AS (
+        DELETE FROM skipq.ready r WHERE r.queue_id = q.id AND r.sequence = ANY(v_seqs)
+    ), gone AS (
+        DELETE FROM skipq.messages m
+        WHERE m.queue_id = q.id AND m.sequence = ANY(v_seqs)
+        RETURNING m.*
     ), traced AS (
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
-        SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, e.type, coalesce(p_now, clock_timestamp()),
-               p_key_id, CASE WHEN e.n = 1 THEN jsonb_build_object('receiveCount', r.receive_count, 'visibleUntil', r.visible_at) END,
-               CASE WHEN e.n = 2 AND NOT EXISTS (SELECT 1 FROM skipq.queue_retention x WHERE x.queue_id = r.queue_id)
-                    THEN coalesce(p_now, clock_timestamp()) END
-        FROM r CROSS JOIN (VALUES (1, 'received'), (2, 'acked')) e(n, type)
-        WHERE r.tags ? 'skipq.trace'
-        ORDER BY r.sequence, e.n
+        SELECT (g.tags->>'skipq.trace')::bigint, g.queue_id, g.message_id, e.type, v_now, p_key_id,
+               CASE WHEN e.n = 1 THEN jsonb_build_object('receiveCount', g.receive_count, 'visibleUntil', g.visible_at) END,
+               CASE WHEN e.n = 2 THEN v_now END
+        FROM gone g CROSS JOIN (VALUES (1, 'received'), (2, 'acked')) e(n, type)
+        WHERE g.tags ? 'skipq.trace'
+        ORDER BY g.sequence, e.n
     )
-    SELECT * FROM r;
+    SELECT * FROM gone;
 END $$;
 
 REVOKE ALL ON FUNCTION skipq.message_claim_and_delete(p_tenant text, p_queue text, p_now timestamp with time zone, p_max_messages integer, p_max_response_bytes bigint, p_message_overhead bigint, p_key_id bigint) FROM PUBLIC;

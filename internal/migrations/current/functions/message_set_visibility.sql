@@ -4,11 +4,55 @@
 CREATE OR REPLACE FUNCTION skipq.message_set_visibility(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_visibility_seconds integer[], p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS SETOF skipq.messages
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
+DECLARE
+    v_gq bigint[];
+    v_gg text[];
 BEGIN
+    -- Sets the visibility of receipts (the handles' parts) still leased by
+    -- their tokens to now + p_visibility_seconds: extends a lease, or ends
+    -- it with 0 (the timer makes the message ready again). A FIFO group's
+    -- lease lasts as long as its longest message's. Returns the rows
+    -- changed; on a traced queue each gets its 'extended' event under its
+    -- handle's API key (p_key_ids).
+    -- The groups of FIFO messages, read before they change.
+    IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = ANY(p_queue_ids) AND q.fifo) THEN
+        SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
+        FROM unnest(p_queue_ids, p_sequences, p_tokens) AS k(queue_id, sequence, token)
+        CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m
+                            WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+                              AND m.group_id IS NOT NULL) m;
+    END IF;
     RETURN QUERY
-    WITH r AS (
-        SELECT * FROM skipq.message_set_visibility_untraced(p_now, p_queue_ids, p_sequences, p_tokens, p_visibility_seconds)
+    WITH extended AS (
+        UPDATE skipq.messages m
+        SET visible_at = t.now + make_interval(secs => k.seconds),
+            ready = false
+        FROM (SELECT coalesce(p_now, now()) AS now) t,
+             (SELECT unnest(p_queue_ids::bigint[]) AS queue_id, unnest(p_sequences) AS sequence,
+                unnest(p_tokens) AS token, unnest(p_visibility_seconds) AS seconds) k
+        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+          AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
+          -- A FIFO lease that ran out stays over: its group may be leased
+          -- to another receiver already.
+          AND (m.group_id IS NULL OR m.visible_at > t.now)
+        RETURNING m.*
+    ), unready AS (
+        DELETE FROM skipq.ready r
+        WHERE r.ctid = ANY(ARRAY(
+            SELECT x.ctid FROM extended e
+            CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                                WHERE y.queue_id = e.queue_id AND y.sequence = e.sequence) x))
+    ), timed AS (
+        INSERT INTO skipq.timers (due_at, queue_id, sequence)
+        SELECT e.visible_at, e.queue_id, e.sequence FROM extended e
     ), keys AS (
         -- Each handle's API key by its message's sequence (unique across
         -- queues); read, and so built, only for traced rows.
@@ -16,11 +60,23 @@ BEGIN
         FROM unnest(p_sequences, p_key_ids) AS u(s, k) WHERE u.k IS NOT NULL
     ), traced AS (
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
-        SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, 'extended', coalesce(p_now, now()), (SELECT (k.map->>r.sequence::text)::bigint FROM keys k),
-               jsonb_build_object('visibleUntil', r.visible_at), NULL
-        FROM r WHERE r.tags ? 'skipq.trace'
+        SELECT (e.tags->>'skipq.trace')::bigint, e.queue_id, e.message_id, 'extended', coalesce(p_now, now()),
+               (SELECT (k.map->>e.sequence::text)::bigint FROM keys k), jsonb_build_object('visibleUntil', e.visible_at), NULL
+        FROM extended e WHERE e.tags ? 'skipq.trace'
     )
-    SELECT * FROM r;
+    SELECT extended.* FROM extended;
+    IF v_gq IS NOT NULL THEN
+        -- The groups' leases last as long as their longest message's, in
+        -- key order after the message locks.
+        UPDATE skipq.message_groups x SET leased_until = greatest(x.leased_until, k.until)
+        FROM (SELECT m.queue_id, m.group_id, max(m.visible_at) AS until
+              FROM unnest(p_queue_ids, p_sequences, p_tokens) AS u(queue_id, sequence, token)
+              CROSS JOIN LATERAL (SELECT h.queue_id, h.group_id, h.visible_at FROM skipq.messages h
+                                  WHERE h.queue_id = u.queue_id AND h.sequence = u.sequence
+                                    AND h.lease_token = u.token AND h.group_id IS NOT NULL) m
+              GROUP BY m.queue_id, m.group_id ORDER BY m.queue_id, m.group_id) k
+        WHERE x.queue_id = k.queue_id AND x.group_id = k.group_id;
+    END IF;
 END $$;
 
 REVOKE ALL ON FUNCTION skipq.message_set_visibility(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_visibility_seconds integer[], p_key_ids bigint[]) FROM PUBLIC;
