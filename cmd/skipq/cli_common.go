@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -75,9 +76,17 @@ var commonFlags = map[string]bool{"url": true, "api-key": true, "json": true}
 func (o *cliOptions) client() (*client.Client, error) {
 	c, err := client.New(o.url, client.WithAPIKey(o.apiKey))
 	if err != nil {
-		return nil, fmt.Errorf("%w: --url: %s", errUsage, strings.TrimPrefix(err.Error(), "skipq: "))
+		return nil, fmt.Errorf("%w: %s: %s", errUsage, o.urlSource(), strings.TrimPrefix(err.Error(), "skipq: "))
 	}
 	return c, nil
+}
+
+// urlSource names where the URL came from, for an error about it.
+func (o *cliOptions) urlSource() string {
+	if env := os.Getenv("SKIPQ_URL"); env != "" && env == o.url {
+		return "$SKIPQ_URL"
+	}
+	return "--url"
 }
 
 // apiError turns what the client returned into the message main prints
@@ -93,7 +102,12 @@ func apiError(err error) error {
 	}
 	var e *client.Error
 	if !errors.As(err, &e) {
-		return errors.New(strings.TrimPrefix(err.Error(), "skipq: "))
+		msg := strings.TrimPrefix(err.Error(), "skipq: ")
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			// The most likely cause on a first try: nothing serves there.
+			msg += " (is a node running there? `make run` starts one at " + defaultURL + ")"
+		}
+		return errors.New(msg)
 	}
 	var b strings.Builder
 	if e.Code != "" {

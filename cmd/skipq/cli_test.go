@@ -895,6 +895,15 @@ func TestCLIFirstHourEdges(t *testing.T) {
 	if strings.Contains(stderr, "Client commands") || !strings.Contains(stderr, "see 'skipq send -h'") {
 		t.Errorf("a verb's usage error: %q, want its own line and its -h", stderr)
 	}
+	noScheme := &cli{t: t, url: "localhost:8080"}
+	if stderr := noScheme.fails(2, "queues", "list"); !strings.Contains(stderr, "$SKIPQ_URL") {
+		t.Errorf("a URL without a scheme in $SKIPQ_URL: %q, want it blamed on $SKIPQ_URL", stderr)
+	}
+	nobody := &cli{t: t, url: "http://127.0.0.1:1"}
+	if stderr := nobody.fails(1, "queues", "list"); !strings.Contains(stderr, "is a node running there?") {
+		t.Errorf("a refused connection: %q, want the hint", stderr)
+	}
+
 	stderr = c.fails(2, "frobnicate")
 	if strings.Contains(stderr, "Client commands") || !strings.Contains(stderr, "Run 'skipq -h' for the commands.") {
 		t.Errorf("an unknown command: %q", stderr)
