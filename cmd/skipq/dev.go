@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/skipq/skipq/internal/devpg"
 	"github.com/skipq/skipq/internal/node"
@@ -61,6 +62,24 @@ func cmdDev(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 	return node.Run(ctx, cfg, log, func(addr string) {
-		fmt.Fprintf(os.Stderr, "\nskipq dev is running (Ctrl-C stops it and its PostgreSQL)\n  API:      http://%s\n  database: %s\n\n", addr, cfg.DatabaseURL)
+		fmt.Fprint(os.Stderr, devBanner(cfg, addr))
 	})
+}
+
+// devBanner is what `skipq dev` (and so `make run`) prints once it serves:
+// where to point a client and a browser, and how auth is set.
+func devBanner(cfg node.Config, addr string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nskipq dev is running (Ctrl-C stops it and its PostgreSQL)\n  API:      http://%s\n", addr)
+	if cfg.Console {
+		fmt.Fprintf(&b, "  console:  http://%s/console/\n", addr)
+	}
+	fmt.Fprintf(&b, "  database: %s\n", cfg.DatabaseURL)
+	if cfg.Auth == "off" {
+		b.WriteString("  auth:     off (`skipq dev -auth required` turns it on)\n")
+	} else {
+		b.WriteString("  auth:     required (a key: SKIPQ_DATABASE_URL=<the database above> skipq keys create --tenant T --role admin --name N)\n")
+	}
+	b.WriteString("\n")
+	return b.String()
 }
