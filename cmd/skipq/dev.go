@@ -35,6 +35,9 @@ func cmdDev(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 	cluster, err := devpg.Start(ctx, devpg.Options{Dir: *dir})
+	if errors.Is(err, devpg.ErrAlreadyRunning) {
+		return fmt.Errorf("another `skipq dev` (or what it left running) holds %s: stop it with Ctrl-C where it runs, or give this one its own -dir (%w)", *dir, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,11 @@ type Cluster struct {
 	stopErr  error
 }
 
+// ErrAlreadyRunning is Start finding a server on the cluster's data
+// directory: another process (a second `skipq dev` on the same directory,
+// say) runs it.
+var ErrAlreadyRunning = errors.New("devpg: a PostgreSQL server is already running")
+
 // Start creates the cluster under opts.Dir if it does not exist, or reuses
 // it, and runs postgres as a child of this process (not daemonized), returning
 // once it accepts connections. It fails if a server already runs on that data
@@ -79,7 +84,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	defer unlock()
 	if pid := l.serverPID(); pid != 0 {
-		return nil, fmt.Errorf("devpg: a PostgreSQL server (pid %d) is already running on %s; stop it first", pid, l.data)
+		return nil, fmt.Errorf("%w (pid %d) on %s; stop it first", ErrAlreadyRunning, pid, l.data)
 	}
 	log := opts.Log
 	ownLog := log == nil

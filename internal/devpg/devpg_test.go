@@ -3,6 +3,7 @@ package devpg
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -85,7 +86,7 @@ func TestStartStop(t *testing.T) {
 		}
 	}
 
-	if _, err := Start(ctx, Options{Dir: dir, Fast: true, Log: &log}); err == nil || !strings.Contains(err.Error(), "already running") {
+	if _, err := Start(ctx, Options{Dir: dir, Fast: true, Log: &log}); !errors.Is(err, ErrAlreadyRunning) {
 		t.Errorf("second Start: err = %v, want already running", err)
 	}
 
