@@ -904,6 +904,14 @@ func TestCLIFirstHourEdges(t *testing.T) {
 		t.Errorf("a refused connection: %q, want the hint", stderr)
 	}
 
+	if r := c.run("keys", "-h"); !strings.Contains(r.stderr, "skipq keys sqs-credentials ID") || !strings.Contains(r.stderr, "first column of 'skipq keys list'") {
+		t.Errorf("keys -h: %v, want its verbs and where an id comes from", r)
+	}
+	noDB := &cli{t: t, url: c.url, env: []string{"SKIPQ_DATABASE_URL=", "DATABASE_URL="}}
+	if stderr := noDB.fails(2, "keys", "list"); !strings.Contains(stderr, "works on the database directly") {
+		t.Errorf("keys without a database URL: %q", stderr)
+	}
+
 	stderr = c.fails(2, "frobnicate")
 	if strings.Contains(stderr, "Client commands") || !strings.Contains(stderr, "Run 'skipq -h' for the commands.") {
 		t.Errorf("an unknown command: %q", stderr)

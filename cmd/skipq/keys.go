@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,7 +17,14 @@ import (
 	"github.com/skipq/skipq/internal/sqs"
 )
 
-const keysUsage = "skipq keys create --tenant T --role read|write|admin --name N | list | revoke ID | sqs-credentials ID"
+const keysUsage = `skipq keys create --tenant T --role read|write|admin --name N
+                                 print a new key's secret (--json: also its id)
+       skipq keys list           every key: ID, tenant, role, name, SQS access key id
+       skipq keys revoke ID      revoke key ID
+       skipq keys sqs-credentials ID
+                                 key ID's SQS access key id and secret (needs SKIPQ_SIGV4_MASTER_KEY)
+  Keys live in the database: every verb needs SKIPQ_DATABASE_URL (or --database-url).
+  A key's ID is the first column of 'skipq keys list' (or the id of 'create --json').`
 
 // cmdKeys manages API keys directly in the database (it needs only the
 // database URL): create prints the new secret, and only the secret.
@@ -27,15 +35,15 @@ func cmdKeys(ctx context.Context, args []string) error {
 	role := fs.String("role", "", "read, write or admin (create)")
 	name := fs.String("name", "", "a name for the key (create)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cliParse(fs, args, keysUsage)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return fmt.Errorf("%w: %s", errUsage, keysUsage)
+		return usageErr("keys", "keys needs a verb: create, list, revoke or sqs-credentials")
 	}
 	if *databaseURL == "" {
-		return fmt.Errorf("SKIPQ_DATABASE_URL (or DATABASE_URL) is required")
+		return fmt.Errorf("%w: skipq keys works on the database directly: set SKIPQ_DATABASE_URL (or DATABASE_URL, or --database-url)", errUsage)
 	}
 	pool, err := db.NewPool(ctx, *databaseURL, db.PoolOptions{MaxConns: 2, ConnectTimeout: 5 * time.Second})
 	if err != nil {
@@ -47,7 +55,7 @@ func cmdKeys(ctx context.Context, args []string) error {
 	switch verb := pos[0]; {
 	case verb == "create" && len(pos) == 1:
 		if *tenant == "" || *role == "" || *name == "" {
-			return fmt.Errorf("%w: %s", errUsage, keysUsage)
+			return usageErr("keys", "create needs --tenant, --role and --name")
 		}
 		key, secret, err := apiKeys.Create(ctx, *tenant, *role, *name)
 		if err != nil {
@@ -95,7 +103,7 @@ func cmdKeys(ctx context.Context, args []string) error {
 	case verb == "revoke" && len(pos) == 2:
 		id, err := strconv.ParseInt(pos[1], 10, 64)
 		if err != nil {
-			return fmt.Errorf("%w: key id %q is not a number", errUsage, pos[1])
+			return usageErr("keys", "key id %q is not a number", pos[1])
 		}
 		key, err := apiKeys.Revoke(ctx, id)
 		if err != nil {
@@ -107,7 +115,7 @@ func cmdKeys(ctx context.Context, args []string) error {
 		fmt.Printf("revoked key %d (%s)\n", key.ID, key.Name)
 		return nil
 	}
-	return fmt.Errorf("%w: %s", errUsage, keysUsage)
+	return usageErr("keys", "unknown keys verb or wrong arguments: %s", strings.Join(pos, " "))
 }
 
 func formatTimePtr(t *time.Time) any {
@@ -130,7 +138,7 @@ func nilIfEmpty(s string) any {
 func printSQSCredentials(ctx context.Context, apiKeys *auth.Keys, arg string, asJSON bool) error {
 	id, err := strconv.ParseInt(arg, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%w: key id %q is not a number", errUsage, arg)
+		return usageErr("keys", "key id %q is not a number", arg)
 	}
 	raw := os.Getenv("SKIPQ_SIGV4_MASTER_KEY")
 	if raw == "" {

@@ -21,7 +21,8 @@ Usage:
   skipq dev     [flags]          run a node on a private PostgreSQL under ./.skipq/ (auth off)
   skipq migrate up|down|status   manage the schema (needs SKIPQ_DATABASE_URL)
   skipq keys create --tenant T --role read|write|admin --name N
-  skipq keys list | revoke ID    manage API keys (needs SKIPQ_DATABASE_URL)
+  skipq keys list | revoke ID | sqs-credentials ID
+                                 manage API keys (needs SKIPQ_DATABASE_URL; 'skipq keys -h')
 
 Client commands (HTTP to $SKIPQ_URL, default http://127.0.0.1:8080, with
 $SKIPQ_API_KEY; --url and --api-key override them, --json prints JSON):
