@@ -61,12 +61,13 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
+	direct := db.New(db.Direct{Pool: pool})
 	s := &Service{
 		pool:   pool,
 		q:      db.New(db.Planned{Pool: pool}),
-		direct: db.New(db.Direct{Pool: pool}),
+		direct: direct,
 		shared: statements{q: db.New(db.LockBounded(pool)), tx: db.LockBoundedTxOptions, lockBounded: true},
-		own:    statements{q: db.New(db.Direct{Pool: pool}), tx: db.TxOptions},
+		own:    statements{q: direct, tx: db.TxOptions},
 		limits: opts.Limits,
 		log:    log,
 		now:    func() *time.Time { return nil },
