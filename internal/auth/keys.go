@@ -62,10 +62,7 @@ const secretPrefix = "skq_"
 // Keys are the API keys of one node: the statements on them and the
 // node's caches of what it learned about secrets and access key ids.
 type Keys struct {
-	q *db.Queries // statements with skipq's plan settings (db.Planned)
-	// direct reads a key by id as the console's sessions do, with nothing
-	// piped ahead (a primary-key read of a small table).
-	direct       *db.Queries
+	q            *db.Queries // each statement run as package db decides (db.Open)
 	secrets      keyCache
 	accessKeyIDs keyCache // SQS access key ids
 }
@@ -74,8 +71,7 @@ type Keys struct {
 // key ids are cached for cacheTTL (0: KeyCacheTTL).
 func New(pool *pgxpool.Pool, cacheTTL time.Duration) *Keys {
 	return &Keys{
-		q:            db.New(db.Planned{Pool: pool}),
-		direct:       db.New(db.Direct{Pool: pool}),
+		q:            db.Open(pool),
 		secrets:      newKeyCache(cacheTTL),
 		accessKeyIDs: newKeyCache(cacheTTL),
 	}
@@ -140,7 +136,7 @@ func (k *Keys) Revoke(ctx context.Context, id int64) (Key, error) {
 // was opened with and to that hash (its MAC covers it), so a revoked key's
 // sessions end.
 func (k *Keys) Session(ctx context.Context, id int64) (Key, []byte, error) {
-	row, err := k.direct.APIKeyGetByID(ctx, id)
+	row, err := k.q.APIKeyGetByID(ctx, id)
 	if errors.Is(db.NotFound(err), db.ErrNotFound) {
 		return Key{}, nil, ErrUnauthenticated
 	}

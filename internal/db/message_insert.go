@@ -8,11 +8,11 @@ import (
 )
 
 // MessageInsert calls skipq.message_insert
-// (internal/migrations/current/functions/message_insert.sql), the one implementation of a send after validation, shared with the SQL
-// API's skipq.send. It is written by hand because sqlc cannot see the
-// columns of a function that returns a table: the statement is one call,
-// and the function carries its own plan settings, so it needs no Planned
-// wrapper.
+// (internal/migrations/current/functions/message_insert.sql), the one
+// implementation of a send after validation, shared with the SQL API's
+// skipq.send. It is written by hand because sqlc cannot see the columns of
+// a function that returns a table: the statement is one call, and the
+// function carries its own plan settings, so it runs direct (route.go).
 func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) ([]MessageInsertRow, error) {
 	rows, err := q.db.Query(ctx, messageInsert,
 		arg.Tenant, arg.Queue, arg.Now, arg.ServerMaxReceiveCount,
@@ -30,7 +30,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) ([
 // do (skipq-bench reports statements by it).
 const messageInsert = `-- name: MessageInsert :many
 SELECT pos, queue_id, message_id, sequence, sent_at, delayed_to, expires_at, outcome
-FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
+FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, array_replace($21::bigint[], 0, NULL))`
 
 // MessageInsertParams are one send's messages, one array element each.
 // DelaySeconds and ExpirationSeconds of -1, MaxReceiveCounts of 0 and
@@ -39,9 +39,9 @@ FROM skipq.message_insert($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
 // Bodies are BodyData cut at BodyOffsets (1-based) and BodyLengths.
 // GroupIds is nil for a standard queue's messages, one group each for a
 // FIFO queue's. DedupIds is nil, or one SQS MessageDeduplicationId (or nil)
-// per message (internal/migrations/00024_sqs_fifo_dedup.sql). KeyIds is nil, or the
-// API key (or nil) that sent each message, for its history
-// (internal/migrations/00030_message_history.sql).
+// per message. KeyIds is nil, or the API key (0: none) that sent each
+// message, for its history; like every statement's array of key ids, the
+// statement reads 0 as none.
 type MessageInsertParams struct {
 	Tenant                string
 	Queue                 string
@@ -63,7 +63,7 @@ type MessageInsertParams struct {
 	BodyData              []byte
 	GroupIds              []*string
 	DedupIds              []*string
-	KeyIds                []*int64
+	KeyIds                []int64
 }
 
 // Outcomes of one position of a MessageInsert.

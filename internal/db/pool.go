@@ -31,7 +31,7 @@ type PoolOptions struct {
 // Nothing on these connections is session state beyond what pgx caches for
 // itself, so they work through PgBouncer in transaction pooling: no startup
 // parameters beyond the URL's own, and the plan settings that skipq's
-// statements need are set per transaction (Planned, TxOptions) or carried
+// statements need are set per transaction (Open, TxOptions) or carried
 // by the functions the hot paths call. What pgx caches is its prepared
 // statements, the fastest on a direct connection, which a transaction
 // pooler cannot keep; see followPooler for how the pool finds out.
@@ -163,29 +163,29 @@ const planSettings = `SELECT set_config('enable_seqscan', 'off', true), set_conf
 // round trip as the BEGIN.
 var TxOptions = pgx.TxOptions{BeginQuery: "BEGIN; " + planSettings}
 
-// Planned runs each statement outside an explicit transaction with the plan
+// planned runs each statement outside an explicit transaction with the plan
 // settings in force for it alone: the settings and the statement go in one
 // pipeline (one round trip), which Postgres runs as one implicit transaction,
 // so set_config(..., true) reaches exactly that statement and nothing
 // outlives it.
-type Planned struct{ Pool *pgxpool.Pool }
+type planned struct{ pool *pgxpool.Pool }
 
-var _ DBTX = Planned{}
+var _ DBTX = planned{}
 
-func (p Planned) piped() piped { return piped{pool: p.Pool, setup: planSettings} }
+func (p planned) piped() piped { return piped{pool: p.pool, setup: planSettings} }
 
 // Exec runs one statement with the plan settings (piped.Exec).
-func (p Planned) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+func (p planned) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return p.piped().Exec(ctx, sql, args...)
 }
 
 // Query runs one statement with the plan settings (piped.Query).
-func (p Planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+func (p planned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	return p.piped().Query(ctx, sql, args...)
 }
 
 // QueryRow runs one statement with the plan settings (piped.QueryRow).
-func (p Planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+func (p planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return p.piped().QueryRow(ctx, sql, args...)
 }
 
@@ -206,7 +206,7 @@ var lockBounded = fmt.Sprintf("SELECT set_config('lock_timeout', '%dms', true)",
 // LockBounded runs each statement as it is (no plan settings: the functions
 // it calls carry their own) with lock_timeout at SharedLockTimeout, set for
 // that statement alone in the same pipeline and implicit transaction (as
-// Planned sets its settings). A statement that fails on the timeout stored
+// planned sets its settings). A statement that fails on the timeout stored
 // nothing: the error aborts the implicit transaction as a whole.
 func LockBounded(pool *pgxpool.Pool) DBTX { return piped{pool: pool, setup: lockBounded} }
 
@@ -277,24 +277,24 @@ func (p piped) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return &batchRow{rows: rows, err: err}
 }
 
-// Direct runs each statement as it is, with nothing piped ahead.
-type Direct struct{ Pool *pgxpool.Pool }
+// direct runs each statement as it is, with nothing piped ahead.
+type direct struct{ pool *pgxpool.Pool }
 
-var _ DBTX = Direct{}
+var _ DBTX = direct{}
 
 // Exec runs one statement.
-func (d Direct) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return retryPooled(func() (pgconn.CommandTag, error) { return d.Pool.Exec(ctx, sql, args...) })
+func (d direct) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return retryPooled(func() (pgconn.CommandTag, error) { return d.pool.Exec(ctx, sql, args...) })
 }
 
 // Query runs one statement; closing the rows releases the connection.
-func (d Direct) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return queryPooled(func() (pgx.Rows, error) { return d.Pool.Query(ctx, sql, args...) })
+func (d direct) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return queryPooled(func() (pgx.Rows, error) { return d.pool.Query(ctx, sql, args...) })
 }
 
 // QueryRow runs one statement and reads one row (pgx.ErrNoRows when there
 // is none).
-func (d Direct) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+func (d direct) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	rows, err := d.Query(ctx, sql, args...)
 	return &batchRow{rows: rows, err: err}
 }

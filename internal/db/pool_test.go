@@ -27,7 +27,7 @@ func TestPlannedReportsAFailedCommit(t *testing.T) {
 		CONSTRAINT deferred_id_key UNIQUE (id) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
 		t.Fatal(err)
 	}
-	p := db.Planned{Pool: pool}
+	p := db.Planned(pool)
 
 	// Query, read as sqlc reads: Next until false, then Err, then Close.
 	rows, err := p.Query(ctx, "INSERT INTO deferred VALUES (1), (1) RETURNING id")

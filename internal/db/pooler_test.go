@@ -24,7 +24,7 @@ func TestPoolBehindTransactionPoolerWithPlainURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	planned, direct := db.Planned{Pool: pool}, db.Direct{Pool: pool}
+	planned, direct := db.Planned(pool), db.Direct(pool)
 	var wg sync.WaitGroup
 	errs := make(chan error, 1000)
 	for w := 0; w < 8; w++ {
@@ -67,7 +67,7 @@ func TestPoolKeepsPreparedStatementsOnDirectConnections(t *testing.T) {
 	t.Cleanup(pool.Close)
 	var prepared int
 	for range 2 {
-		if err := (db.Direct{Pool: pool}).QueryRow(ctx,
+		if err := db.Direct(pool).QueryRow(ctx,
 			"SELECT count(*) FROM pg_prepared_statements WHERE NOT from_sql").Scan(&prepared); err != nil {
 			t.Fatal(err)
 		}

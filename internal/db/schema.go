@@ -11,7 +11,7 @@ import (
 // one statement lives here rather than in internal/queries/.
 func SchemaVersion(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	var v int64
-	err := Direct{Pool: pool}.QueryRow(ctx,
+	err := direct{pool: pool}.QueryRow(ctx,
 		"SELECT coalesce(max(version_id), 0) FROM skipq_goose_version WHERE is_applied").Scan(&v)
 	return v, err
 }

@@ -24,9 +24,10 @@ type MessageNackParams struct {
 	// Reasons are the nacks' reasons, one per delivery (nil: none).
 	Reasons               []*string
 	ServerMaxReceiveCount int32
-	// KeyIds are the API keys of the nacks, one per delivery (nil: none),
-	// for the messages' history.
-	KeyIds []*int64
+	// KeyIds are the API keys of the nacks, one per delivery (0 or nil:
+	// none), for the messages' history; every statement's array of key ids
+	// reads 0 as none.
+	KeyIds []int64
 }
 
 // MessageNackRow is one delivery the nack settled: its message is available
@@ -41,7 +42,7 @@ type MessageNackRow struct {
 }
 
 const messageNack = `-- name: MessageNack :many
-SELECT queue_id, sequence, token, moved_to, discarded FROM skipq.message_nack($1, $2, $3, $4, $5, $6, $7)`
+SELECT queue_id, sequence, token, moved_to, discarded FROM skipq.message_nack($1, $2, $3, $4, $5, $6, array_replace($7::bigint[], 0, NULL))`
 
 // MessageNack calls skipq.message_nack.
 func (q *Queries) MessageNack(ctx context.Context, arg MessageNackParams) ([]MessageNackRow, error) {
@@ -60,7 +61,7 @@ type MessageDeadLetterParams struct {
 	QueueIds              []int64
 	Sequences             []int64
 	ServerMaxReceiveCount int32
-	KeyIds                []*int64 // as MessageNackParams'
+	KeyIds                []int64 // as MessageNackParams'
 }
 
 // MessageDeadLetterRow is one message moved (DeadLetterQueueID set) or
@@ -75,7 +76,7 @@ type MessageDeadLetterRow struct {
 
 const messageDeadLetter = `-- name: MessageDeadLetter :many
 SELECT source_queue_id, source_sequence, tenant, dead_letter_queue_id, dead_letter_queue_name
-FROM skipq.message_dead_letter($1, $2, $3, $4, $5)`
+FROM skipq.message_dead_letter($1, $2, $3, $4, array_replace($5::bigint[], 0, NULL))`
 
 // MessageDeadLetter calls skipq.message_dead_letter, which also creates the
 // missing dead-letter queues.
@@ -97,7 +98,7 @@ type MessageRequeueParams struct {
 	Tokens                [][]byte
 	ToQueue               string
 	ServerMaxReceiveCount int32
-	KeyIds                []*int64 // as MessageNackParams'
+	KeyIds                []int64 // as MessageNackParams'
 }
 
 // MessageRequeueRow is one delivery moved, and the queue it went to.
@@ -110,7 +111,7 @@ type MessageRequeueRow struct {
 
 const messageRequeue = `-- name: MessageRequeue :many
 SELECT source_queue_id, source_sequence, source_token, destination_queue_id
-FROM skipq.message_requeue($1, $2, $3, $4, $5, $6, $7)`
+FROM skipq.message_requeue($1, $2, $3, $4, $5, $6, array_replace($7::bigint[], 0, NULL))`
 
 // MessageRequeue calls skipq.message_requeue, which also creates the
 // destination where it is missing.

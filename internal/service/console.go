@@ -25,7 +25,7 @@ func (s *Service) QueueGauges(ctx context.Context, tenant, prefix string, limit 
 	if err != nil {
 		return nil, "", err
 	}
-	rows, err := s.direct.ConsoleQueueList(ctx, db.ConsoleQueueListParams{
+	rows, err := s.q.ConsoleQueueList(ctx, db.ConsoleQueueListParams{
 		Tenant: tenant, Prefix: prefix, After: after, MaxQueues: int32(limit + 1)})
 	if err != nil {
 		return nil, "", fromDB("list queue gauges", err)
@@ -47,11 +47,11 @@ func (s *Service) QueueGauges(ctx context.Context, tenant, prefix string, limit 
 // snapshot and when it was counted (ok false: not counted yet). Counting it
 // at request time would read every dead-lettered message of the tenant.
 func (s *Service) DeadLetteredGauge(ctx context.Context, tenant, queue string) (n int64, at time.Time, ok bool, err error) {
-	q, err := s.queueByName(ctx, s.direct, tenant, queue)
+	q, err := s.queueByName(ctx, tenant, queue)
 	if err != nil {
 		return 0, time.Time{}, false, err
 	}
-	row, err := s.direct.ConsoleQueueCounts(ctx, q.ID)
+	row, err := s.q.ConsoleQueueCounts(ctx, q.ID)
 	if errors.Is(db.NotFound(err), db.ErrNotFound) {
 		return 0, time.Time{}, false, nil
 	}
@@ -81,7 +81,7 @@ func (s *Service) DepthHistory(ctx context.Context, tenant, queue string, span t
 	since := s.nowOr(time.Now()).Add(-span)
 	var out []DepthPoint
 	if queue == "" {
-		rows, err := s.direct.DepthHistoryTenant(ctx, db.DepthHistoryTenantParams{Tenant: tenant, Since: since})
+		rows, err := s.q.DepthHistoryTenant(ctx, db.DepthHistoryTenantParams{Tenant: tenant, Since: since})
 		if err != nil {
 			return nil, fromDB("read depth history", err)
 		}
@@ -90,11 +90,11 @@ func (s *Service) DepthHistory(ctx context.Context, tenant, queue string, span t
 		}
 		return out, nil
 	}
-	q, err := s.queueByName(ctx, s.direct, tenant, queue)
+	q, err := s.queueByName(ctx, tenant, queue)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.direct.DepthHistoryQueue(ctx, db.DepthHistoryQueueParams{QueueID: q.ID, Since: since})
+	rows, err := s.q.DepthHistoryQueue(ctx, db.DepthHistoryQueueParams{QueueID: q.ID, Since: since})
 	if err != nil {
 		return nil, fromDB("read depth history", err)
 	}

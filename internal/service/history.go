@@ -62,6 +62,15 @@ func keyIDOf(ctx context.Context) *int64 {
 	return nil
 }
 
+// orZero is a key id as the statements' arrays of key ids carry it: 0 for
+// none (they read 0 as NULL).
+func orZero(id *int64) int64 {
+	if id == nil {
+		return 0
+	}
+	return *id
+}
+
 // MessageHistory returns a message's events, oldest first: none for an
 // existing message that is not traced, NotFound for a message that never
 // existed in the queue or whose history was pruned (HistoryKeepSeconds

@@ -55,7 +55,7 @@ func (s *Service) BrowseMessages(ctx context.Context, tenant, queue, state strin
 	if err := is.err(); err != nil {
 		return nil, "", err
 	}
-	q, err := s.queueByName(ctx, s.q, tenant, queue)
+	q, err := s.queueByName(ctx, tenant, queue)
 	if err != nil {
 		return nil, "", err
 	}
@@ -140,7 +140,7 @@ func (s *Service) operatedQueue(ctx context.Context, tenant, queue, messageID st
 	if err := is.err(); err != nil {
 		return db.SkipqQueue{}, err
 	}
-	return s.queueByName(ctx, s.q, tenant, queue)
+	return s.queueByName(ctx, tenant, queue)
 }
 
 // DeadLetteredFilter narrows a dead-letter listing; "" matches any.
@@ -270,7 +270,7 @@ func (s *Service) RedriveQueue(ctx context.Context, tenant, queue, toQueue strin
 	if err := is.err(); err != nil {
 		return 0, 0, err
 	}
-	q, err := s.queueByName(ctx, s.q, tenant, queue)
+	q, err := s.queueByName(ctx, tenant, queue)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -183,7 +183,7 @@ func queuesFromRows(ctx context.Context, q *db.Queries, rows []db.SkipqQueue) ([
 // groups). A dead-letter queue created later by a FIFO queue's move is
 // FIFO.
 func (s *Service) checkQueueType(ctx context.Context, tenant, name string, in QueueSettings) error {
-	cur, err := s.queueByName(ctx, s.q, tenant, name)
+	cur, err := s.queueByName(ctx, tenant, name)
 	exists := err == nil
 	if err != nil && KindOf(err) != KindNotFound {
 		return err
@@ -195,7 +195,7 @@ func (s *Service) checkQueueType(ctx context.Context, tenant, name string, in Qu
 	if !fifo || in.DeadLetterQueue == nil || *in.DeadLetterQueue == "" {
 		return nil
 	}
-	dlq, err := s.queueByName(ctx, s.q, tenant, *in.DeadLetterQueue)
+	dlq, err := s.queueByName(ctx, tenant, *in.DeadLetterQueue)
 	switch {
 	case KindOf(err) == KindNotFound:
 		return nil
@@ -212,7 +212,7 @@ func (s *Service) GetQueue(ctx context.Context, tenant, name string) (Queue, err
 	if err := checkQueueName("queue", name); err != nil {
 		return Queue{}, err
 	}
-	row, err := s.queueByName(ctx, s.q, tenant, name)
+	row, err := s.queueByName(ctx, tenant, name)
 	if err != nil {
 		return Queue{}, err
 	}
@@ -299,7 +299,7 @@ func (s *Service) PurgeQueue(ctx context.Context, tenant, name string) (int64, e
 	if err := checkQueueName("queue", name); err != nil {
 		return 0, err
 	}
-	row, err := s.queueByName(ctx, s.q, tenant, name)
+	row, err := s.queueByName(ctx, tenant, name)
 	if err != nil {
 		return 0, err
 	}
@@ -308,8 +308,8 @@ func (s *Service) PurgeQueue(ctx context.Context, tenant, name string) (int64, e
 	return n, fromDB("purge queue", err)
 }
 
-func (s *Service) queueByName(ctx context.Context, q *db.Queries, tenant, name string) (db.SkipqQueue, error) {
-	row, err := q.QueueGetByName(ctx, db.QueueGetByNameParams{Tenant: tenant, Name: name})
+func (s *Service) queueByName(ctx context.Context, tenant, name string) (db.SkipqQueue, error) {
+	row, err := s.q.QueueGetByName(ctx, db.QueueGetByNameParams{Tenant: tenant, Name: name})
 	if err != nil {
 		if errors.Is(db.NotFound(err), db.ErrNotFound) {
 			return row, notFound("queue %q does not exist", name)

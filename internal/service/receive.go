@@ -189,7 +189,7 @@ func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOp
 // when it does not exist yet) and the wait in seconds (the queue's default
 // when not given; 1 s for a missing queue, the default of a new one).
 func (s *Service) waitTarget(ctx context.Context, tenant, queue string, waitSeconds *int) (id int64, wait int, err error) {
-	row, err := s.queueByName(ctx, s.q, tenant, queue)
+	row, err := s.queueByName(ctx, tenant, queue)
 	id, wait = row.ID, int(row.ReceiveWaitSeconds)
 	if KindOf(err) == KindNotFound {
 		id, wait, err = wake.MissingQueue, 1, nil
@@ -225,7 +225,7 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 	} else {
 		// skipq.message_claim runs the claim of the queue's kind and
 		// returns the rows in answer order.
-		rows, err = s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
+		rows, err = s.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
 			VisibilitySeconds: int32Ptr(o.VisibilitySeconds), MaxMessages: int32(max),
 			MaxPerGroup: intOr(o.MaxMessagesPerGroup, 1), MaxResponseBytes: budget, MessageOverhead: overhead,
 			Mode: mode, KeyID: keyIDOf(ctx)})

@@ -467,9 +467,9 @@ func (s *Service) insertParams(tenant, queue string, msgs []prepared) db.Message
 			continue
 		}
 		if p.KeyIds == nil {
-			p.KeyIds = make([]*int64, len(msgs))
+			p.KeyIds = make([]int64, len(msgs))
 		}
-		p.KeyIds[i] = m.keyID
+		p.KeyIds[i] = *m.keyID
 	}
 	for i, m := range msgs {
 		if m.SQSDedupID == "" {

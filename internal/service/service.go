@@ -19,12 +19,7 @@ import (
 // waiters it is holding.
 type Service struct {
 	pool *pgxpool.Pool
-	q    *db.Queries // statements with skipq's plan settings (db.Planned)
-	// direct runs statements as they are, with nothing piped ahead: calls
-	// of functions that carry their own plan settings (the claims, the
-	// requeue), and statements on small tables (the console's reads of the
-	// gauge snapshot and the depth history, a key by id).
-	direct *db.Queries
+	q    *db.Queries // each statement run as package db decides (db.Open)
 	// shared and own are where the statements that concurrent requests
 	// share run: in the sharer, under a lock timeout, and, for a call whose
 	// shared statement met a lock held outside it, on its own.
@@ -61,13 +56,12 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	direct := db.New(db.Direct{Pool: pool})
+	q := db.Open(pool)
 	s := &Service{
 		pool:   pool,
-		q:      db.New(db.Planned{Pool: pool}),
-		direct: direct,
+		q:      q,
 		shared: statements{q: db.New(db.LockBounded(pool)), tx: db.LockBoundedTxOptions, lockBounded: true},
-		own:    statements{q: direct, tx: db.TxOptions},
+		own:    statements{q: q, tx: db.TxOptions},
 		limits: opts.Limits,
 		log:    log,
 		now:    func() *time.Time { return nil },

@@ -96,20 +96,8 @@ type merged struct {
 	tokens              [][]byte
 	seconds             []int32
 	reasons             []*string
-	keyIDs              []*int64
+	keyIDs              []int64 // 0: none (db's encoding of a missing key id)
 	owner               map[string]*settleCall
-}
-
-// keyIDsOrZero is keyIDs for the sqlc statements, 0 for none (they read 0
-// as NULL).
-func (m merged) keyIDsOrZero() []int64 {
-	ids := make([]int64, len(m.keyIDs))
-	for i, id := range m.keyIDs {
-		if id != nil {
-			ids[i] = *id
-		}
-	}
-	return ids
 }
 
 func merge(calls []*settleCall) merged {
@@ -126,7 +114,7 @@ func merge(calls []*settleCall) merged {
 			m.tokens = append(m.tokens, r.token)
 			m.seconds = append(m.seconds, int32(c.args.seconds))
 			m.reasons = append(m.reasons, c.args.reason)
-			m.keyIDs = append(m.keyIDs, c.args.keyID)
+			m.keyIDs = append(m.keyIDs, orZero(c.args.keyID))
 		}
 	}
 	return m
@@ -163,7 +151,7 @@ func failed(ctx context.Context, st statements, calls []*settleCall, err error,
 func (s *Service) runAcks(ctx context.Context, st statements, calls []*settleCall) (blocked []*settleCall) {
 	m := merge(calls)
 	rows, err := st.q.MessageAckByReceipt(ctx, db.MessageAckByReceiptParams{
-		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, KeyIds: m.keyIDsOrZero(), Now: s.now()})
+		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, KeyIds: m.keyIDs, Now: s.now()})
 	if err != nil {
 		return failed(ctx, st, calls, err, s.runAcks)
 	}
@@ -226,7 +214,7 @@ func (s *Service) runExtends(ctx context.Context, st statements, calls []*settle
 	m := merge(calls)
 	rows, err := st.q.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{
 		Now: s.now(), VisibilitySeconds: m.seconds,
-		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, KeyIds: m.keyIDsOrZero()})
+		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, KeyIds: m.keyIDs})
 	if err != nil {
 		return failed(ctx, st, calls, err, s.runExtends)
 	}
@@ -304,10 +292,10 @@ func (s *Service) Requeue(ctx context.Context, handles []string, queue string) (
 	}
 	// The destination lives in each message's own tenant; receipts carry no
 	// credentials, so the function takes the tenant from the source queue.
-	rows, err := s.direct.MessageRequeue(ctx, db.MessageRequeueParams{
+	rows, err := s.q.MessageRequeue(ctx, db.MessageRequeueParams{
 		Now: s.now(), QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens,
 		ToQueue: queue, ServerMaxReceiveCount: int32(s.limits.MaxReceiveCount),
-		KeyIds: slices.Repeat([]*int64{keyIDOf(ctx)}, len(rs.tokens))})
+		KeyIds: slices.Repeat([]int64{orZero(keyIDOf(ctx))}, len(rs.tokens))})
 	if db.IsQueueTypeMismatch(err) {
 		return SettleResult{}, &Error{Kind: KindQueueTypeMismatch,
 			Message: fmt.Sprintf("cannot requeue between a FIFO and a standard queue (%q)", queue), Err: err}

@@ -162,7 +162,7 @@ func ReceiptQueueID(handle string) (int64, bool) {
 // QueueRow is a queue's row (KindNotFound if missing), for the SQS move
 // tasks that redrive it step by step (RedriveStep).
 func (s *Service) QueueRow(ctx context.Context, tenant, name string) (db.SkipqQueue, error) {
-	return s.queueByName(ctx, s.q, tenant, name)
+	return s.queueByName(ctx, tenant, name)
 }
 
 // RedriveStep moves up to max dead-lettered messages of q to toQueue ("":

@@ -348,7 +348,7 @@ func (h *Hub) notify(ctx context.Context) {
 	defer cancel()
 	// Other nodes fall back to their recheck if this fails, so a failure is
 	// logged, not retried.
-	if err := db.New(db.Direct{Pool: h.pool}).WakeNotify(ctx, p); err != nil {
+	if err := db.Open(h.pool).WakeNotify(ctx, p); err != nil {
 		h.log.Warn("publishing wake notifications failed", "error", err)
 	}
 }

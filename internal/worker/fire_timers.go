@@ -36,7 +36,7 @@ func (j *FireTimers) RunOnce(ctx context.Context) (int, error) {
 	}
 	// One cheap probe of the timers index first: an idle database sees a
 	// single statement, at most once a second, not a transaction per tick.
-	wait, err := j.direct.TimerWait(ctx, db.TimerWaitParams{Now: j.now(), CapSeconds: timerHorizon.Seconds()})
+	wait, err := j.q.TimerWait(ctx, db.TimerWaitParams{Now: j.now(), CapSeconds: timerHorizon.Seconds()})
 	if err != nil {
 		return 0, failed("fire timers", err)
 	}

@@ -32,20 +32,20 @@ func NewRecordDepthHistory(pool *pgxpool.Pool, svc *service.Service) *RecordDept
 
 // RunOnce records and prunes if it is this node's turn.
 func (j *RecordDepthHistory) RunOnce(ctx context.Context) error {
-	turn, err := j.direct.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: j.now(), Job: "depth_history",
+	turn, err := j.q.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: j.now(), Job: "depth_history",
 		PeriodSeconds: int32(service.DepthHistoryPeriod / time.Second)})
 	if err != nil || !turn {
 		return failed("record depth history", err)
 	}
-	if _, err := j.direct.DepthHistoryRecord(ctx, maxGaugeQueues); err != nil {
+	if _, err := j.q.DepthHistoryRecord(ctx, maxGaugeQueues); err != nil {
 		return failed("record depth history", err)
 	}
 	before := j.nowOr(time.Now()).Add(-service.DepthHistoryKept)
-	if _, err := j.direct.DepthSnapshotsPrune(ctx, before); err != nil {
+	if _, err := j.q.DepthSnapshotsPrune(ctx, before); err != nil {
 		return failed("prune depth history", err)
 	}
 	for range depthPruneBatches {
-		n, err := j.direct.DepthHistoryPrune(ctx, db.DepthHistoryPruneParams{Before: before, MaxRows: int32(j.BatchSize)})
+		n, err := j.q.DepthHistoryPrune(ctx, db.DepthHistoryPruneParams{Before: before, MaxRows: int32(j.BatchSize)})
 		if err != nil {
 			return failed("prune depth history", err)
 		}

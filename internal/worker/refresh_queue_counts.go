@@ -33,7 +33,7 @@ func NewRefreshQueueCounts(pool *pgxpool.Pool, svc *service.Service) *RefreshQue
 
 // RunOnce recounts if it is this node's turn and reports the snapshot.
 func (j *RefreshQueueCounts) RunOnce(ctx context.Context) error {
-	turn, err := j.direct.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: j.now(), Job: "queue_counts",
+	turn, err := j.q.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: j.now(), Job: "queue_counts",
 		PeriodSeconds: int32(QueueCountsPeriod / time.Second)})
 	if err != nil {
 		return failed("count queues", err)
@@ -52,7 +52,7 @@ func (j *RefreshQueueCounts) RunOnce(ctx context.Context) error {
 			return failed("count queues", err)
 		}
 	}
-	rows, err := j.direct.QueueCountsList(ctx, maxGaugeQueues)
+	rows, err := j.q.QueueCountsList(ctx, maxGaugeQueues)
 	if err != nil {
 		return failed("read queue counts", err)
 	}

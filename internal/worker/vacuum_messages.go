@@ -35,14 +35,14 @@ func NewVacuumMessages(pool *pgxpool.Pool, svc *service.Service) *VacuumMessages
 
 // RunOnce vacuums if it is this node's turn and it is worth it.
 func (j *VacuumMessages) RunOnce(ctx context.Context) error {
-	turn, err := j.direct.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: j.now(), Job: "vacuum",
+	turn, err := j.q.JobTakeTurn(ctx, db.JobTakeTurnParams{Now: j.now(), Job: "vacuum",
 		PeriodSeconds: int32(VacuumPeriod / time.Second)})
 	if err != nil || !turn {
 		return failed("vacuum", err)
 	}
-	dead, err := j.direct.MessageDeadTuples(ctx)
+	dead, err := j.q.MessageDeadTuples(ctx)
 	if err != nil || dead < VacuumDeadTuples {
 		return failed("vacuum", err)
 	}
-	return failed("vacuum", j.direct.MessageVacuum(ctx))
+	return failed("vacuum", j.q.MessageVacuum(ctx))
 }

@@ -53,17 +53,12 @@ func batchConfig(period time.Duration) Config {
 // tells what it must know.
 type deps struct {
 	pool *pgxpool.Pool
-	q    *db.Queries // statements with skipq's plan settings (db.Planned)
-	// direct runs statements as they are: calls of functions that carry
-	// their own plan settings (timer_wait), statements on small tables
-	// (job turns, the gauge snapshot), and VACUUM, which cannot run inside
-	// the implicit transaction that Planned opens.
-	direct *db.Queries
-	svc    *service.Service
+	q    *db.Queries // each statement run as package db decides (db.Open)
+	svc  *service.Service
 }
 
 func newDeps(pool *pgxpool.Pool, svc *service.Service) deps {
-	return deps{pool: pool, q: db.New(db.Planned{Pool: pool}), direct: db.New(db.Direct{Pool: pool}), svc: svc}
+	return deps{pool: pool, q: db.Open(pool), svc: svc}
 }
 
 // now is the time of the service's rules: nil for the database's now().

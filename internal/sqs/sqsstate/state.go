@@ -20,7 +20,7 @@ import (
 // its move tasks redrive through.
 type State struct {
 	svc *service.Service
-	q   *db.Queries // statements with skipq's plan settings (db.Planned)
+	q   *db.Queries // each statement run as package db decides (db.Open)
 	log *slog.Logger
 }
 
@@ -29,5 +29,5 @@ func New(pool *pgxpool.Pool, svc *service.Service, log *slog.Logger) *State {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &State{svc: svc, q: db.New(db.Planned{Pool: pool}), log: log}
+	return &State{svc: svc, q: db.Open(pool), log: log}
 }
