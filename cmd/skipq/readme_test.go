@@ -75,7 +75,7 @@ func parseReadme(t *testing.T, text string) []readmeBlock {
 			cur = nil
 		case cur != nil:
 			cur.lines = append(cur.lines, line)
-		case strings.Contains(line, "README test:") && notRunRE.FindStringSubmatch(line) == nil:
+		case strings.HasPrefix(line, "<!-- README test") && notRunRE.FindStringSubmatch(line) == nil:
 			t.Errorf("README:%d: a marker the test does not understand: %s", i+1, line)
 		}
 		if strings.TrimSpace(line) != "" {
