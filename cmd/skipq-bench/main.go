@@ -22,7 +22,7 @@ import (
 
 const benchUsage = `Usage: skipq-bench [flags]
 
-Measures skipq against SPEC §8 and prints a table (or, with --json, one JSON
+Measures skipq against docs/PERFORMANCE.md and prints a table (or, with --json, one JSON
 object). By default it is self-contained: a private, durable PostgreSQL under
 ./.skipq/bench (fsync and synchronous_commit on), a fresh database for the run
 (dropped afterwards) and in-process nodes on 127.0.0.1. It does not read

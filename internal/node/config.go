@@ -66,7 +66,7 @@ func (r Role) ServesAPI() bool { return r != RoleWorker }
 // RunsWorker reports whether the node runs the worker.
 func (r Role) RunsWorker() bool { return r != RoleAPI }
 
-// DefaultConfig is SPEC §2's defaults.
+// DefaultConfig is the default configuration (the limits of docs/API.md#limits).
 func DefaultConfig() Config {
 	return Config{
 		ListenAddr:      ":8080",
@@ -130,11 +130,11 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	str(&c.MetricsToken, "metrics-token", "when set, /metrics needs Authorization: Bearer <token> (prefer the variable: flags show in ps)")
 	c.SQS.bind(str, boolean)
 	for _, lim := range c.limits() {
-		num(lim.p, lim.flag, "limit (SPEC §2)")
+		num(lim.p, lim.flag, "limit (docs/API.md#limits)")
 	}
 }
 
-// limit is one of SPEC §2's limits with its flag.
+// limit is one of the limits of docs/API.md#limits with its flag.
 type limit struct {
 	flag string
 	p    *int
