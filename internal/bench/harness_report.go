@@ -44,7 +44,8 @@ type Setup struct {
 	PgStatStatements bool              `json:"pg_stat_statements"`
 }
 
-// Target is one docs/PERFORMANCE.md target and whether this run met it.
+// Target is one performance target (docs/PERFORMANCE.md) and whether this
+// run met it.
 type Target struct {
 	Name   string  `json:"name"`
 	Want   string  `json:"want"`
@@ -54,14 +55,16 @@ type Target struct {
 	Source string  `json:"source,omitempty"`
 }
 
-// pgmq 1.5.2 on this machine type (figures published for pgmq, docs/PERFORMANCE.md), the
-// figures docs/PERFORMANCE.md compares against.
+// pgmqReference is pgmq 1.5.2's lifecycle throughput in msgs/s on this
+// machine type, published before the project started (docs/PERFORMANCE.md,
+// "Comparison with published pgmq figures"): the "HTTP vs pgmq" targets.
 var pgmqReference = map[Point]float64{
 	{1, 1}: 1119, {1, 4}: 2420, {1, 16}: 3899,
 	{100, 1}: 54643, {100, 4}: 45542, {100, 16}: 40359,
 }
 
-// targets checks the report against docs/PERFORMANCE.md.
+// targets checks the report against the performance targets
+// (docs/PERFORMANCE.md).
 func targets(r Report) []Target {
 	var ts []Target
 	add := func(name, want string, v float64, unit string, met bool, src string) {
