@@ -14,7 +14,7 @@ import (
 	"github.com/skipq/skipq/internal/testdb"
 )
 
-// skipq keys create, list and revoke (docs/API.md#limits, docs/API.md#auth-and-tenants): the database holds only
+// skipq keys create, list and revoke (docs/OPERATIONS.md#api-keys-roles-and-tenants): the database holds only
 // a hash of each secret, list shows keys and never secrets, and a revoked
 // key gets 401 once the nodes' key cache lets it go (within
 // auth.KeyCacheTTL, as docs/OPERATIONS.md tells operators).

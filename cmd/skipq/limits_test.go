@@ -172,7 +172,7 @@ func TestSlowAndOversizedRequests(t *testing.T) {
 		t.Fatalf("200 KiB of headers: %d, want 431", resp.StatusCode)
 	}
 	// net/http refuses it before any handler runs; the answer is still the
-	// docs/API.md envelope.
+	// The error envelope (docs/API.md#errors).
 	id := resp.Header.Get("X-Request-Id")
 	if id == "" || !strings.Contains(string(body), `"code":"request_header_fields_too_large"`) ||
 		!strings.Contains(string(body), `"requestId":"`+id+`"`) {

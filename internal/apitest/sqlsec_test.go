@@ -196,7 +196,7 @@ func TestSQLSendIgnoresFunctionsPlantedInTheCallersSearchPath(t *testing.T) {
 	}
 }
 
-// docs/SQL.md: skipq_producer may execute send and send_batch and nothing else
+// skipq_producer (docs/SQL.md) may execute send and send_batch and nothing else
 // in the schema; it used to be able to call skipq.enqueue directly.
 func TestSQLProducerMayExecuteOnlySendAndSendBatch(t *testing.T) {
 	n := newNode(t)

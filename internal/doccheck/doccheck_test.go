@@ -54,10 +54,11 @@ func TestAPIDocHasEveryRoute(t *testing.T) {
 // internal/migrations/current/ is generated from them.
 var releasedMigration = regexp.MustCompile(`^internal/migrations/(000(0[1-9]|[12][0-9]|3[0-5])_[^/]*\.sql|current/.*)$`)
 
-// TestNoOutsideReferences fails when a file of the repository cites the
-// specification the project was first written against ("SPEC §…") or a
-// path outside the repository (../shared): the project's own docs are
-// its reference.
+// TestNoOutsideReferences fails when a file of the repository cites a
+// section of the specification the project was first written against, or
+// the folder of shared files beside the repository (both spelled out in
+// forbidden): neither is in a clone, and the project's own docs are its
+// reference.
 func TestNoOutsideReferences(t *testing.T) {
 	forbidden := []string{"SPEC" + " §", "../" + "shared"}
 	for _, name := range repositoryFiles(t) {

@@ -69,7 +69,7 @@ func keyOf(r db.MessageSearchWalkRow) searchKey {
 }
 
 // SearchMessages lists the tenant's messages across queues, newest first,
-// one page at a time (docs/API.md#search). A page may hold fewer than limit
+// One page at a time (docs/API.md#search). A page may hold fewer than limit
 // messages, even none, with a cursor: the walk stopped at its budget
 // before reaching the end of some queue, and the next page goes on from
 // there.

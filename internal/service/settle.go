@@ -23,7 +23,7 @@ func (s *Service) Ack(ctx context.Context, handles []string) (SettleResult, erro
 // Nack makes the messages available again now; a message on its last allowed
 // delivery is dead-lettered (or discarded) in the same transaction instead.
 // Each records the nack, with reason (nil: none), as its last failure, and
-// a dead letter carries it as the cause of its death (docs/API.md#model).
+// A dead letter carries it as the cause of its death (docs/API.md#model).
 func (s *Service) Nack(ctx context.Context, handles []string, reason *string) (SettleResult, error) {
 	if err := checkReason(reason); err != nil {
 		return SettleResult{}, err
