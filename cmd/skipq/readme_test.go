@@ -370,6 +370,11 @@ func runReadmeCommand(t *testing.T, sh *shell, c readmeCommand, missing, pasted 
 	}
 	began := time.Now()
 	code, printed := sh.run(t, command, 30*time.Second)
+	if code == 127 { // bash: command not found
+		t.Fatalf("README:%d: a program this command runs is not installed:\n%s\nprinted:\n%s\n"+
+			"Name it in tools (readme_test.go) so that it is reported, not run, where it is missing, or mark the block not run.",
+			c.line, c.text, printed)
+	}
 	if code != 0 {
 		t.Fatalf("README:%d: exit status %d:\n%s\nprinted:\n%s", c.line, code, c.text, printed)
 	}
