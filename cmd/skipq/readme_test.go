@@ -15,6 +15,8 @@ package main
 //     number of lines. A command with no `#>` lines only has to succeed.
 //   - A ```sql block runs with psql (ON_ERROR_STOP) on the node's database,
 //     a ```python block with python3, both in the same shell session.
+//   - A ```go block is a program: it must compile (as package main of this
+//     module). It is not run, so it needs a not-run marker that says why.
 //   - Every other block, or one the reader is not meant to run here, has
 //     `<!-- README test: not run: REASON -->` on the line before it.
 //   - PASTE-THE-… in a command is what the README tells the reader to
@@ -32,6 +34,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -307,6 +310,9 @@ func TestReadme(t *testing.T) {
 	pasted := map[string]string{databaseURLPlaceholder: db}
 	var skipped []string // commands not run for a missing tool
 	start := time.Now()
+	// The Go programs compile while the commands run.
+	compiled := make(chan error, 1)
+	go func() { compiled <- compileGoBlocks(t.TempDir(), blocks) }()
 	for _, b := range blocks {
 		if b.notRun != "" {
 			t.Logf("README:%d: not run: %s", b.line, b.notRun)
@@ -330,6 +336,9 @@ func TestReadme(t *testing.T) {
 		default:
 			t.Errorf("README:%d: a ```%s block is neither run nor marked `<!-- README test: not run: REASON -->`", b.line, b.lang)
 		}
+	}
+	if err := <-compiled; err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("the README ran in %v", time.Since(start).Round(time.Millisecond))
 	if len(skipped) > 0 {
@@ -391,6 +400,42 @@ func runReadmeCommand(t *testing.T, sh *shell, c readmeCommand, missing, pasted 
 		}
 	}
 	return skipped
+}
+
+// compileGoBlocks builds each ```go block of the README as a main package
+// of this module, through an overlay: nothing is written into the source
+// tree. It returns the first failure.
+func compileGoBlocks(dir string, blocks []readmeBlock) error {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return err
+	}
+	for _, b := range blocks {
+		if b.lang != "go" {
+			continue
+		}
+		source := filepath.Join(dir, fmt.Sprintf("block-%d.go", b.line))
+		if err := os.WriteFile(source, []byte(strings.Join(b.lines, "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
+		pkg := fmt.Sprintf("internal/readmeexample%d", b.line)
+		overlay, err := json.Marshal(map[string]map[string]string{
+			"Replace": {filepath.Join(root, pkg, "main.go"): source},
+		})
+		if err != nil {
+			return err
+		}
+		overlayFile := filepath.Join(dir, fmt.Sprintf("overlay-%d.json", b.line))
+		if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+			return err
+		}
+		build := exec.Command("go", "build", "-overlay", overlayFile, "-o", os.DevNull, "./"+pkg)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("README:%d: the Go program does not compile: %w\n%s", b.line, err, out)
+		}
+	}
+	return nil
 }
 
 var createRoleRE = regexp.MustCompile(`(?i)CREATE ROLE (\w+)`)
