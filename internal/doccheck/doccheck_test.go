@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 const root = "../.."
@@ -109,4 +110,72 @@ func repositoryFiles(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return names
+}
+
+// docAnchorRE finds a pointer to a section of a doc: docs/NAME.md#anchor
+// anywhere, or NAME.md#anchor in a link inside docs/.
+var docAnchorRE = regexp.MustCompile(`(?:docs/|\]\()([A-Z]+\.md)#([a-z0-9-]+)`)
+
+// TestDocAnchorsExist fails when a pointer to a section of docs/*.md names
+// a heading that is not there (renamed, moved or mistyped).
+func TestDocAnchorsExist(t *testing.T) {
+	anchors := map[string]map[string]bool{}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range docs {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		anchors[filepath.Base(doc)] = headingAnchors(string(text))
+	}
+	for _, name := range repositoryFiles(t) {
+		if releasedMigration.MatchString(name) {
+			continue
+		}
+		text, err := os.ReadFile(filepath.Join(root, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(text), "\n") {
+			for _, m := range docAnchorRE.FindAllStringSubmatch(line, -1) {
+				doc, anchor := m[1], m[2]
+				if have, ok := anchors[doc]; ok && !have[anchor] {
+					t.Errorf("%s:%d: docs/%s has no section #%s", name, i+1, doc, anchor)
+				}
+			}
+		}
+	}
+}
+
+// headingAnchors returns the anchors GitHub gives the headings of a
+// Markdown text: lower case, spaces to hyphens, punctuation dropped.
+func headingAnchors(text string) map[string]bool {
+	anchors := map[string]bool{}
+	inFence := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			inFence = !inFence
+		}
+		if inFence || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		anchors[b.String()] = true
+	}
+	return anchors
 }
