@@ -135,7 +135,7 @@ chaos: postgres-bin
 	go test -tags chaos -count=1 -timeout 15m -v -run TestChaos ./internal/chaos/
 	SKIPQ_TEST_LONGPOLLS=10000 go test -count=1 -v -run 'TestManyLongPolls|TestSlowAndOversizedRequests' ./cmd/skipq/
 
-# failover: SPEC §15's PostgreSQL failover under load: a primary and a
+# failover: a PostgreSQL failover under load (docs/RELIABILITY.md#make-failover): a primary and a
 # synchronous streaming standby (ports 22001-22002), three nodes on a
 # multi-host URL (22011-22013); the primary's process group is SIGKILLed
 # and the standby promoted. Fails on any lost, doubly acked or

@@ -1,4 +1,4 @@
-// Package client is the Go client of skipq's HTTP API (SPEC §4): queues,
+// Package client is the Go client of skipq's HTTP API (docs/API.md): queues,
 // send, receive, settle, browse, dead-letter queues and redrive, and a
 // consumer loop.
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/skipq/skipq/wire"
 )
 
-// Error codes of SPEC §4 (Error.Code).
+// Error codes of docs/API.md (Error.Code).
 const (
 	CodeInvalidRequest       = "invalid_request"
 	CodeUnauthenticated      = "unauthenticated"

@@ -214,7 +214,7 @@ func stored(w wire.Message) (StoredMessage, error) {
 	return m, nil
 }
 
-// Wire is m in the API's shape (SPEC §4's message object): the body as
+// Wire is m in the API's shape (the message object of docs/API.md): the body as
 // sent, text or base64. The CLI prints it with --json.
 func (m StoredMessage) Wire() wire.Message {
 	w := wire.Message{

@@ -95,7 +95,7 @@ func (c *Client) GetMessage(ctx context.Context, queue, messageID string) (Brows
 	return browsed(w)
 }
 
-// HistoryEvent is one event of a traced message's life (SPEC §16.5): Type
+// HistoryEvent is one event of a traced message's life (docs/API.md#history): Type
 // (an Event* constant), when, the queue and message id it happened to, the
 // API key that caused it (nil for the worker's events, SQL API calls and
 // with auth off), and the fields of its type.

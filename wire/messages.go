@@ -92,7 +92,7 @@ type Message struct {
 	BodyEncoding  string            `json:"bodyEncoding"` // "text" or "base64"
 	Tags          map[string]string `json:"tags"`
 	// MessageAttributes are the typed attributes of a message sent over
-	// SQS (SPEC §11.16 D5), read-only here; null when none.
+	// SQS (docs/DESIGN.md#the-sqs-endpoint (D5)), read-only here; null when none.
 	MessageAttributes map[string]MessageAttribute `json:"messageAttributes"`
 	SentAt            Time                        `json:"sentAt"`
 	FirstReceivedAt   *Time                       `json:"firstReceivedAt"`
@@ -114,7 +114,7 @@ type Message struct {
 	AckedAt *Time `json:"ackedAt,omitempty"`
 }
 
-// Failure is a failed delivery (SPEC §16.1): Cause "nack" (Reason is the
+// Failure is a failed delivery (docs/API.md#model): Cause "nack" (Reason is the
 // nack's, null without one) or "lease_expired" (Reason null), when, and the
 // receive count the message had reached.
 type Failure struct {
@@ -141,7 +141,7 @@ const (
 	CauseLeaseExpired = "lease_expired"
 )
 
-// History is a traced message's life, oldest event first (SPEC §16.5).
+// History is a traced message's life, oldest event first (docs/API.md#history).
 type History struct {
 	Events []HistoryEvent `json:"events"`
 }

@@ -1,4 +1,4 @@
-// Package wire holds the HTTP API's request and response bodies (SPEC §4):
+// Package wire holds the HTTP API's request and response bodies (docs/API.md):
 // the one definition the handlers encode, the client decodes and the CLI
 // prints. It depends on nothing of the server, so the client can import it.
 //
@@ -59,7 +59,7 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Error is SPEC §4's error envelope: {"error": {...}}.
+// Error is the error envelope of docs/API.md#errors: {"error": {...}}.
 type Error struct {
 	Error ErrorDetail `json:"error"`
 }

@@ -22,8 +22,9 @@ import (
 
 const benchUsage = `Usage: skipq-bench [flags]
 
-Measures skipq against SPEC §8 and prints a table (or, with --json, one JSON
-object). By default it is self-contained: a private, durable PostgreSQL under
+Measures skipq and checks the figures against its performance targets: it
+prints a table per scenario and then one line per target, "met" or "NOT met"
+(or, with --json, one JSON object whose "targets" list holds the same). By default it is self-contained: a private, durable PostgreSQL under
 ./.skipq/bench (fsync and synchronous_commit on), a fresh database for the run
 (dropped afterwards) and in-process nodes on 127.0.0.1. It does not read
 SKIPQ_DATABASE_URL: it writes a million rows, so pointing it at a database
@@ -58,15 +59,26 @@ Scenarios (--scenario, comma-separated; default all):
              1,000,000 messages (its own: an API key of a fresh tenant),
              p50/p99 over HTTP and auto_explain plans of one page
 
-A default run takes about 2.5 minutes on 2 cores (5 s per measured run after
-1 s of warm-up), plus about 3 minutes for heads while a claim still walks
-past what sits ahead of it (filling 1,100,000 messages through skipq's SQL
-API and HTTP receives, then the cycles), about 1 minute for trace (eight
-lifecycle runs), about 25 s for locks (four runs' length), and about 2.5 minutes
-for search (loading 1,000,000 messages, then 14 searches × 53 requests); --quick about
-1 minute (3 s per run, batch 1 and 100 × 4 pairs, a 100,000-message backlog
-and search, 200 latency samples, 3 s idle, heads behind 100,000 delayed and
-20,000 in-flight messages with 100 cycles per queue).
+A default run (every scenario) takes about 10 minutes on 2 cores: about
+2.5 minutes for lifecycle, sqlconsumer, latency, sqs, idle, backlog and fifo
+together (5 s per measured run after 1 s of warm-up), about 3 minutes for
+heads (filling 1,100,000 messages through skipq's SQL API and HTTP
+receives, then the cycles), about 2.5 minutes for search (loading 1,000,000
+messages, then 14 searches × 53 requests), about 1 minute for trace (eight
+lifecycle runs) and about 25 s for locks (four runs' length). --quick takes
+about 1 minute (3 s per run, batch 1 and 100 × 4 pairs, a 100,000-message
+backlog and search, 200 latency samples, 3 s idle, heads behind 100,000
+delayed and 20,000 in-flight messages with 100 cycles per queue).
+
+Targets: a ratio compares two figures of the same run ("HTTP / raw SQL":
+skipq's lifecycle over HTTP against the same lifecycle written in plain SQL
+on the same database; traced / untraced, FIFO / standard, behind a backlog /
+on an empty queue); the others bound a latency, a count or the memory used.
+"HTTP vs pgmq" holds skipq's HTTP throughput to pgmq 1.5.2's published
+figures for the same batch and pairs on a 2-vCPU machine: absolute numbers,
+which a slower machine misses. docs/PERFORMANCE.md gives each target's
+reason and the latest results, and "Comparison with published pgmq figures"
+there says where the pgmq numbers come from.
 
 Flags:
 `

@@ -285,7 +285,7 @@ func orDash(s string) string {
 }
 
 // messageJSON is a message as the verbs print it with --json: the HTTP
-// API's message object (SPEC §4), body as sent (text, or base64 with
+// API's message object (docs/API.md), body as sent (text, or base64 with
 // bodyEncoding "base64").
 type messageJSON = wire.Message
 

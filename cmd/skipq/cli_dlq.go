@@ -17,7 +17,7 @@ import (
 const dlqUsage = `skipq dlq list [--source QUEUE] [--cause nack|lease_expired] [--limit N]
        skipq dlq redrive QUEUE [--to QUEUE] [--batch N]`
 
-// maxRedriveBatch is the most messages one bulk redrive request moves (SPEC §4).
+// maxRedriveBatch is the most messages one bulk redrive request moves (docs/API.md).
 const maxRedriveBatch = 10000
 
 // cmdDLQ: skipq dlq list|redrive.

@@ -23,8 +23,8 @@ type listFlag []string
 func (f *listFlag) String() string     { return strings.Join(*f, ",") }
 func (f *listFlag) Set(s string) error { *f = append(*f, s); return nil }
 
-// cmdMessages: skipq messages search (SPEC §16.2, GET /v1/messages) and
-// skipq messages history (SPEC §16.5).
+// cmdMessages: skipq messages search (docs/API.md#search, GET /v1/messages) and
+// skipq messages history (docs/API.md#history).
 func cmdMessages(ctx context.Context, args []string) error {
 	fs, o := cliFlags("messages")
 	var queues, states listFlag
@@ -121,7 +121,7 @@ func cmdMessages(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-// messageHistory prints a message's history (SPEC §16.5), oldest first: a
+// messageHistory prints a message's history (docs/API.md#history), oldest first: a
 // table with each event's type-specific fields as DETAIL, or with --json
 // the API's {"events": [...]}.
 func messageHistory(ctx context.Context, c *client.Client, o *cliOptions, queue, id string) error {

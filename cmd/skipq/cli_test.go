@@ -745,7 +745,7 @@ func TestCLIMessagesSearch(t *testing.T) {
 }
 
 // skipq messages history prints a traced message's events across its
-// queues (SPEC §16.5 check 6): nacked, extended, dead-lettered, redriven.
+// queues (docs/API.md#history): nacked, extended, dead-lettered, redriven.
 func TestCLIMessageHistory(t *testing.T) {
 	c := newCLI(t, serve(t, testdb.New(t)))
 	ctx := context.Background()

@@ -132,7 +132,7 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
-// printSQSCredentials prints a key's SQS credentials (SPEC §11.4.2),
+// printSQSCredentials prints a key's SQS credentials (docs/SQS.md#authentication-and-roles),
 // giving it an access key id on first use; the secret is derived from
 // SKIPQ_SIGV4_MASTER_KEY and never stored, so this can be re-run.
 func printSQSCredentials(ctx context.Context, apiKeys *auth.Keys, arg string, asJSON bool) error {

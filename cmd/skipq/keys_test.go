@@ -14,7 +14,7 @@ import (
 	"github.com/skipq/skipq/internal/testdb"
 )
 
-// skipq keys create, list and revoke (SPEC §2, §5): the database holds only
+// skipq keys create, list and revoke (docs/OPERATIONS.md#api-keys-roles-and-tenants): the database holds only
 // a hash of each secret, list shows keys and never secrets, and a revoked
 // key gets 401 once the nodes' key cache lets it go (within
 // auth.KeyCacheTTL, as docs/OPERATIONS.md tells operators).
@@ -102,7 +102,7 @@ func TestKeysListAndRevoke(t *testing.T) {
 	c.fails(2, "keys", "revoke", "abc")
 }
 
-// skipq keys sqs-credentials (SPEC §11.4.2): needs the master key, prints
+// skipq keys sqs-credentials (docs/SQS.md#authentication-and-roles): needs the master key, prints
 // the two variables, can be re-run (same id, same re-derived secret), and
 // keys list shows the access key id; the secret is nowhere in the database.
 func TestKeysSQSCredentials(t *testing.T) {

@@ -32,7 +32,7 @@ func longPolls() int {
 func TestManyLongPolls(t *testing.T) {
 	db := testdb.New(t)
 	n := longPolls()
-	// The default SKIPQ_MAX_WAITERS is sized for SPEC §8's memory target,
+	// The default SKIPQ_MAX_WAITERS is sized for the memory target of docs/PERFORMANCE.md,
 	// below what this test (and make chaos, 10,000) parks.
 	p := serve(t, db, "SKIPQ_DB_MAX_CONNS=8", "SKIPQ_MAX_WAITERS="+strconv.Itoa(n))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -172,7 +172,7 @@ func TestSlowAndOversizedRequests(t *testing.T) {
 		t.Fatalf("200 KiB of headers: %d, want 431", resp.StatusCode)
 	}
 	// net/http refuses it before any handler runs; the answer is still the
-	// SPEC §4 envelope.
+	// The error envelope (docs/API.md#errors).
 	id := resp.Header.Get("X-Request-Id")
 	if id == "" || !strings.Contains(string(body), `"code":"request_header_fields_too_large"`) ||
 		!strings.Contains(string(body), `"requestId":"`+id+`"`) {

@@ -155,7 +155,7 @@ func TestConcurrentStartMigratesOnce(t *testing.T) {
 	}
 }
 
-// SIGTERM drains (SPEC §9): the node stops taking connections at once,
+// SIGTERM drains (docs/RELIABILITY.md): the node stops taking connections at once,
 // a parked long-poll returns early and empty, a request already being
 // handled finishes (the node waits for it), then the process exits 0.
 func TestSIGTERMDrains(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/skipq/skipq/internal/node"
 )
 
-// Message policy fields against the queue's defaults (SPEC §3): an absent
+// Message policy fields against the queue's defaults (docs/API.md#model): an absent
 // field takes the queue's, `maxReceiveCount: 0` means the queue's (and the
 // server's 1024 when the queue says 0 too), `deadLetterQueue: ""` overrides
 // the queue's dead-letter queue (discard), and `maxReceiveQueue` is an alias

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Failure reasons and dead-letter provenance (SPEC §16.1, checks 16.7.1–2).
+// Failure reasons and dead-letter provenance (docs/API.md#model).
 
 // failureOf is a message object's lastFailure or deadLetter (nil: null).
 func failureOf(t *testing.T, m map[string]any, field string) map[string]any {

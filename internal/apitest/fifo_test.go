@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// SPEC §12 check 7 and the bad input: each is a 400 at its path,
+// FIFO queues' bad input (docs/FIFO.md) and the issue's: each is a 400 at its path,
 // and nothing is stored.
 func TestFIFOTypesAndBadInput(t *testing.T) {
 	n := newNode(t)

@@ -8,7 +8,7 @@ import (
 	"github.com/skipq/skipq/internal/node"
 )
 
-// Message history (SPEC §16.5, check 16.7.6), over HTTP with auth on: the
+// Message history (docs/API.md#history), over HTTP with auth on: the
 // events carry the key of the request that caused them.
 func TestHistoryOverHTTP(t *testing.T) {
 	n := newNode(t, func(c *node.Config) { c.Auth = "required" })

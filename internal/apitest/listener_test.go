@@ -26,7 +26,7 @@ func deadDatabaseURL(t *testing.T) string {
 // A node whose LISTEN connection cannot be made still hands a waiting
 // receive what an SQL send (which only NOTIFYs) puts in its queue: the hub
 // re-claims for the queue's head waiter every RecheckInterval while the
-// listener is down (SPEC §1: a slow poll of at most 1 s). Each round's
+// listener is down (docs/DESIGN.md: a slow poll of at most 1 s). Each round's
 // receive waits 4 s at most, which a 0.9 s poll meets easily; two rounds,
 // because a node that fell back only to the 5 s safety recheck could meet
 // the first by chance but not the second, which starts right after a

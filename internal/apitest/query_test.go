@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Query parameters are strict like body fields (SPEC §16.3): one a route
+// Query parameters are strict like body fields (docs/API.md#conventions): one a route
 // does not take, or one given twice, is a 400 at the parameter's name, and
 // nothing is listed.
 func TestUnknownAndRepeatedQueryParametersAreRefused(t *testing.T) {

@@ -43,7 +43,7 @@ func rawExchange(t *testing.T, n *testNode, raw string, want int) []*http.Respon
 	return out
 }
 
-// wantRawError asserts that resp is SPEC §4's envelope with status and code.
+// wantRawError asserts that resp is the error envelope of docs/API.md#errors with status and code.
 func wantRawError(t *testing.T, resp *http.Response, status int, code string) {
 	t.Helper()
 	body, _ := io.ReadAll(resp.Body)

@@ -11,7 +11,7 @@ import (
 	"github.com/skipq/skipq/internal/testdb"
 )
 
-// Retention of settled messages (SPEC §16.4, check 16.7.5).
+// Retention of settled messages (docs/API.md#model).
 
 // receiveOne receives the queue's next message, failing when there is none.
 func (n *testNode) receiveOne(t *testing.T, queue string) map[string]any {

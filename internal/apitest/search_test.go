@@ -36,7 +36,7 @@ func searchIDs(t *testing.T, n *testNode, query string) (ids []string, pages int
 	}
 }
 
-// Search across queues (SPEC §16.7 check 3): each filter alone and combined
+// Search across queues: each filter alone and combined
 // returns exactly the expected messages, newest first; paging with a small
 // limit visits every message once.
 func TestSearchAcrossQueues(t *testing.T) {
@@ -121,7 +121,7 @@ func TestSearchAcrossQueues(t *testing.T) {
 	}
 }
 
-// groupId (SPEC §16.2) finds a FIFO group's messages in every queue
+// groupId (docs/API.md#search) finds a FIFO group's messages in every queue
 // searched, newest first, with the other filters and paging.
 func TestSearchByGroup(t *testing.T) {
 	n := newNode(t)

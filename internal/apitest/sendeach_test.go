@@ -37,7 +37,7 @@ func entryError(t *testing.T, e map[string]any) (string, []string) {
 	return detail["code"].(string), paths
 }
 
-// SPEC §16.7.7: one bad message in a non-atomic batch fails alone.
+// One bad message in a non-atomic batch fails alone.
 func TestSendEachOneBad(t *testing.T) {
 	n := newNode(t)
 	got := n.sendEach(t, "q", map[string]any{"atomic": false, "messages": []any{

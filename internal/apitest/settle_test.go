@@ -157,7 +157,7 @@ func TestRequeue(t *testing.T) {
 
 // Dead-lettering moves the message whole (messageId, body, metadata, tags,
 // clientId, sentAt) and resets its delivery state and policies to the
-// dead-letter queue's defaults (SPEC §3): here a delay, an expiry, a
+// dead-letter queue's defaults (docs/API.md#model): here a delay, an expiry, a
 // delivery limit and a dead-letter queue of its own, none of them the
 // source's or the message's.
 func TestDeadLetterAfterNacks(t *testing.T) {

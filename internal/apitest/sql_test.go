@@ -166,7 +166,7 @@ func TestSQLProducerRoleMaySendAndNothingElse(t *testing.T) {
 	}
 }
 
-// The SQL API and the HTTP API accept the same queue names (SPEC §3): every
+// The SQL API and the HTTP API accept the same queue names (docs/API.md#model): every
 // Latin-1 character and every other character Go calls a space, inside a
 // name, through skipq.check_queue_name (what skipq.send uses) and through
 // service.ValidQueueName (what HTTP uses).

@@ -21,7 +21,7 @@ import (
 	"github.com/skipq/skipq/internal/node"
 )
 
-// The SQL consumer API (SPEC-SQL-CONSUMER.md, B.3's checks): the ack
+// The SQL consumer API (docs/SQL.md, "Consuming in SQL"): the ack
 // commits with the caller's work or not at all, fenced by the delivery.
 
 // sqlState is err's SQLSTATE ("" when it has none).
@@ -588,7 +588,7 @@ func TestSQLRequeue(t *testing.T) {
 	}
 }
 
-// skipq_consumer may execute exactly the consumer functions (SPEC §13):
+// skipq_consumer may execute exactly the consumer functions (docs/SQL.md):
 // not a send, not the internal functions they wrap.
 func TestSQLConsumerMayExecuteOnlyTheConsumerFunctions(t *testing.T) {
 	n := newNode(t)

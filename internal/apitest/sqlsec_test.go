@@ -18,7 +18,7 @@ import (
 	"github.com/skipq/skipq/internal/testdb"
 )
 
-// The SQL API's privilege boundary (SPEC §6), attacked as a real login role
+// The SQL API's privilege boundary (docs/SQL.md), attacked as a real login role
 // would: SET ROLE from a superuser session (TestSQLProducerRoleMaySend...)
 // keeps the superuser's session and cannot show what a separate login can do.
 
@@ -94,7 +94,7 @@ func TestSQLLimitsIgnoreSettingsTheCallerCanChange(t *testing.T) {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	// Each one past SPEC §2's default (the node runs with the defaults).
+	// Each one past its default limit (docs/API.md#limits) (the node runs with the defaults).
 	for _, stmt := range []string{
 		"SELECT skipq.send('q', repeat('A', 1048577))",
 		"SELECT skipq.send_batch('q', ARRAY[repeat('A', 1048577)])",
@@ -108,7 +108,7 @@ func TestSQLLimitsIgnoreSettingsTheCallerCanChange(t *testing.T) {
 	// The limits themselves are out of the producer's reach.
 	_, err := producer.Exec(ctx, "UPDATE skipq.sql_limits SET value = 200000000")
 	wantSQLState(t, "a producer's UPDATE of skipq.sql_limits", err, "42501")
-	// SPEC §2's 14-day expiration is accepted.
+	// The 14-day expiration limit (docs/API.md#limits) is accepted.
 	if _, err := producer.Exec(ctx, "SELECT skipq.send('q', 'x', expiration_seconds => 1209600)"); err != nil {
 		t.Fatalf("expiration of 14 days: %v", err)
 	}
@@ -196,7 +196,7 @@ func TestSQLSendIgnoresFunctionsPlantedInTheCallersSearchPath(t *testing.T) {
 	}
 }
 
-// SPEC §6: skipq_producer may execute send and send_batch and nothing else
+// skipq_producer (docs/SQL.md) may execute send and send_batch and nothing else
 // in the schema; it used to be able to call skipq.enqueue directly.
 func TestSQLProducerMayExecuteOnlySendAndSendBatch(t *testing.T) {
 	n := newNode(t)

@@ -17,7 +17,7 @@ import (
 // TestRunShape runs a short lifecycle and latency bench against a test
 // database and checks the JSON contract of `skipq-bench --json`: every key
 // present, every figure positive. It asserts no speed: benchmarks are never
-// timed tests (SPEC §8).
+// timed tests (docs/PERFORMANCE.md).
 func TestRunShape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -97,7 +97,7 @@ func TestRunShape(t *testing.T) {
 	}
 }
 
-// TestHeadsShape runs the heads scenario at tiny sizes and checks SPEC §8's
+// TestHeadsShape runs the heads scenario at tiny sizes and checks the target's
 // JSON object: exactly its keys, the counts asked for, positive figures,
 // and ratios that are the p50s' quotients. It asserts no speed.
 func TestHeadsShape(t *testing.T) {

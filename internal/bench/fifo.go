@@ -129,7 +129,7 @@ func (e *env) holMessages() int {
 
 // fifoHeadOfLine fills one group with holMessages messages and leases its
 // head, then times receives that must pass it for another group's single
-// message (SPEC §12 check 5), and explains that claim.
+// message (docs/FIFO.md), and explains that claim.
 func (e *env) fifoHeadOfLine(ctx context.Context, ns *nodes, res *FIFOResult) error {
 	q := queueName("fifo-hol")
 	base := ns.at(0)

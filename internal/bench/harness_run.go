@@ -64,7 +64,7 @@ const (
 	DefaultIdleDuration  = 10 * time.Second
 	QuickIdleDuration    = 3 * time.Second
 	DefaultClusterDir    = ".skipq/bench"
-	defaultMaxPerRequest = 1000 // SPEC §4: a batch send holds at most 1,000 messages
+	defaultMaxPerRequest = 1000 // docs/API.md: a batch send holds at most 1,000 messages
 )
 
 // DefaultMatrix is batch 1 and 100 by 1, 4 and 16 pairs; QuickMatrix keeps

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The heads scenario (SPEC §8): a receive should cost the same whatever sits
+// The heads scenario (docs/PERFORMANCE.md): a receive should cost the same whatever sits
 // ahead of the first available message. One client runs send → receive →
 // ack cycles on three queues of the same database: one with nothing else in
 // it, one behind Options.HeadsDelayed delayed messages (delay 1 h) and one
@@ -41,7 +41,7 @@ const (
 	headsMinSamples   = 50
 	headsDelay        = 3600 // seconds: the delayed messages' delay and the in-flight ones' lease
 	headsSendChunk    = 1000 // messages per skipq.send_batch call (its limit)
-	headsReceiveChunk = 1024 // maxMessages of the in-flight fill's receives (SPEC's largest)
+	headsReceiveChunk = 1024 // maxMessages of the in-flight fill's receives (the largest the API allows)
 )
 
 // The three queues of the scenario, in the order they are reported.
@@ -375,7 +375,7 @@ func (e *env) explainHead(ctx context.Context, base, queue string) (*Explain, er
 	return x, nil
 }
 
-// HeadsResult is SPEC §8's heads object, exactly its keys: the p50 of a
+// HeadsResult is the heads object of docs/PERFORMANCE.md, exactly its keys: the p50 of a
 // send → receive → ack cycle on an empty queue, behind delayed_count delayed
 // messages and behind in_flight_count in-flight ones, and the two ratios to
 // the empty queue's p50. What backs the figures is in HeadsEvidence.

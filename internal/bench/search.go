@@ -44,7 +44,7 @@ const (
 	searchSamples      = 50
 	searchQuickSamples = 15
 	searchWarmup       = 3
-	// searchTargetMS is SPEC §16.2's p99 of a page of 100.
+	// searchTargetMS is the search target's p99 of a page of 100 (docs/PERFORMANCE.md).
 	searchTargetMS = 100
 )
 
@@ -54,7 +54,7 @@ const (
 const searchStateOf = `CASE WHEN g % 20 IN (14, 15) THEN 'delayed' WHEN g % 20 IN (16, 17) THEN 'in_flight'
                             WHEN g % 20 = 18 THEN 'dead_lettered' ELSE 'available' END`
 
-// search measures SPEC §16.2's target: GET /v1/messages answers a page of
+// search measures the search target (docs/PERFORMANCE.md): GET /v1/messages answers a page of
 // 100 within 100 ms (p99) with a million messages in the tenant, for each
 // single filter and for queuePrefix + state. The tenant is the scenario's
 // own with in-process nodes (an API key of a fresh tenant), so other
@@ -177,7 +177,7 @@ func (e *env) search(ctx context.Context) (*SearchResult, error) {
 }
 
 // searchWide times the cases over one prefix of searchWideQueues queues
-// (SPEC's "no filter combination scans the whole table per request": a
+// (the target: no filter combination scans the whole table per request; a
 // search's budget holds whatever the number of queues and the page size),
 // in a tenant of their own holding Preload messages spread over them.
 func (e *env) searchWide(ctx context.Context, base, key string, newest time.Time, samples int, explainer *searchExplainer) ([]SearchCase, error) {
@@ -425,7 +425,7 @@ func parseAutoExplain(msg string) (SearchStatement, bool) {
 	return st, st.Plan != nil
 }
 
-// SearchResult is the search scenario (SPEC §16.2): a page of 100 of
+// SearchResult is the search scenario (docs/API.md#search): a page of 100 of
 // GET /v1/messages per filter, in a tenant of Messages messages.
 type SearchResult struct {
 	Messages    int          `json:"messages"`

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// tracePoints are the points SPEC §16.5's cost line names.
+// tracePoints are the points the trace target names (docs/PERFORMANCE.md).
 var tracePoints = []Point{{Batch: 1, Pairs: 16}, {Batch: 100, Pairs: 4}}
 
 // traceOrder is the order of a point's runs, traced or not: untraced,
@@ -16,10 +16,10 @@ var tracePoints = []Point{{Batch: 1, Pairs: 16}, {Batch: 100, Pairs: 4}}
 // alike, and neither side always runs first on fresh nodes.
 var traceOrder = []bool{false, true, true, false}
 
-// traceTarget is SPEC §16.5's floor for traced / untraced msgs/s.
+// traceTarget is the trace target's floor for traced / untraced msgs/s (docs/PERFORMANCE.md).
 const traceTarget = 0.6
 
-// trace measures what message history costs (SPEC §16.5): the HTTP
+// trace measures what message history costs (docs/API.md#history): the HTTP
 // lifecycle on traced queues next to untraced ones at the same points, in
 // the order of traceOrder, each run on a fresh queue with the same
 // warm-up, window and drain, and the history rows the traced runs wrote
@@ -118,7 +118,7 @@ func eventsPerMessage(v *float64) string {
 	return fmt.Sprintf("%.2f", *v)
 }
 
-// TraceResult is the trace scenario (SPEC §16.5): the HTTP lifecycle on
+// TraceResult is the trace scenario (docs/API.md#history): the HTTP lifecycle on
 // traced queues next to untraced ones in the same run.
 type TraceResult struct {
 	Points     []TracePoint `json:"points"`

@@ -1,6 +1,6 @@
 //go:build chaos || failover
 
-// Package chaos proves SPEC §9 under faults: three `skipq serve` processes
+// Package chaos proves docs/RELIABILITY.md under faults: three `skipq serve` processes
 // on a private PostgreSQL, producers and consumers over HTTP, and a fault
 // loop that SIGKILLs nodes, crashes PostgreSQL twice (an immediate
 // shutdown, then a kill -9 of every PostgreSQL process; each restart
@@ -49,7 +49,7 @@ const (
 	maxReceives     = 3
 	deadline        = 8 * time.Minute
 	// hangBound is how long a request may take before it counts as a hang
-	// (SPEC §4: 503, never a hang). Generous: a long-poll waits at most 1 s
+	// (docs/API.md: 503, never a hang). Generous: a long-poll waits at most 1 s
 	// and every route has a 30 s server-side deadline.
 	hangBound = 35 * time.Second
 )

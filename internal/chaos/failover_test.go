@@ -33,15 +33,15 @@ const (
 const (
 	failoverTotal = 50_000
 	failoverBatch = 50
-	// recoveryBound is SPEC §15's: every node serves again within 5 s of
+	// recoveryBound is the failover promise (docs/OPERATIONS.md#postgresql-failover): every node serves again within 5 s of
 	// the promotion.
 	recoveryBound = 5 * time.Second
-	// slowest503Bound: until then requests answer 503 within 2 s (SPEC
-	// §15), and a receive may first wait out its 1 s long-poll.
+	// slowest503Bound: until then requests answer 503 within 2 s
+	// (docs/OPERATIONS.md#postgresql-failover), and a receive may first wait out its 1 s long-poll.
 	slowest503Bound = 3 * time.Second
 )
 
-// TestFailover is SPEC §15's black-box failover test (`make failover`): a
+// TestFailover is the black-box failover test (docs/RELIABILITY.md#make-failover) (`make failover`): a
 // primary and a synchronous streaming standby (pg_basebackup -R -C -S),
 // three `skipq serve` nodes on a multi-host URL with
 // target_session_attrs=read-write, producers that retry by messageId and
@@ -58,7 +58,7 @@ func TestFailover(t *testing.T) {
 	root, _ := filepath.Abs("../..") // the repository
 	binary := buildSkipq(t)
 	dir := filepath.Join(root, ".skipq", "failover")
-	// SKIPQ_FAILOVER_ASYNC=1 is the control run (SPEC §15, D.3): the same
+	// SKIPQ_FAILOVER_ASYNC=1 is the control run (docs/OPERATIONS.md#postgresql-failover): the same
 	// failover with asynchronous replication, which may lose the last
 	// commits; its verdict is printed, not asserted.
 	async := os.Getenv("SKIPQ_FAILOVER_ASYNC") == "1"

@@ -268,7 +268,7 @@ type verdict struct {
 
 // checkLeases flags a delivery made while the previous delivery's lease was
 // live: receivers of a queue never get a message while its lease is live
-// (SPEC §3), unless its holder gave it back (nack, or visibility 0). Both
+// (docs/API.md#model), unless its holder gave it back (nack, or visibility 0). Both
 // times are the database's: a claim sets visibleUntil to its time plus the
 // lease it asked for (leaseSeconds), so a delivery's claim time is its
 // visibleUntil - leaseSeconds, and it must not be before the visibleUntil of

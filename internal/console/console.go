@@ -1,4 +1,4 @@
-// Package console is skipq's web console (SPEC §14): server-rendered pages
+// Package console is skipq's web console (docs/OPERATIONS.md#web-console): server-rendered pages
 // under /console/ for queues, messages, dead letters and this node's rates.
 // Templates (html/template, so every value is escaped), htmx and the CSS are
 // embedded in the binary; no request leaves the node. Pages call the

@@ -221,7 +221,7 @@ type messageData struct {
 	Size       int
 	Tags       []tag
 	DeadLetter bool
-	// History is its traced life (SPEC §16.5), oldest first; empty when
+	// History is its traced life (docs/API.md#history), oldest first; empty when
 	// its queue did not trace it.
 	History []service.HistoryEvent
 }
@@ -335,7 +335,7 @@ type searchData struct {
 	Query template.URL
 }
 
-// searchPage finds messages across the tenant's queues (SPEC §16.2): a
+// searchPage finds messages across the tenant's queues (docs/API.md#search): a
 // queue prefix, a state, a messageId and one tag, newest first.
 func (c *Console) searchPage(w http.ResponseWriter, r *http.Request, id identity) {
 	q := r.URL.Query()

@@ -116,7 +116,7 @@ func TestClaimPassesAGroupBeingSettled(t *testing.T) {
 	}
 }
 
-// SPEC §12 check 4, commit order: T1 sends to G and commits last; T2's send
+// A group's order is commit order (docs/FIFO.md): T1 sends to G and commits last; T2's send
 // to G waits for T1's commit, so T2's message gets the later sequence and
 // is delivered after T1's.
 func TestSendsToOneGroupAreOrderedByCommit(t *testing.T) {

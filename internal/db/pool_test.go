@@ -56,7 +56,7 @@ func TestPlannedReportsAFailedCommit(t *testing.T) {
 	}
 }
 
-// SPEC §15 (D.4): a cancelled request never sends a CancelRequest, which
+// docs/OPERATIONS.md#postgresql-failover: a cancelled request never sends a CancelRequest, which
 // PostgreSQL would answer, for a commit waiting on its synchronous standby,
 // with success plus a warning -- a commit acknowledged that a failover can
 // lose. pgx's deadline watcher drops the connection instead; the pool keeps

@@ -508,7 +508,7 @@ type QueueStatsRow struct {
 // scan). States are exclusive: an expired message is in none of them, and a
 // message whose last allowed lease ran out counts as in flight until the
 // worker dead-letters it.
-// A retained message (acked, SPEC §16.4) is counted apart, as acked, until
+// A retained message (acked, docs/API.md#model) is counted apart, as acked, until
 // its retention ends.
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
 	row := q.db.QueryRow(ctx, queueStats, arg.QueueID, arg.Now)

@@ -558,7 +558,7 @@ type SQSReadyAgainParams struct {
 }
 
 // Makes messages that a receive with visibility 0 just claimed available
-// again at once, their handles kept (SPEC §11.16 D4): the claim left them
+// again at once, their handles kept (docs/DESIGN.md#the-sqs-endpoint (D4)): the claim left them
 // unready until their (immediate) lease-end timer fired, up to a worker
 // tick later. A message on its last allowed delivery stays with the
 // worker, which dead-letters it, as after any lease. Message first, then

@@ -21,7 +21,7 @@ import (
 )
 
 // PgBouncer in transaction-pooling mode in front of a PostgreSQL server, the
-// way production runs skipq behind Debian's pgbouncer 1.18 (SPEC §1): tests
+// way production runs skipq behind Debian's pgbouncer 1.18 (docs/OPERATIONS.md#running-behind-pgbouncer): tests
 // use it to check that nodes rely on no session state. It listens on a unix
 // socket only (no TCP port to collide with), lets every database name through
 // to the server (tests create databases on the fly), trusts the server's user,

@@ -70,7 +70,7 @@ func (l *layout) serverArgs(binDir string, opts Options) []string {
 		"shared_buffers=256MB",
 		// Queue benchmarks write WAL fast enough to cross the default 1GB
 		// between checkpoints every few seconds, and the checkpoints then
-		// dominate the numbers (shared/POSTGRES-QUEUE-FACTS.md).
+		// dominate the numbers (as published measurements of PostgreSQL queues show).
 		"max_wal_size=4GB",
 	}
 	if opts.Fast {

@@ -130,7 +130,7 @@ func setIdentity(c *gin.Context, id Identity) {
 // identifyCaller names the API key a receipt route's request came with,
 // when it is valid: receipts need no credentials (the handle is the
 // capability), but the history of the messages they change records the key
-// (SPEC §16.5). The key is looked up as on the authenticated routes
+// (docs/API.md#history). The key is looked up as on the authenticated routes
 // (lookUpKey, the same budget of failed authentications); a missing,
 // unknown or revoked key, or one the budget keeps from the lookup, changes
 // nothing here.

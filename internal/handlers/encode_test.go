@@ -96,7 +96,7 @@ func TestMessageOverheadCoversTheEncoding(t *testing.T) {
 	}
 }
 
-// writeMessages streams exactly SPEC §4's answer: a JSON object whose
+// writeMessages streams exactly the answer of docs/API.md#receive: a JSON object whose
 // messages decode as written, text and base64 bodies alike, without HTML
 // escaping.
 func TestWriteMessagesShape(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 )
 
 // EnvelopeListener wraps ln so that the answers net/http writes by itself,
-// before any handler runs, are SPEC §4 error envelopes too.
+// before any handler runs, are docs/API.md error envelopes too.
 //
 // net/http refuses a request it cannot parse (bad request line, header
 // line, Content-Length, URL escape, Host; headers over MaxHeaderBytes; an
@@ -159,9 +159,9 @@ func expectationFailed(s string) bool {
 }
 
 // preHandlerError is the envelope code and message of a status net/http
-// answers by itself. Codes follow SPEC §4's table, whose codes are the
+// answers by itself. Codes follow the table of docs/API.md#errors, whose codes are the
 // status's reason phrase in snake case (payload_too_large,
-// method_not_allowed): 400 is invalid_request as in the spec; the others
+// method_not_allowed): 400 is invalid_request as in docs/API.md#errors; the others
 // have no row there and get their reason phrase.
 func preHandlerError(status int, reason string) (code, msg string) {
 	switch status {

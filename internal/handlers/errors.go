@@ -71,7 +71,7 @@ func abortWith(c *gin.Context, status int, code, msg string, issues []service.Is
 	answerJSON(c, status, envelope(code, msg, requestID(c), issues))
 }
 
-// envelope is SPEC §4's error envelope.
+// envelope is the error envelope of docs/API.md#errors.
 func envelope(code, msg, requestID string, issues []service.Issue) wire.Error {
 	e := wire.Error{Error: wire.ErrorDetail{Code: code, Message: msg, RequestID: requestID}}
 	for _, is := range issues {

@@ -22,7 +22,7 @@ import (
 // FuzzRoutes throws arbitrary requests at every route. The database is
 // unreachable (a closed loopback port), so whatever gets past decoding and
 // validation answers 503: the property is that nothing panics or answers
-// 500, every error is the spec's envelope, and its code is one SPEC §4
+// 500, every error is the envelope of docs/API.md#errors, and its code is one docs/API.md
 // allows for its status.
 func FuzzRoutes(f *testing.F) {
 	pool, err := pgxpool.New(context.Background(), "postgres://skipq@127.0.0.1:1/skipq?sslmode=disable&connect_timeout=1")
@@ -94,7 +94,7 @@ func FuzzRoutes(f *testing.F) {
 				t.Fatalf("%s %s: %d without an error envelope: %s", method, path, rec.Code, rec.Body)
 			}
 			if !slices.Contains(specCodes[rec.Code], env.Error.Code) {
-				t.Fatalf("%s %s: status %d with code %q; SPEC §4 pairs %d with %v", method, path, rec.Code, env.Error.Code, rec.Code, specCodes[rec.Code])
+				t.Fatalf("%s %s: status %d with code %q; docs/API.md pairs %d with %v", method, path, rec.Code, env.Error.Code, rec.Code, specCodes[rec.Code])
 			}
 		}
 	})
@@ -115,8 +115,8 @@ func holdsNonText(req *http.Request) bool {
 	return false
 }
 
-// specCodes is SPEC §4's table of statuses and the error codes each may
-// carry, copied from the spec rather than from statusOf.
+// specCodes is the table of docs/API.md#errors: statuses and the error codes each may
+// carry, copied from docs/API.md#errors rather than from statusOf.
 var specCodes = map[int][]string{
 	400: {"invalid_request"},
 	401: {"unauthenticated"},

@@ -144,7 +144,7 @@ func (h *api) sendBatch(c *gin.Context) {
 	answerJSON(c, http.StatusCreated, out)
 }
 
-// sendEach answers a batch with "atomic": false (SPEC §16.6): each entry
+// sendEach answers a batch with "atomic": false (docs/API.md#send): each entry
 // answers its result or its error, a message that could not be read too.
 func (h *api) sendEach(c *gin.Context, in []service.MessageInput, bad []*service.Issue) {
 	res, err := h.svc.SendEach(c.Request.Context(), tenant(c), c.Param("queue"), in, bad)

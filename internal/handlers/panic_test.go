@@ -13,7 +13,7 @@ import (
 	"github.com/skipq/skipq/internal/metrics"
 )
 
-// A handler that panics answers SPEC §4's 500 internal_error envelope with
+// A handler that panics answers the 500 internal_error envelope of docs/API.md#errors with
 // the request id, which the error log line carries too. The router is the
 // real one; its service is nil, so the first route that reaches the
 // service panics (no test hook in the handlers).

@@ -22,8 +22,8 @@ var routeQuery = map[string][]string{
 		"tag...", "messageId", "groupId", "limit", "cursor"},
 }
 
-// strictQuery refuses query parameters as decode refuses body fields (SPEC
-// §16.3): one the route does not take, or one given twice, is a 400
+// strictQuery refuses query parameters as decode refuses body fields
+// (docs/API.md#conventions): one the route does not take, or one given twice, is a 400
 // invalid_request with the parameter's name as the path; every such
 // parameter is reported, in name order. A mistyped filter
 // (GET /v1/dlq?queue=x) would otherwise be ignored and answer everything.

@@ -64,7 +64,7 @@ type Config struct {
 	// only with AuthOff).
 	Keys *auth.Keys
 	// SQS, when set, serves SQS requests at every path outside the native
-	// API's (SPEC §11.2.1).
+	// API's (docs/SQS.md#protocol).
 	SQS SQSEndpoint
 }
 

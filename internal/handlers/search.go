@@ -11,7 +11,7 @@ import (
 )
 
 // search answers GET /v1/messages: the caller's messages across queues,
-// newest first (SPEC §16.2).
+// newest first (docs/API.md#search).
 func (h *api) search(c *gin.Context) {
 	limit, ok := queryInt(c, "limit", 100)
 	if !ok {

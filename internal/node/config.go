@@ -66,7 +66,7 @@ func (r Role) ServesAPI() bool { return r != RoleWorker }
 // RunsWorker reports whether the node runs the worker.
 func (r Role) RunsWorker() bool { return r != RoleAPI }
 
-// DefaultConfig is SPEC §2's defaults.
+// DefaultConfig is the default configuration (the limits of docs/API.md#limits).
 func DefaultConfig() Config {
 	return Config{
 		ListenAddr:      ":8080",
@@ -130,28 +130,29 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	str(&c.MetricsToken, "metrics-token", "when set, /metrics needs Authorization: Bearer <token> (prefer the variable: flags show in ps)")
 	c.SQS.bind(str, boolean)
 	for _, lim := range c.limits() {
-		num(lim.p, lim.flag, "limit (SPEC §2)")
+		num(lim.p, lim.flag, lim.usage+" (docs/API.md#limits)")
 	}
 }
 
-// limit is one of SPEC §2's limits with its flag.
+// limit is one of the limits of docs/API.md#limits with its flag.
 type limit struct {
-	flag string
-	p    *int
+	flag  string
+	p     *int
+	usage string
 }
 
 func (c *Config) limits() []limit {
 	l := &c.Limits
 	return []limit{
-		{"max-receive-messages", &l.MaxReceiveMessages},
-		{"max-wait-seconds", &l.MaxWaitSeconds},
-		{"max-visibility-seconds", &l.MaxVisibilitySeconds},
-		{"max-delay-seconds", &l.MaxDelaySeconds},
-		{"max-expiration-seconds", &l.MaxExpirationSeconds},
-		{"max-receive-count", &l.MaxReceiveCount},
-		{"max-message-bytes", &l.MaxMessageBytes},
-		{"max-response-bytes", &l.MaxResponseBytes},
-		{"max-waiters", &l.MaxWaiters},
+		{"max-receive-messages", &l.MaxReceiveMessages, "largest maxMessages of a receive"},
+		{"max-wait-seconds", &l.MaxWaitSeconds, "longest wait of a receive"},
+		{"max-visibility-seconds", &l.MaxVisibilitySeconds, "longest lease"},
+		{"max-delay-seconds", &l.MaxDelaySeconds, "longest delay of a send"},
+		{"max-expiration-seconds", &l.MaxExpirationSeconds, "longest expiration of a message, and longest retention of acked ones"},
+		{"max-receive-count", &l.MaxReceiveCount, "most deliveries of a message, and the count used when it and its queue say 0"},
+		{"max-message-bytes", &l.MaxMessageBytes, "largest body plus metadata of one message, decoded"},
+		{"max-response-bytes", &l.MaxResponseBytes, "a receive, browse or search answer stops taking messages past this size (at least one always comes)"},
+		{"max-waiters", &l.MaxWaiters, "most receives waiting on this node; one more that would wait gets 429"},
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/skipq/skipq/internal/sqs/sqsstate"
 )
 
-// SQSConfig configures the SQS-compatible endpoint (SPEC §11.15).
+// SQSConfig configures the SQS-compatible endpoint (docs/SQS.md#settings).
 type SQSConfig struct {
 	Enabled    bool
 	URL        string

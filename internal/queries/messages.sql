@@ -15,7 +15,7 @@
 -- internal/db/message_insert.go), the one implementation shared with the SQL API.
 --
 -- Statements that change a message record an event for each changed row
--- that carries a trace id ("skipq.trace" in its tags, SPEC §16.5) in
+-- that carries a trace id ("skipq.trace" in its tags, docs/API.md#history) in
 -- skipq.message_events, in the same statement; the functions do it for
 -- their own changes. @key_id(s): the API key of the request, NULL for the
 -- worker's.
@@ -183,7 +183,7 @@ WHERE EXISTS (SELECT 1 FROM skipq.messages m
 -- that was not the last allowed one). The lease token stays: the receiver
 -- whose lease ran out may still settle the message until it is claimed
 -- again. A token means a lease ran out (a nack clears it; delayed messages
--- never had one): that is the message's last failure (SPEC §16.1; in its
+-- never had one): that is the message's last failure (docs/API.md#model; in its
 -- tags, internal/migrations/00023_failure_reasons.sql). Returns
 -- the queues, to wake their waiting receivers.
 WITH readied AS (
@@ -322,7 +322,7 @@ SELECT count(*) FROM skipq.group_release(@queue_ids::bigint[], @group_ids::text[
 -- name: MessageDeadLetteredList :many
 -- GET /v1/dlq: a tenant's dead-lettered messages, newest deadLetteredAt
 -- first, after the cursor (dead_lettered_at, sequence), optionally only
--- those that came from @source_queue, or died of @cause (SPEC §16.1). Walks messages_dead_lettered_idx,
+-- those that came from @source_queue, or died of @cause (docs/API.md#model). Walks messages_dead_lettered_idx,
 -- measuring sizes without fetching bodies, and stops at the response budget
 -- like a receive (MessageClaim); then reads the rows kept by primary key
 -- (the queue's name is a subquery: joined, it let the planner reach the
@@ -384,7 +384,7 @@ WHERE queue_id = @queue_id AND dead_lettered_at IS NOT NULL;
 -- Moves dead-lettered messages (locked by the caller) out of their queue as
 -- new messages, in one statement: a new server messageId, receiveCount 0,
 -- the destination's defaults, reRoutedFrom = the queue they left,
--- deadLetteredAt cleared, no record of past failures (SPEC §16.1). The
+-- deadLetteredAt cleared, no record of past failures (docs/API.md#model). The
 -- destination is @to_queue, or each message's
 -- reRoutedFrom when @to_queue is ''; destinations must exist (same tenant).
 -- A message whose destination does not exist is left in place.
@@ -528,7 +528,7 @@ WHERE q.tenant = @tenant AND q.name = @queue
   AND NOT EXISTS (SELECT 1 FROM skipq.dedup_keys d WHERE d.queue_id = m.queue_id AND d.message_id = m.message_id);
 
 -- name: MessageTraceOf :one
--- The trace of a message of the queue (SPEC §16.5): its own while it
+-- The trace of a message of the queue (docs/API.md#history): its own while it
 -- exists ('' when untraced), else that of the latest event by which it left
 -- the queue (gone, or moved on). No row: the message never existed (or its history
 -- was pruned).

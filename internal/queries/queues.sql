@@ -106,7 +106,7 @@ LEFT JOIN skipq.queue_retention r ON r.queue_id = u.id;
 -- scan). States are exclusive: an expired message is in none of them, and a
 -- message whose last allowed lease ran out counts as in flight until the
 -- worker dead-letters it.
--- A retained message (acked, SPEC §16.4) is counted apart, as acked, until
+-- A retained message (acked, docs/API.md#model) is counted apart, as acked, until
 -- its retention ends.
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT

@@ -11,7 +11,7 @@ import (
 // QueueGauge is a queue's row on the console's queues page: its counts from
 // the gauge snapshot (nil when the queue is newer than the snapshot).
 type QueueGauge struct {
-	FIFO                                       bool // a FIFO queue (SPEC §12)
+	FIFO                                       bool // a FIFO queue (docs/FIFO.md)
 	Name                                       string
 	Available, Delayed, InFlight, DeadLettered *int64
 	OldestAvailableAt                          *time.Time

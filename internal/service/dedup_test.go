@@ -58,7 +58,7 @@ func takeAll(t *testing.T, svc *service.Service) []string {
 }
 
 // A messageId is an idempotency key for the dedup window or while its
-// message is still in the queue, whichever is longer (SPEC §3): past the
+// message is still in the queue, whichever is longer (docs/API.md#model): past the
 // window a resend of a message still queued is a duplicate (and a resend
 // with other content a conflict); once the message has left too, the
 // resend is a new message.

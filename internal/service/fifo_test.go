@@ -78,7 +78,7 @@ func bodies(msgs []service.Message) string {
 	return strings.Join(out, " ")
 }
 
-// SPEC §12 check 1: one consumer receiving one message at a time is served
+// One consumer receiving one message at a time is served
 // the groups in rotation, each group's messages in order.
 func TestFIFORotation(t *testing.T) {
 	f := newFIFO(t, "rot", service.QueueSettings{})
@@ -102,7 +102,7 @@ func TestFIFORotation(t *testing.T) {
 	}
 }
 
-// SPEC §12 check 2: an SQS-style batch takes each group's messages in
+// An SQS-style batch takes each group's messages in
 // order, group by group; a group is not served again while its batch is
 // in flight, and is as soon as the batch is settled.
 func TestFIFOBatchHoldsItsGroups(t *testing.T) {
@@ -148,7 +148,7 @@ func TestFIFONackKeepsGroupOrder(t *testing.T) {
 	}
 }
 
-// SPEC §12 check 6: at the delivery limit the group's first message moves
+// At the delivery limit the group's first message moves
 // to the (FIFO) dead-letter queue with its groupId, and the group goes on
 // with its next message.
 func TestFIFODeadLetterUnblocksItsGroup(t *testing.T) {
@@ -180,7 +180,7 @@ func TestFIFODeadLetterUnblocksItsGroup(t *testing.T) {
 	}
 }
 
-// SPEC §12 check 3, scaled down: concurrent consumers with batches,
+// Scaled down: concurrent consumers with batches,
 // several messages per group and random nacks never hold one group twice,
 // and each group's messages are processed in send order (each consumer
 // settles a group's run in order: acks it whole, or nacks it whole).
@@ -362,7 +362,7 @@ func TestFIFOSQLSend(t *testing.T) {
 }
 
 // An operator delete of a group's message in flight ends the group's lease
-// (SPEC §12: deleted messages unblock their group).
+// (docs/FIFO.md: deleted messages unblock their group).
 func TestFIFODeleteUnblocksItsGroup(t *testing.T) {
 	f := newFIFO(t, "del", service.QueueSettings{})
 	f.send("A:A1", "A:A2")
@@ -378,7 +378,7 @@ func TestFIFODeleteUnblocksItsGroup(t *testing.T) {
 	}
 }
 
-// SPEC §12 check 8: with contentBasedDeduplication, the same body twice
+// With contentBasedDeduplication, the same body twice
 // within the window is a duplicate answered with the first messageId and
 // sequence, whatever its metadata or group; in one batch too; a messageId
 // still keys its own message.

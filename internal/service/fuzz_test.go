@@ -96,7 +96,7 @@ func FuzzPrepareMessage(f *testing.F) {
 		}
 		msgs, err := s.prepare("q", []MessageInput{in}, func(int) string { return "messages[0]" })
 		if want := specVerdict(s.limits, in); KindOf(err) != want && !(err == nil && want == kindAccepted) {
-			t.Fatalf("%+v: got %v, the spec's rules say %v", in, err, want)
+			t.Fatalf("%+v: got %v, the documented rules say %v", in, err, want)
 		}
 		if err == nil {
 			if len(msgs) != 1 || msgs[0].MessageID == "" {
@@ -116,8 +116,8 @@ func FuzzPrepareMessage(f *testing.F) {
 	})
 }
 
-// Queue names: never panics, and accepted exactly when SPEC §3's rule,
-// written again here from the spec's words, accepts.
+// Queue names: never panics, and accepted exactly when the queue name rule of docs/API.md#model,
+// written again here from docs/API.md#model's words, accepts.
 func FuzzQueueName(f *testing.F) {
 	for _, s := range []string{"orders", "payments.us-east", "orders.", "orders.*", "a b", "", "é", "\x00",
 		"a\u00a0b", "a\u2028b", "a\u0085b", "\xff", strings.Repeat("a", 256), strings.Repeat("a", 257), "a>b", "a/b"} {
@@ -126,12 +126,12 @@ func FuzzQueueName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name string) {
 		accepted := ValidQueueName(name) == ""
 		if accepted != specQueueName(name) {
-			t.Fatalf("%q: accepted %v, the spec's rule says %v", name, accepted, !accepted)
+			t.Fatalf("%q: accepted %v, the documented rule says %v", name, accepted, !accepted)
 		}
 	})
 }
 
-// specQueueName is SPEC §3: 1-256 bytes; no whitespace or control
+// specQueueName is docs/API.md#model: 1-256 bytes; no whitespace or control
 // characters; no "*", ">" or "/"; not ending with ".". (Text must be UTF-8
 // to be stored at all.)
 func specQueueName(name string) bool {
@@ -153,10 +153,10 @@ func crc(s string) uint32 {
 	return h
 }
 
-// kindAccepted marks a message the spec's rules accept.
+// kindAccepted marks a message the documented rules accept.
 const kindAccepted Kind = -1
 
-// specVerdict judges one message by SPEC §4's rules, written again here
+// specVerdict judges one message by the rules of docs/API.md, written again here
 // independently of prepare: 400 for anything malformed, else 413 when too
 // large, else accepted.
 func specVerdict(l Limits, m MessageInput) Kind {

@@ -11,7 +11,7 @@ import (
 	"github.com/skipq/skipq/internal/db"
 )
 
-// Message history (SPEC §16.5). A queue with Trace on gives each message
+// Message history (docs/API.md#history). A queue with Trace on gives each message
 // sent to it a trace id (in its tags under the reserved key "skipq.trace",
 // which no message object shows); every statement that
 // changes a traced message records an event in skipq.message_events in the

@@ -36,7 +36,7 @@ func receiveOne(t *testing.T, svc *service.Service, ctx context.Context, queue s
 	return msgs[0]
 }
 
-// SPEC §16.7 check 6: the history of a message nacked, extended,
+// The history of a message nacked, extended,
 // dead-lettered (by its lease running out, then by a nack) and redriven
 // lists every event in order across the queues, with the caller's key, the
 // reasons and the moves; it is also found under the message's earlier id.

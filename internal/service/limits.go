@@ -7,7 +7,7 @@ import (
 	"github.com/skipq/skipq/internal/db"
 )
 
-// Limits are the server-wide bounds of SPEC §2; every one is configurable.
+// Limits are the server-wide bounds of docs/API.md#limits; every one is configurable.
 type Limits struct {
 	MaxReceiveMessages   int
 	MaxWaitSeconds       int
@@ -26,7 +26,7 @@ type Limits struct {
 	MaxWaiters int
 }
 
-// DefaultLimits are SPEC §2's defaults.
+// DefaultLimits are the default limits of docs/API.md#limits.
 func DefaultLimits() Limits {
 	return Limits{
 		MaxReceiveMessages:   1024,
@@ -44,8 +44,8 @@ func DefaultLimits() Limits {
 // DefaultMaxWaiters is sized by measurement (docs/OPERATIONS.md): a waiting
 // receive costs a node about 33 KB (two goroutines, the connection's
 // buffers, the request), so 1,500 of them take an idle node from 20 MB to
-// 72 MB RSS, leaving room under SPEC §8's 100 MB for a receive at the
-// response budget; and it is above the 1,000 waiting long-polls SPEC §8
+// 72 MB RSS, leaving room under the 100 MB target of docs/PERFORMANCE.md for a receive at the
+// response budget; and it is above the 1,000 waiting long-polls docs/PERFORMANCE.md
 // requires.
 const DefaultMaxWaiters = 1500
 

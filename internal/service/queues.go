@@ -24,10 +24,10 @@ type Queue struct {
 	// deduplicated on its body's SHA-256 for DedupWindowSeconds.
 	ContentBasedDeduplication bool
 	// RetainAckedSeconds: an acked message is kept this long in state
-	// acked (SPEC §16.4); 0 removes it at once.
+	// acked (docs/API.md#model); 0 removes it at once.
 	RetainAckedSeconds int
-	// Trace: messages sent while it is on record their history (SPEC
-	// §16.5), which follows them when they move.
+	// Trace: messages sent while it is on record their history
+	// (docs/API.md#history), which follows them when they move.
 	Trace bool
 	Stats *QueueStats
 }
@@ -87,8 +87,8 @@ func (s *Service) PutQueue(ctx context.Context, tenant, name string, in QueueSet
 	return s.putQueue(ctx, tenant, name, in, 1)
 }
 
-// PutQueueSQS is PutQueue with SQS's visibility range: 0 is allowed (SPEC
-// §11.16 D4), and a claim then leaves the message visible.
+// PutQueueSQS is PutQueue with SQS's visibility range: 0 is allowed
+// (docs/DESIGN.md#the-sqs-endpoint, D4), and a claim then leaves the message visible.
 func (s *Service) PutQueueSQS(ctx context.Context, tenant, name string, in QueueSettings) (q Queue, created bool, err error) {
 	return s.putQueue(ctx, tenant, name, in, 0)
 }

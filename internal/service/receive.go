@@ -37,12 +37,12 @@ type Message struct {
 	GroupID         *string // nil on a standard queue
 	LastFailure     *Failure
 	DeadLetter      *DeadLetter // nil unless dead-lettered (with its cause recorded)
-	// AckedAt is when a retained message was acked (SPEC §16.4); nil for
+	// AckedAt is when a retained message was acked (docs/API.md#model); nil for
 	// every other.
 	AckedAt *time.Time
 }
 
-// Failure is a message's latest failed delivery (SPEC §16.1).
+// Failure is a message's latest failed delivery (docs/API.md#model).
 type Failure struct {
 	Cause        string  // CauseNack or CauseLeaseExpired
 	Reason       *string // the nack's reason
@@ -101,8 +101,8 @@ func (s *Service) Receive(ctx context.Context, tenant, queue string, o ReceiveOp
 	return s.receive(ctx, tenant, queue, o, 1)
 }
 
-// ReceiveSQS is Receive with SQS's visibility range: 0 is allowed (SPEC
-// §11.16 D4), and the message is delivered and stays available.
+// ReceiveSQS is Receive with SQS's visibility range: 0 is allowed
+// (docs/DESIGN.md#the-sqs-endpoint, D4), and the message is delivered and stays available.
 func (s *Service) ReceiveSQS(ctx context.Context, tenant, queue string, o ReceiveOptions) ([]Message, error) {
 	msgs, err := s.receive(ctx, tenant, queue, o, 0)
 	if err != nil || len(msgs) == 0 || o.VisibilitySeconds == nil || *o.VisibilitySeconds != 0 {

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Retention of acked messages (SPEC §16.4): on a queue with
+// Retention of acked messages (docs/API.md#model): on a queue with
 // RetainAckedSeconds an ack keeps the message in state acked
 // (skipq.message_retain, internal/migrations/current/functions/message_retain.sql). The row's
 // columns keep it off every delivery path; what is shown of the ack rides

@@ -10,7 +10,7 @@ import (
 	"github.com/skipq/skipq/internal/db"
 )
 
-// Search states (SPEC §16.2): those of browsing, plus dead_lettered (in a
+// Search states (docs/API.md#search): those of browsing, plus dead_lettered (in a
 // queue because it was dead-lettered there, not yet received from it) and
 // acked (kept after its ack by a queue's retention).
 const (
@@ -69,7 +69,7 @@ func keyOf(r db.MessageSearchWalkRow) searchKey {
 }
 
 // SearchMessages lists the tenant's messages across queues, newest first,
-// one page at a time (SPEC §16.2). A page may hold fewer than limit
+// One page at a time (docs/API.md#search). A page may hold fewer than limit
 // messages, even none, with a cursor: the walk stopped at its budget
 // before reaching the end of some queue, and the next page goes on from
 // there.

@@ -9,7 +9,7 @@ import (
 )
 
 // BatchEntry is one message's outcome in a send that is not all or
-// nothing (SPEC §16.6): its result, or Err when it was not stored.
+// nothing (docs/API.md#send): its result, or Err when it was not stored.
 type BatchEntry struct {
 	Result SendResult
 	Err    *Error
@@ -18,7 +18,7 @@ type BatchEntry struct {
 // noPath puts a message's issues at paths relative to the message itself.
 func noPath(int) string { return "" }
 
-// SendEach sends a batch message by message (SPEC §16.6, "atomic": false):
+// SendEach sends a batch message by message (docs/API.md#send, "atomic": false):
 // every valid message is stored, in one transaction, and each invalid or
 // refused one answers its own error, with issue paths relative to it.
 // Results are in input order. unread[i], when not nil, is why message i

@@ -23,7 +23,7 @@ func (s *Service) Ack(ctx context.Context, handles []string) (SettleResult, erro
 // Nack makes the messages available again now; a message on its last allowed
 // delivery is dead-lettered (or discarded) in the same transaction instead.
 // Each records the nack, with reason (nil: none), as its last failure, and
-// a dead letter carries it as the cause of its death (SPEC §16.1).
+// A dead letter carries it as the cause of its death (docs/API.md#model).
 func (s *Service) Nack(ctx context.Context, handles []string, reason *string) (SettleResult, error) {
 	if err := checkReason(reason); err != nil {
 		return SettleResult{}, err
@@ -162,7 +162,7 @@ func (s *Service) runAcks(ctx context.Context, st statements, calls []*settleCal
 		changed[settled(r.QueueID, r.Sequence, r.Token)] = true
 		acked[r.QueueID]++
 		if r.Grouped {
-			// Its group may take its next message now (SPEC §12): wake a
+			// Its group may take its next message now (docs/FIFO.md): wake a
 			// receiver as a send would.
 			unblocked[r.QueueID] = 1
 		}
@@ -243,7 +243,7 @@ type VisibilityResult struct {
 }
 
 // SetVisibility makes each lease end seconds from now; the handles stay
-// valid. 0 releases the message at once and is a nack (SPEC §3: "nack /
+// valid. 0 releases the message at once and is a nack (docs/API.md#model: "nack /
 // visibility 0"): the handle goes stale, and a last allowed delivery is
 // dead-lettered at once.
 func (s *Service) SetVisibility(ctx context.Context, handles []string, seconds int) (VisibilityResult, error) {

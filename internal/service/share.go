@@ -10,7 +10,7 @@ import (
 )
 
 // sharer lets concurrent requests share one statement, and so one commit
-// (SPEC §8: at batch 1 every design is commit-bound, and only a node that
+// (docs/PERFORMANCE.md: at batch 1 every design is commit-bound, and only a node that
 // sees many concurrent requests can write them in one commit). A call that
 // finds no statement of its kind in flight runs at once, alone: there is no
 // linger timer, so a lone request is never slower. Calls that arrive while

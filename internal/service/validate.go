@@ -13,7 +13,7 @@ var (
 	tagKeyPattern    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 )
 
-// ValidQueueName checks SPEC §3's queue name rule and returns what is wrong,
+// ValidQueueName checks the queue name rule of docs/API.md#model and returns what is wrong,
 // or "" when the name is valid.
 func ValidQueueName(name string) string {
 	switch {

@@ -9,7 +9,7 @@ import (
 	"github.com/skipq/skipq/internal/service"
 )
 
-// apiError is an SQS error (SPEC §11.10): the __type shape name, the legacy
+// apiError is an SQS error (docs/SQS.md#errors): the __type shape name, the legacy
 // query code sent in x-amzn-query-error, and the status.
 type apiError struct {
 	shape   string
@@ -29,7 +29,7 @@ func (e *apiError) Error() string {
 
 func (e *apiError) Unwrap() error { return e.err }
 
-// errorKind is what the table of SPEC §11.10 says about one shape.
+// errorKind is what the table of docs/SQS.md#errors says about one shape.
 type errorKind struct {
 	queryCode string
 	status    int
@@ -37,7 +37,7 @@ type errorKind struct {
 	receiver  bool // the server's fault
 }
 
-// Error shapes of SPEC §11.10.
+// Error shapes of docs/SQS.md#errors.
 const (
 	errQueueDoesNotExist      = "QueueDoesNotExist"
 	errQueueNameExists        = "QueueNameExists"

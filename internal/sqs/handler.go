@@ -1,4 +1,4 @@
-// Package sqs is skipq's SQS-compatible endpoint (SPEC §11): the AWS JSON
+// Package sqs is skipq's SQS-compatible endpoint (docs/SQS.md): the AWS JSON
 // 1.0 protocol (X-Amz-Target: AmazonSQS.*), SigV4 verification, SQS's
 // errors and checksums, on top of the service package (never over HTTP).
 package sqs
@@ -31,7 +31,7 @@ import (
 	"github.com/skipq/skipq/internal/sqs/sqsstate"
 )
 
-// Config is the endpoint's configuration (SPEC §11.15).
+// Config is the endpoint's configuration (docs/SQS.md#settings).
 type Config struct {
 	AuthOff bool
 	// Keys are the node's API keys, whose SQS access key ids sign
@@ -156,7 +156,7 @@ func (c *caller) arn(name string) string {
 	return "arn:aws:sqs:" + c.region + ":" + c.account + ":" + name
 }
 
-// accountID is the 12-digit account of a tenant (SPEC §11.3).
+// accountID is the 12-digit account of a tenant (docs/SQS.md#queue-urls-accounts-and-arns).
 func accountID(tenant string) string {
 	if tenant == "default" {
 		return "000000000000"
@@ -296,7 +296,7 @@ type pendingSignature struct {
 
 // identify resolves the caller from the request's headers: with auth off
 // the default tenant's admin; else the SigV4 key its Authorization header
-// names (SPEC §11.4.3), whose signature the caller checks once the body is
+// names (docs/SQS.md#authentication-and-roles), whose signature the caller checks once the body is
 // read (pendingSignature).
 //
 // A failed authentication counts against the client's address; an address
@@ -399,7 +399,7 @@ func (h *Handler) forwarded(r *http.Request) bool {
 	return false
 }
 
-// writeError writes an SQS JSON error (SPEC §11.2.3).
+// writeError writes an SQS JSON error (docs/SQS.md#protocol).
 func writeError(c *gin.Context, e *apiError) {
 	status, code, typ, fault := e.wire()
 	c.Header("x-amzn-query-error", code+";"+fault)
@@ -494,7 +494,7 @@ func (h *Handler) forget(tenant, name string) {
 	h.queues.mu.Unlock()
 }
 
-// queueName resolves a QueueUrl (SPEC §11.3): the last non-empty path
+// queueName resolves a QueueUrl (docs/SQS.md#queue-urls-accounts-and-arns): the last non-empty path
 // segment, percent-decoded; a value without "/" is a bare name.
 func queueName(queueURL *string) (string, *apiError) {
 	if queueURL == nil || *queueURL == "" {

@@ -4,7 +4,7 @@ import "testing"
 
 func str(v string) *string { return &v }
 
-// The vectors of SPEC §11.11; all but the last three were recorded from AWS.
+// The MD5 vectors SQS clients check (docs/SQS.md); all but the last three were recorded from AWS.
 func TestAttributesMD5Vectors(t *testing.T) {
 	s := func(v string) Attribute { return Attribute{DataType: "String", StringValue: str(v)} }
 	cases := []struct {

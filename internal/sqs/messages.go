@@ -14,7 +14,7 @@ import (
 	"github.com/skipq/skipq/internal/service"
 )
 
-// Limits of SPEC §11.12.
+// Limits of docs/SQS.md#limits.
 const (
 	maxBatchEntries   = 10
 	maxBatchBytes     = 1048576
@@ -165,8 +165,8 @@ func (h *Handler) prepareEntry(who *caller, q service.SQSQueue, e sendEntry) (se
 	return in, out, nil
 }
 
-// groupAndDedup applies MessageGroupId and MessageDeduplicationId (SPEC
-// §11.7, §11.16 D6). On a standard queue a group has no effect (it is kept
+// groupAndDedup applies MessageGroupId and MessageDeduplicationId
+// (docs/SQS.md#fifo-queues; docs/DESIGN.md#the-sqs-endpoint, D6). On a standard queue a group has no effect (it is kept
 // for the receiver) and a deduplication id is refused. On a FIFO queue the
 // group is the native group, every message needs one, a message needs a
 // deduplication id unless the queue deduplicates by content, and a
@@ -236,7 +236,7 @@ func nativeGroup(id string) string {
 	return "sqs." + hex.EncodeToString(sum[:20])
 }
 
-// checkAttribute checks one message attribute (SPEC §11.7).
+// checkAttribute checks one message attribute (docs/SQS.md#actions).
 func checkAttribute(name string, a Attribute) *apiError {
 	lower := strings.ToLower(name)
 	switch {
@@ -735,7 +735,7 @@ func checkVisibility(seconds *int) *apiError {
 	return nil
 }
 
-// changeVisibility sets the leases of handles to seconds (SPEC §11.5)
+// changeVisibility sets the leases of handles to seconds (docs/SQS.md#actions)
 // and returns the indexes of the handles that changed nothing (stale:
 // InvalidParameterValue); 0 makes a message available now.
 func (h *Handler) changeVisibility(ctx context.Context, handles []string, seconds *int) (map[int]*apiError, *apiError) {

@@ -10,7 +10,7 @@ import (
 	"github.com/skipq/skipq/internal/service"
 )
 
-// Message move tasks (SPEC §11.5): the native bulk redrive of a dead-letter
+// Message move tasks (docs/SQS.md#actions): the native bulk redrive of a dead-letter
 // queue, run in the background by sqsstate.State.StartMoveTask.
 
 const (

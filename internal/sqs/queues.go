@@ -13,7 +13,7 @@ import (
 	"github.com/skipq/skipq/internal/service"
 )
 
-// Defaults of a queue created over SQS (SPEC §11.5).
+// Defaults of a queue created over SQS (docs/SQS.md#actions).
 const (
 	defaultVisibility     = 30
 	defaultRetention      = 345600
@@ -38,7 +38,7 @@ func (a attrs) strings() map[string]string {
 	return out
 }
 
-// verbatimAttributes are stored as given and not enforced (SPEC §11.6).
+// verbatimAttributes are stored as given and not enforced (docs/SQS.md#actions).
 var verbatimAttributes = []string{"Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled"}
 
 // queueChange is a parsed Attributes map.
@@ -174,7 +174,7 @@ func isBool(v string) bool {
 }
 
 // arnQueue is the queue name of an SQS ARN; partition, region and account
-// are not checked (SPEC §11.3).
+// are not checked (docs/SQS.md#queue-urls-accounts-and-arns).
 func arnQueue(arn string) (string, *apiError) {
 	parts := strings.Split(arn, ":")
 	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[5] == "" {

@@ -15,7 +15,7 @@ import (
 
 // A hand-written verifier: the AWS SDKs ship signers only, and a signer
 // with fixed header rules cannot reproduce the header set each client
-// chose to sign (SPEC §11.4.3). aws-sdk-go-v2's signer is the test oracle.
+// chose to sign (docs/SQS.md#authentication-and-roles). aws-sdk-go-v2's signer is the test oracle.
 
 const sigv4Algorithm = "AWS4-HMAC-SHA256"
 
@@ -276,7 +276,7 @@ func signingKey(secret, date, region, service string) []byte {
 	return hmacSHA256(k, "aws4_request")
 }
 
-// DeriveSecret is the secret access key of an access key id (SPEC §11.16
+// DeriveSecret is the secret access key of an access key id (docs/DESIGN.md#the-sqs-endpoint
 // D1): never stored, re-derived from the servers' master key.
 func DeriveSecret(masterKey []byte, accessKeyID string) string {
 	mac := hmacSHA256(masterKey, "skipq-sigv4-v1:"+accessKeyID)

@@ -54,7 +54,7 @@ func credentials(t *testing.T, keys *auth.Keys, tenant, role string) (akid, secr
 	return akid, skipqsqs.DeriveSecret(raw, akid), key.ID
 }
 
-// SPEC §11.17 15: SigV4 with derived credentials, roles and tenants.
+// SigV4 with derived credentials, roles and tenants.
 func TestAuth(t *testing.T) {
 	n, _, keys := authNode(t)
 	cx := ctx(t)
@@ -198,7 +198,7 @@ func TestAuthFailureLimit(t *testing.T) {
 	must(good.ListQueues(cx, &sqs.ListQueuesInput{}))
 }
 
-// SQS calls record their key in a traced message's history (SPEC §16.5):
+// SQS calls record their key in a traced message's history (docs/API.md#history):
 // the key its access key id belongs to.
 func TestHistoryNamesTheSQSKey(t *testing.T) {
 	n, svc, keys := authNode(t)

@@ -29,7 +29,7 @@ func bodies(msgs []types.Message) string {
 	return fmt.Sprint(out)
 }
 
-// SPEC §11.16 D6: a .fifo queue is a native FIFO queue; order per group,
+// docs/DESIGN.md#the-sqs-endpoint (D6): a .fifo queue is a native FIFO queue; order per group,
 // one batch in flight per group, SequenceNumber, the FIFO attributes.
 func TestFIFOOrderAndGroups(t *testing.T) {
 	n := newNode(t)
@@ -104,7 +104,7 @@ func TestFIFOOrderAndGroups(t *testing.T) {
 	}
 }
 
-// SPEC §11.16 D6: deduplication by MessageDeduplicationId (other content is
+// docs/DESIGN.md#the-sqs-endpoint (D6): deduplication by MessageDeduplicationId (other content is
 // still a duplicate, not an error) and by content.
 func TestFIFODeduplication(t *testing.T) {
 	n := newNode(t)
@@ -212,7 +212,7 @@ func TestFIFONativeInterop(t *testing.T) {
 	}
 }
 
-// The FIFO errors of SPEC §11.16 D6 and the naming rules.
+// The FIFO errors of docs/DESIGN.md#the-sqs-endpoint (D6) and the naming rules.
 func TestFIFOErrors(t *testing.T) {
 	n := newNode(t)
 	c := client(t, n.URL, "x", "x")
@@ -281,7 +281,7 @@ func TestFIFOErrors(t *testing.T) {
 	}
 }
 
-// SPEC §11.16 D6: a retried ReceiveRequestAttemptId gets the same messages
+// docs/DESIGN.md#the-sqs-endpoint (D6): a retried ReceiveRequestAttemptId gets the same messages
 // and handles while they are in flight; standard queues ignore it.
 func TestFIFOReceiveRequestAttemptId(t *testing.T) {
 	n := newNode(t)

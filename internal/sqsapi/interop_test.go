@@ -39,7 +39,7 @@ func native(t *testing.T, method, url string, body any) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
-// SPEC §11.17 13: messages are shared between the native, SQL and SQS APIs.
+// Messages are shared between the native, SQL and SQS APIs.
 func TestInterop(t *testing.T) {
 	n := newNode(t)
 	c := client(t, n.URL, "x", "x")
@@ -113,7 +113,7 @@ func TestInterop(t *testing.T) {
 	}
 }
 
-// SPEC §11.17 14: what real clients and old clients send.
+// What real clients and old clients send.
 func TestRobustness(t *testing.T) {
 	n := newNode(t)
 	cx := ctx(t)

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// SPEC §11.17 1 and 2: create, look up, list, delete; create's idempotency.
+// Create, look up, list, delete; create's idempotency.
 func TestQueueLifecycle(t *testing.T) {
 	n := newNode(t)
 	c := client(t, n.URL, "x", "x")

@@ -21,7 +21,7 @@ func strAttr(v string) types.MessageAttributeValue {
 	return types.MessageAttributeValue{DataType: str("String"), StringValue: str(v)}
 }
 
-// SPEC §11.17 3 and 4: a round trip with every attribute type (the SDK
+// A round trip with every attribute type (the SDK
 // checks the body MD5s; the attribute MD5s are held to §11.11's vectors),
 // and the attribute filters of a receive.
 func TestSendReceiveRoundTrip(t *testing.T) {
@@ -58,7 +58,7 @@ func TestSendReceiveRoundTrip(t *testing.T) {
 		t.Fatalf("system attributes %v", m.Attributes)
 	}
 
-	// Filters, against AWS's recorded answers (SPEC §11.8, §11.11).
+	// Filters, against AWS's recorded answers (docs/SQS.md).
 	must(c.SendMessage(cx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: str("msg"),
 		MessageAttributes: map[string]types.MessageAttributeValue{
 			"General": strAttr("Kenobi"), "Hello": strAttr("There"), "Help.Me": strAttr("Me")}}))
@@ -100,7 +100,7 @@ func TestSendReceiveRoundTrip(t *testing.T) {
 	}
 }
 
-// SPEC §11.17 5: partial success and the five request-level batch errors.
+// Partial success and the five request-level batch errors.
 func TestSendMessageBatch(t *testing.T) {
 	n := newNode(t)
 	c := client(t, n.URL, "x", "x")
@@ -140,7 +140,7 @@ func make11() []map[string]any {
 	return out
 }
 
-// SPEC §11.17 6: long polls end at their wait, wake on a send, and check
+// Long polls end at their wait, wake on a send, and check
 // their parameters.
 func TestLongPoll(t *testing.T) {
 	n := newNode(t)
@@ -179,7 +179,7 @@ func TestLongPoll(t *testing.T) {
 	}
 }
 
-// SPEC §11.17 7 and 8: visibility (0 included, D4) and receipt handles.
+// Visibility (0 included, D4) and receipt handles.
 func TestVisibilityAndReceipts(t *testing.T) {
 	n := newNode(t)
 	c := client(t, n.URL, "x", "x")
@@ -236,7 +236,7 @@ func TestVisibilityAndReceipts(t *testing.T) {
 	}
 }
 
-// SPEC §11.17 9 and 10: delays and the dead-letter queue.
+// Delays and the dead-letter queue.
 func TestDelayAndRedrive(t *testing.T) {
 	n := newNode(t)
 	c := client(t, n.URL, "x", "x")
@@ -285,7 +285,7 @@ func TestDelayAndRedrive(t *testing.T) {
 	}
 }
 
-// SPEC §11.17 11 and 12: queue attributes, tags and purge.
+// Queue attributes, tags and purge.
 func TestQueueAttributesTagsPurge(t *testing.T) {
 	n := newNode(t)
 	c := client(t, n.URL, "x", "x")

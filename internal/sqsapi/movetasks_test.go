@@ -48,7 +48,7 @@ func depth(t *testing.T, c *sqs.Client, q string) string {
 		AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"}})).Attributes["ApproximateNumberOfMessages"]
 }
 
-// SPEC §11.5: StartMessageMoveTask, ListMessageMoveTasks and
+// docs/SQS.md#actions: StartMessageMoveTask, ListMessageMoveTasks and
 // CancelMessageMoveTask on the native redrive.
 func TestMessageMoveTasks(t *testing.T) {
 	n := newNode(t)

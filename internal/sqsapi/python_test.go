@@ -35,7 +35,7 @@ func awsEnv(akid, secret string, extra ...string) []string {
 	return append(env, extra...)
 }
 
-// boto3Script exercises SPEC §11.17 17-19; it prints OK or raises.
+// boto3Script drives the endpoint as boto3 code does; it prints OK or raises.
 const boto3Script = `
 import sys, boto3, botocore
 endpoint = sys.argv[1]
@@ -158,7 +158,7 @@ func TestBoto3Signed(t *testing.T) {
 	runPython(t, awsEnv(akid, secret), n.URL)
 }
 
-// SPEC §11.17 20: the AWS CLI, output parsed and checked.
+// The AWS CLI, output parsed and checked.
 func TestAWSCLI(t *testing.T) {
 	aws := needTool(t, "aws", "--version")
 	n, _, keys := authNode(t)

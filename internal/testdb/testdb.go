@@ -70,7 +70,7 @@ func NewEmpty(t testing.TB) string {
 
 // ThroughPgBouncer returns url, a database on the test server (from New),
 // going through PgBouncer in transaction-pooling mode instead, as production
-// may run (SPEC §1): Debian's 1.18, which refuses unknown startup parameters
+// may run (docs/OPERATIONS.md#running-behind-pgbouncer): Debian's 1.18, which refuses unknown startup parameters
 // and keeps no prepared statement across transactions. The bouncer is one per
 // test process, started on first use (devpg.StartPgBouncer), and dies with
 // the process. A URL on another server (a test's own proxy in front of the

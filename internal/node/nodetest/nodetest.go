@@ -19,7 +19,7 @@ import (
 // SKIPQ_TEST_LOG to see the node's log on stderr.
 //
 // With SKIPQ_TEST_PGBOUNCER=1 the node runs as it would behind PgBouncer in
-// production (SPEC §1): its database URL goes through PgBouncer 1.18 in
+// production (docs/OPERATIONS.md#running-behind-pgbouncer): its database URL goes through PgBouncer 1.18 in
 // transaction-pooling mode (testdb.ThroughPgBouncer) and its LISTEN
 // connection (ListenerDatabaseURL) goes direct to dbURL. The caller's own
 // connections to dbURL stay direct.
