@@ -1412,6 +1412,18 @@ func (q *Queries) MessageVacuum(ctx context.Context) error {
 	return err
 }
 
+const readyDeadTuples = `-- name: ReadyDeadTuples :one
+SELECT pg_stat_get_dead_tuples('skipq.ready'::regclass)::bigint AS dead
+`
+
+// Worker: dead rows in the ready table, per the statistics collector.
+func (q *Queries) ReadyDeadTuples(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, readyDeadTuples)
+	var dead int64
+	err := row.Scan(&dead)
+	return dead, err
+}
+
 const readyStaleRemove = `-- name: ReadyStaleRemove :execrows
 WITH RECURSIVE queues(queue_id) AS (
     (SELECT r.queue_id FROM skipq.ready r ORDER BY r.queue_id LIMIT 1)
@@ -1457,6 +1469,22 @@ func (q *Queries) ReadyStaleRemove(ctx context.Context, perQueue int32) (int64, 
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const readyVacuum = `-- name: ReadyVacuum :exec
+VACUUM (SKIP_LOCKED) skipq.ready
+`
+
+// Worker: VACUUM of the ready table alone, which removes the index entries
+// of the ready rows that claims deleted. Until then every claim walks past
+// them at the head of ready_pkey: a claim can mark an entry dead for the
+// next ones only while no transaction older than its deletion runs and no
+// insert changed the leaf page since the claim read it, and on a queue that
+// claims keep near empty the head page is the one sends insert into.
+// SKIP_LOCKED: never wait behind a running (auto)vacuum.
+func (q *Queries) ReadyVacuum(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, readyVacuum)
+	return err
 }
 
 const timerRefile = `-- name: TimerRefile :exec

@@ -470,6 +470,20 @@ WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND d.fi
 -- collector (a few hundred milliseconds behind).
 SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead;
 
+-- name: ReadyDeadTuples :one
+-- Worker: dead rows in the ready table, per the statistics collector.
+SELECT pg_stat_get_dead_tuples('skipq.ready'::regclass)::bigint AS dead;
+
+-- name: ReadyVacuum :exec
+-- Worker: VACUUM of the ready table alone, which removes the index entries
+-- of the ready rows that claims deleted. Until then every claim walks past
+-- them at the head of ready_pkey: a claim can mark an entry dead for the
+-- next ones only while no transaction older than its deletion runs and no
+-- insert changed the leaf page since the claim read it, and on a queue that
+-- claims keep near empty the head page is the one sends insert into.
+-- SKIP_LOCKED: never wait behind a running (auto)vacuum.
+VACUUM (SKIP_LOCKED) skipq.ready;
+
 -- name: MessageVacuum :exec
 -- Worker: VACUUM sooner than autovacuum's one-minute nap. Every message
 -- leaves dead versions, and every claim a dead ready row; until VACUUM
