@@ -488,19 +488,25 @@ func (q *Queries) MessageDeadLetteredPick(ctx context.Context, arg MessageDeadLe
 
 const messageDeadTuples = `-- name: MessageDeadTuples :one
 
-SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead
+SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead,
+       pg_stat_get_live_tuples('skipq.messages'::regclass)::bigint AS live
 `
+
+type MessageDeadTuplesRow struct {
+	Dead int64
+	Live int64
+}
 
 // The worker's prune of empty groups is skipq.group_prune
 // (internal/migrations/current/functions/group_prune.sql), called by
 // internal/db/group_prune.go.
-// Worker: dead row versions in the messages table, per the statistics
-// collector (a few hundred milliseconds behind).
-func (q *Queries) MessageDeadTuples(ctx context.Context) (int64, error) {
+// Worker: dead and live row versions in the messages table, per the
+// statistics collector (a few hundred milliseconds behind).
+func (q *Queries) MessageDeadTuples(ctx context.Context) (MessageDeadTuplesRow, error) {
 	row := q.db.QueryRow(ctx, messageDeadTuples)
-	var dead int64
-	err := row.Scan(&dead)
-	return dead, err
+	var i MessageDeadTuplesRow
+	err := row.Scan(&i.Dead, &i.Live)
+	return i, err
 }
 
 const messageDeleteByID = `-- name: MessageDeleteByID :one
@@ -1413,15 +1419,22 @@ func (q *Queries) MessageVacuum(ctx context.Context) error {
 }
 
 const readyDeadTuples = `-- name: ReadyDeadTuples :one
-SELECT pg_stat_get_dead_tuples('skipq.ready'::regclass)::bigint AS dead
+SELECT pg_stat_get_dead_tuples('skipq.ready'::regclass)::bigint AS dead,
+       pg_stat_get_live_tuples('skipq.ready'::regclass)::bigint AS live
 `
 
-// Worker: dead rows in the ready table, per the statistics collector.
-func (q *Queries) ReadyDeadTuples(ctx context.Context) (int64, error) {
+type ReadyDeadTuplesRow struct {
+	Dead int64
+	Live int64
+}
+
+// Worker: dead and live rows in the ready table, per the statistics
+// collector.
+func (q *Queries) ReadyDeadTuples(ctx context.Context) (ReadyDeadTuplesRow, error) {
 	row := q.db.QueryRow(ctx, readyDeadTuples)
-	var dead int64
-	err := row.Scan(&dead)
-	return dead, err
+	var i ReadyDeadTuplesRow
+	err := row.Scan(&i.Dead, &i.Live)
+	return i, err
 }
 
 const readyStaleRemove = `-- name: ReadyStaleRemove :execrows

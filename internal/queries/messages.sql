@@ -466,13 +466,16 @@ WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND d.fi
 -- internal/db/group_prune.go.
 
 -- name: MessageDeadTuples :one
--- Worker: dead row versions in the messages table, per the statistics
--- collector (a few hundred milliseconds behind).
-SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead;
+-- Worker: dead and live row versions in the messages table, per the
+-- statistics collector (a few hundred milliseconds behind).
+SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead,
+       pg_stat_get_live_tuples('skipq.messages'::regclass)::bigint AS live;
 
 -- name: ReadyDeadTuples :one
--- Worker: dead rows in the ready table, per the statistics collector.
-SELECT pg_stat_get_dead_tuples('skipq.ready'::regclass)::bigint AS dead;
+-- Worker: dead and live rows in the ready table, per the statistics
+-- collector.
+SELECT pg_stat_get_dead_tuples('skipq.ready'::regclass)::bigint AS dead,
+       pg_stat_get_live_tuples('skipq.ready'::regclass)::bigint AS live;
 
 -- name: ReadyVacuum :exec
 -- Worker: VACUUM of the ready table alone, which removes the index entries

@@ -22,7 +22,8 @@ type VacuumReady struct {
 	deps
 }
 
-// ReadyVacuumDeadTuples is how many dead ready rows make a vacuum worth it.
+// ReadyVacuumDeadTuples is how many dead ready rows make a vacuum worth it
+// (when the table holds at most vacuumLiveShare times as many live ones).
 const ReadyVacuumDeadTuples = 1000
 
 // NewVacuumReady builds the job: every second.
@@ -30,12 +31,12 @@ func NewVacuumReady(pool *pgxpool.Pool, svc *service.Service) *VacuumReady {
 	return &VacuumReady{Config: Config{Period: time.Second, Timeout: time.Minute}, deps: newDeps(pool, svc)}
 }
 
-// RunOnce vacuums the ready table if enough dead rows piled up. Nodes do
+// RunOnce vacuums the ready table if enough dead rows piled up (worthVacuum). Nodes do
 // not take turns: VACUUM (SKIP_LOCKED) passes over a table another vacuum
 // is working on.
 func (j *VacuumReady) RunOnce(ctx context.Context) error {
-	dead, err := j.direct.ReadyDeadTuples(ctx)
-	if err != nil || dead < ReadyVacuumDeadTuples {
+	rows, err := j.direct.ReadyDeadTuples(ctx)
+	if err != nil || !worthVacuum(rows.Dead, rows.Live, ReadyVacuumDeadTuples) {
 		return failed("vacuum ready", err)
 	}
 	return failed("vacuum ready", j.direct.ReadyVacuum(ctx))
