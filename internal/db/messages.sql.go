@@ -1472,8 +1472,9 @@ WHERE r.ctid = ANY(ARRAY(
 // on with the message's newest version, while its own ready-row lookup
 // reads its snapshot, taken before the worker's ready row was committed
 // (internal/db/ready_race_test.go). A message that still exists is locked first
-// (the lock order of every statement: message, then its ready row) and
-// judged on its newest version; one that is gone never comes back
+// (the lock order of every statement that waits for a lock: message, then
+// its ready row; a claim takes them the other way round but never waits)
+// and judged on its newest version; one that is gone never comes back
 // (sequences are not reused). The queues with ready rows are found with a
 // loose index scan of ready_pkey (one descent per queue).
 func (q *Queries) ReadyStaleRemove(ctx context.Context, perQueue int32) (int64, error) {

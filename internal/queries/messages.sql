@@ -597,8 +597,9 @@ DELETE FROM skipq.message_events x WHERE x.trace_id IN (SELECT old.trace_id FROM
 -- on with the message's newest version, while its own ready-row lookup
 -- reads its snapshot, taken before the worker's ready row was committed
 -- (internal/db/ready_race_test.go). A message that still exists is locked first
--- (the lock order of every statement: message, then its ready row) and
--- judged on its newest version; one that is gone never comes back
+-- (the lock order of every statement that waits for a lock: message, then
+-- its ready row; a claim takes them the other way round but never waits)
+-- and judged on its newest version; one that is gone never comes back
 -- (sequences are not reused). The queues with ready rows are found with a
 -- loose index scan of ready_pkey (one descent per queue).
 WITH RECURSIVE queues(queue_id) AS (
