@@ -108,6 +108,80 @@ func TestClaimSkipsRowsLockedByAnotherClaim(t *testing.T) {
 	}
 }
 
+// A claim whose snapshot predates another claim's commit still sees the
+// message that claim took as ready. It must skip it without locking it:
+// a lock left on it (a row locked, then found changed) would hold up the
+// other consumer's ack until this claim commits, a Lock:transactionid
+// wait between claims and acks of different deliveries. The claim is made
+// to take its snapshot first and run after the other claim committed by
+// queueing it, behind a LOCK TABLE, for the timers table it writes.
+func TestClaimLeavesNoLockOnAMessageClaimedUnderIt(t *testing.T) {
+	f := setup(t, 2)
+	ctx := context.Background()
+	if err := f.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: "t", Names: []string{"empty"}}); err != nil {
+		t.Fatal(err)
+	}
+	connA, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer connA.Release()
+	// Plan the claim on A's connection first: a first call would queue for
+	// the lock while planning, before its snapshot.
+	if _, err := db.New(connA).MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "empty", MaxMessages: 1,
+		MaxResponseBytes: 1 << 30, Mode: "claim"}); err != nil {
+		t.Fatal(err)
+	}
+
+	txB, qb := f.begin(t)
+	taken := claim(t, qb, 1, nil)
+	txLock, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = txLock.Rollback(ctx) }()
+	locked := make(chan error, 1)
+	go func() {
+		_, err := txLock.Exec(ctx, "ALTER INDEX skipq.messages_queue_sent_idx SET TABLESPACE pg_default")
+		locked <- err
+	}()
+	waitForLockWait(t, f.pool)
+	txA, err := connA.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = txA.Rollback(ctx) }()
+	type claimed struct {
+		rows []db.SkipqMessage
+		err  error
+	}
+	claimedA := make(chan claimed, 1)
+	go func() {
+		rows, err := db.New(txA).MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q", MaxMessages: 2,
+			MaxResponseBytes: 1 << 30, Mode: "claim"})
+		claimedA <- claimed{rows, err}
+	}()
+	waitForLockWaits(t, f.pool, 2)
+	if err := txB.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-locked; err != nil {
+		t.Fatal(err)
+	}
+	if err := txLock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := <-claimedA
+	if a.err != nil || len(a.rows) != 1 || a.rows[0].Sequence == taken[0].Sequence {
+		t.Fatalf("A claimed %v (%v) after B took %d: want the other message", a.rows, a.err, taken[0].Sequence)
+	}
+	ackCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if rows, err := f.q.MessageAckByReceipt(ackCtx, ackParams(taken[0])); err != nil || len(rows) != 1 {
+		t.Fatalf("B's ack while A is open (a timeout means it waited for A): %v %v", rows, err)
+	}
+}
+
 // An ack with the handle of a lease that expired and was re-claimed (by a
 // claim not yet committed) waits for that claim, then settles nothing.
 func TestAckRacingReclaimAfterLeaseExpiry(t *testing.T) {
@@ -236,6 +310,13 @@ func readyAgain(t *testing.T, q *db.Queries, at time.Time) {
 // lock: the interleaving's second statement has reached the first's lock.
 func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
+	waitForLockWaits(t, pool, 1)
+}
+
+// waitForLockWaits waits until n statements of the test's database wait
+// for a lock.
+func waitForLockWaits(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var waiting int
@@ -244,7 +325,7 @@ func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
+		if waiting >= n {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -488,19 +488,25 @@ func (q *Queries) MessageDeadLetteredPick(ctx context.Context, arg MessageDeadLe
 
 const messageDeadTuples = `-- name: MessageDeadTuples :one
 
-SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead
+SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead,
+       pg_stat_get_live_tuples('skipq.messages'::regclass)::bigint AS live
 `
+
+type MessageDeadTuplesRow struct {
+	Dead int64
+	Live int64
+}
 
 // The worker's prune of empty groups is skipq.group_prune
 // (internal/migrations/current/functions/group_prune.sql), called by
 // internal/db/group_prune.go.
-// Worker: dead row versions in the messages table, per the statistics
-// collector (a few hundred milliseconds behind).
-func (q *Queries) MessageDeadTuples(ctx context.Context) (int64, error) {
+// Worker: dead and live row versions in the messages table, per the
+// statistics collector (a few hundred milliseconds behind).
+func (q *Queries) MessageDeadTuples(ctx context.Context) (MessageDeadTuplesRow, error) {
 	row := q.db.QueryRow(ctx, messageDeadTuples)
-	var dead int64
-	err := row.Scan(&dead)
-	return dead, err
+	var i MessageDeadTuplesRow
+	err := row.Scan(&i.Dead, &i.Live)
+	return i, err
 }
 
 const messageDeleteByID = `-- name: MessageDeleteByID :one
@@ -1412,6 +1418,25 @@ func (q *Queries) MessageVacuum(ctx context.Context) error {
 	return err
 }
 
+const readyDeadTuples = `-- name: ReadyDeadTuples :one
+SELECT pg_stat_get_dead_tuples('skipq.ready'::regclass)::bigint AS dead,
+       pg_stat_get_live_tuples('skipq.ready'::regclass)::bigint AS live
+`
+
+type ReadyDeadTuplesRow struct {
+	Dead int64
+	Live int64
+}
+
+// Worker: dead and live rows in the ready table, per the statistics
+// collector.
+func (q *Queries) ReadyDeadTuples(ctx context.Context) (ReadyDeadTuplesRow, error) {
+	row := q.db.QueryRow(ctx, readyDeadTuples)
+	var i ReadyDeadTuplesRow
+	err := row.Scan(&i.Dead, &i.Live)
+	return i, err
+}
+
 const readyStaleRemove = `-- name: ReadyStaleRemove :execrows
 WITH RECURSIVE queues(queue_id) AS (
     (SELECT r.queue_id FROM skipq.ready r ORDER BY r.queue_id LIMIT 1)
@@ -1447,8 +1472,9 @@ WHERE r.ctid = ANY(ARRAY(
 // on with the message's newest version, while its own ready-row lookup
 // reads its snapshot, taken before the worker's ready row was committed
 // (internal/db/ready_race_test.go). A message that still exists is locked first
-// (the lock order of every statement: message, then its ready row) and
-// judged on its newest version; one that is gone never comes back
+// (the lock order of every statement that waits for a lock: message, then
+// its ready row; a claim takes them the other way round but never waits)
+// and judged on its newest version; one that is gone never comes back
 // (sequences are not reused). The queues with ready rows are found with a
 // loose index scan of ready_pkey (one descent per queue).
 func (q *Queries) ReadyStaleRemove(ctx context.Context, perQueue int32) (int64, error) {
@@ -1457,6 +1483,22 @@ func (q *Queries) ReadyStaleRemove(ctx context.Context, perQueue int32) (int64, 
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const readyVacuum = `-- name: ReadyVacuum :exec
+VACUUM (SKIP_LOCKED) skipq.ready
+`
+
+// Worker: VACUUM of the ready table alone, which removes the index entries
+// of the ready rows that claims deleted. Until then every claim walks past
+// them at the head of ready_pkey: a claim can mark an entry dead for the
+// next ones only while no transaction older than its deletion runs and no
+// insert changed the leaf page since the claim read it, and on a queue that
+// claims keep near empty the head page is the one sends insert into.
+// SKIP_LOCKED: never wait behind a running (auto)vacuum.
+func (q *Queries) ReadyVacuum(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, readyVacuum)
+	return err
 }
 
 const timerRefile = `-- name: TimerRefile :exec

@@ -122,6 +122,22 @@ type SkipqQueueCount struct {
 	DeadLettered      int64
 }
 
+type SkipqQueueCountPartial struct {
+	QueueID           int64
+	Available         int64
+	Delayed           int64
+	InFlight          int64
+	DeadLettered      int64
+	OldestAvailableAt *time.Time
+}
+
+type SkipqQueueCountPass struct {
+	One       bool
+	Counting  bool
+	StartedAt time.Time
+	NextPage  int64
+}
+
 type SkipqQueueRetention struct {
 	QueueID int64
 	Seconds int32

@@ -153,8 +153,7 @@ func dropReadOnly(cfg *pgx.ConnConfig) {
 // can only be the ordered walk of the primary key. A plan that has to use a
 // "disabled" node (the sort of a batch insert's ORDER BY, say) costs over
 // 10^10, far above jit_above_cost: JIT goes off too, or such statements
-// would be compiled on every call (~270 ms). The few statements that must
-// scan (the gauges) lift these for their own transaction (PlanAllowScans).
+// would be compiled on every call (~270 ms).
 const planSettings = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
 	set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
 	set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)`

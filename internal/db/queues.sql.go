@@ -36,32 +36,6 @@ func (q *Queries) JobTakeTurn(ctx context.Context, arg JobTakeTurnParams) (bool,
 	return taken, err
 }
 
-const planAllowScans = `-- name: PlanAllowScans :exec
-SELECT set_config('enable_seqscan', 'on', true), set_config('enable_bitmapscan', 'on', true),
-       set_config('enable_sort', 'on', true), set_config('enable_hashjoin', 'on', true),
-       set_config('enable_mergejoin', 'on', true)
-`
-
-// For the rest of this transaction, lift the plan settings internal/db/pool.go puts
-// on skipq's connections: for statements that read a whole table.
-func (q *Queries) PlanAllowScans(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, planAllowScans)
-	return err
-}
-
-const queueCountsClear = `-- name: QueueCountsClear :exec
-DELETE FROM skipq.queue_counts
-`
-
-// Empties the gauge snapshot, in QueueCountsRefresh's transaction. Its own
-// statement: a DELETE in the refresh's WITH would run after the INSERT (an
-// unreferenced data-modifying CTE runs last), which then hits the rows it
-// was meant to replace.
-func (q *Queries) QueueCountsClear(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, queueCountsClear)
-	return err
-}
-
 const queueCountsList = `-- name: QueueCountsList :many
 SELECT queue_id, tenant, name, available, delayed, in_flight, oldest_available_at, counted_at, dead_lettered FROM skipq.queue_counts
 ORDER BY available + delayed + in_flight DESC
@@ -99,43 +73,23 @@ func (q *Queries) QueueCountsList(ctx context.Context, maxQueues int32) ([]Skipq
 	return items, nil
 }
 
-const queueCountsRefresh = `-- name: QueueCountsRefresh :exec
-WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now),
-dead AS (
-    SELECT dq.tenant, m.re_routed_from AS name, count(*) AS n
-    FROM skipq.messages m
-    JOIN skipq.queues dq ON dq.id = m.queue_id
-    CROSS JOIN t
-    WHERE m.dead_lettered_at IS NOT NULL AND m.re_routed_from IS NOT NULL
-      AND (m.expires_at IS NULL OR m.expires_at > t.now)
-    GROUP BY dq.tenant, m.re_routed_from
-)
-INSERT INTO skipq.queue_counts (queue_id, tenant, name, available, delayed, in_flight, oldest_available_at,
-                                dead_lettered, counted_at)
-SELECT q.id, q.tenant, q.name,
-    count(m.sequence) FILTER (WHERE s.state = 'available'),
-    count(m.sequence) FILTER (WHERE s.state = 'delayed'),
-    count(m.sequence) FILTER (WHERE s.state = 'in_flight'),
-    min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available'),
-    coalesce(dead.n, 0),
-    t.now
-FROM skipq.queues q
-CROSS JOIN t
-LEFT JOIN skipq.messages m ON m.queue_id = q.id AND (m.expires_at IS NULL OR m.expires_at > t.now)
-LEFT JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s ON true
-LEFT JOIN dead ON dead.tenant = q.tenant AND dead.name = q.name
-GROUP BY q.id, q.tenant, q.name, t.now, dead.n
+const queueCountsStep = `-- name: QueueCountsStep :one
+SELECT skipq.queue_counts_step($1::timestamptz, $2::integer, $3::integer)::boolean AS published
 `
 
-// Fills the emptied gauge snapshot with every queue's counts. One pass over
-// the messages table, so it runs only on its turn (JobTakeTurn) and with
-// scans allowed (PlanAllowScans), in one transaction.
-// Dead-lettered messages by the queue they came from (the console's
-// dead-lettered column), read through the partial index that holds only
-// them.
-func (q *Queries) QueueCountsRefresh(ctx context.Context, now *time.Time) error {
-	_, err := q.db.Exec(ctx, queueCountsRefresh, now)
-	return err
+type QueueCountsStepParams struct {
+	Now           *time.Time
+	PeriodSeconds int32
+	MaxPages      int32
+}
+
+// One bounded step of the gauge snapshot's count (skipq.queue_counts_step):
+// true when it finished a pass and replaced the snapshot.
+func (q *Queries) QueueCountsStep(ctx context.Context, arg QueueCountsStepParams) (bool, error) {
+	row := q.db.QueryRow(ctx, queueCountsStep, arg.Now, arg.PeriodSeconds, arg.MaxPages)
+	var published bool
+	err := row.Scan(&published)
+	return published, err
 }
 
 const queueCreateMissing = `-- name: QueueCreateMissing :exec

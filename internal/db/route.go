@@ -46,6 +46,7 @@ var directStatements = map[string]bool{
 	"APIKeyGetByID":       true,
 	"JobTakeTurn":         true,
 	"QueueCountsList":     true,
+	"QueueCountsStep":     true,
 	"ConsoleQueueList":    true,
 	"ConsoleQueueCounts":  true,
 	"DepthHistoryRecord":  true,
@@ -56,6 +57,8 @@ var directStatements = map[string]bool{
 	// Outside any transaction, or no table at all.
 	"MessageVacuum":     true,
 	"MessageDeadTuples": true,
+	"ReadyVacuum":       true,
+	"ReadyDeadTuples":   true,
 }
 
 // statementName is the name on a statement's first line ("-- name: X

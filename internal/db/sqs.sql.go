@@ -562,7 +562,7 @@ type SQSReadyAgainParams struct {
 // unready until their (immediate) lease-end timer fired, up to a worker
 // tick later. A message on its last allowed delivery stays with the
 // worker, which dead-letters it, as after any lease. Message first, then
-// its ready row: the lock order of every statement.
+// its ready row: the lock order of every statement that waits for a lock.
 func (q *Queries) SQSReadyAgain(ctx context.Context, arg SQSReadyAgainParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, sQSReadyAgain, arg.QueueIds, arg.Sequences, arg.Tokens)
 	if err != nil {

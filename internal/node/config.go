@@ -32,7 +32,7 @@ type Config struct {
 	Auth                string // "required" or "off"
 	Migrate             bool
 	Role                Role
-	WorkerVacuum        bool // the worker vacuums the messages table between autovacuum rounds
+	WorkerVacuum        bool // the worker vacuums the messages and ready tables between autovacuum rounds
 	DBMaxConns          int
 	MaxRequestBytes     int64
 	MaxInflightBytes    int64   // request body bytes the node holds at once, all routes; 0 = inflightPerRequest × MaxRequestBytes
@@ -108,7 +108,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	str(&c.ListenAddr, "listen-addr", "HTTP address")
 	str(&c.Auth, "auth", "API-key auth: required or off")
 	boolean(&c.Migrate, "migrate", "apply pending migrations at start")
-	boolean(&c.WorkerVacuum, "worker-vacuum", "the worker vacuums the messages table when dead rows pile up")
+	boolean(&c.WorkerVacuum, "worker-vacuum", "the worker vacuums the messages and ready tables when dead rows pile up")
 	boolean(&c.Console, "console", "serve the web console at /console/")
 	str(&c.ConsoleSecret, "console-secret", "at least 32 characters, the same on every node: signs console sessions; default derived from the SigV4 master key, else random per process (prefer the variable: flags show in ps)")
 	str((*string)(&c.Role), "role", "what this node runs: all, api or worker")

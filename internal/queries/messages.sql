@@ -466,9 +466,26 @@ WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND d.fi
 -- internal/db/group_prune.go.
 
 -- name: MessageDeadTuples :one
--- Worker: dead row versions in the messages table, per the statistics
--- collector (a few hundred milliseconds behind).
-SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead;
+-- Worker: dead and live row versions in the messages table, per the
+-- statistics collector (a few hundred milliseconds behind).
+SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)::bigint AS dead,
+       pg_stat_get_live_tuples('skipq.messages'::regclass)::bigint AS live;
+
+-- name: ReadyDeadTuples :one
+-- Worker: dead and live rows in the ready table, per the statistics
+-- collector.
+SELECT pg_stat_get_dead_tuples('skipq.ready'::regclass)::bigint AS dead,
+       pg_stat_get_live_tuples('skipq.ready'::regclass)::bigint AS live;
+
+-- name: ReadyVacuum :exec
+-- Worker: VACUUM of the ready table alone, which removes the index entries
+-- of the ready rows that claims deleted. Until then every claim walks past
+-- them at the head of ready_pkey: a claim can mark an entry dead for the
+-- next ones only while no transaction older than its deletion runs and no
+-- insert changed the leaf page since the claim read it, and on a queue that
+-- claims keep near empty the head page is the one sends insert into.
+-- SKIP_LOCKED: never wait behind a running (auto)vacuum.
+VACUUM (SKIP_LOCKED) skipq.ready;
 
 -- name: MessageVacuum :exec
 -- Worker: VACUUM sooner than autovacuum's one-minute nap. Every message
@@ -580,8 +597,9 @@ DELETE FROM skipq.message_events x WHERE x.trace_id IN (SELECT old.trace_id FROM
 -- on with the message's newest version, while its own ready-row lookup
 -- reads its snapshot, taken before the worker's ready row was committed
 -- (internal/db/ready_race_test.go). A message that still exists is locked first
--- (the lock order of every statement: message, then its ready row) and
--- judged on its newest version; one that is gone never comes back
+-- (the lock order of every statement that waits for a lock: message, then
+-- its ready row; a claim takes them the other way round but never waits)
+-- and judged on its newest version; one that is gone never comes back
 -- (sequences are not reused). The queues with ready rows are found with a
 -- loose index scan of ready_pkey (one descent per queue).
 WITH RECURSIVE queues(queue_id) AS (

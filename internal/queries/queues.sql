@@ -142,58 +142,16 @@ taken AS (
 )
 SELECT EXISTS (SELECT 1 FROM taken)::boolean AS taken;
 
--- name: QueueCountsClear :exec
--- Empties the gauge snapshot, in QueueCountsRefresh's transaction. Its own
--- statement: a DELETE in the refresh's WITH would run after the INSERT (an
--- unreferenced data-modifying CTE runs last), which then hits the rows it
--- was meant to replace.
-DELETE FROM skipq.queue_counts;
-
--- name: QueueCountsRefresh :exec
--- Fills the emptied gauge snapshot with every queue's counts. One pass over
--- the messages table, so it runs only on its turn (JobTakeTurn) and with
--- scans allowed (PlanAllowScans), in one transaction.
-WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now),
--- Dead-lettered messages by the queue they came from (the console's
--- dead-lettered column), read through the partial index that holds only
--- them.
-dead AS (
-    SELECT dq.tenant, m.re_routed_from AS name, count(*) AS n
-    FROM skipq.messages m
-    JOIN skipq.queues dq ON dq.id = m.queue_id
-    CROSS JOIN t
-    WHERE m.dead_lettered_at IS NOT NULL AND m.re_routed_from IS NOT NULL
-      AND (m.expires_at IS NULL OR m.expires_at > t.now)
-    GROUP BY dq.tenant, m.re_routed_from
-)
-INSERT INTO skipq.queue_counts (queue_id, tenant, name, available, delayed, in_flight, oldest_available_at,
-                                dead_lettered, counted_at)
-SELECT q.id, q.tenant, q.name,
-    count(m.sequence) FILTER (WHERE s.state = 'available'),
-    count(m.sequence) FILTER (WHERE s.state = 'delayed'),
-    count(m.sequence) FILTER (WHERE s.state = 'in_flight'),
-    min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available'),
-    coalesce(dead.n, 0),
-    t.now
-FROM skipq.queues q
-CROSS JOIN t
-LEFT JOIN skipq.messages m ON m.queue_id = q.id AND (m.expires_at IS NULL OR m.expires_at > t.now)
-LEFT JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s ON true
-LEFT JOIN dead ON dead.tenant = q.tenant AND dead.name = q.name
-GROUP BY q.id, q.tenant, q.name, t.now, dead.n;
+-- name: QueueCountsStep :one
+-- One bounded step of the gauge snapshot's count (skipq.queue_counts_step):
+-- true when it finished a pass and replaced the snapshot.
+SELECT skipq.queue_counts_step(sqlc.narg('now')::timestamptz, @period_seconds::integer, @max_pages::integer)::boolean AS published;
 
 -- name: QueueCountsList :many
 -- The gauge snapshot, largest queues first (at most @max_queues).
 SELECT * FROM skipq.queue_counts
 ORDER BY available + delayed + in_flight DESC
 LIMIT @max_queues;
-
--- name: PlanAllowScans :exec
--- For the rest of this transaction, lift the plan settings internal/db/pool.go puts
--- on skipq's connections: for statements that read a whole table.
-SELECT set_config('enable_seqscan', 'on', true), set_config('enable_bitmapscan', 'on', true),
-       set_config('enable_sort', 'on', true), set_config('enable_hashjoin', 'on', true),
-       set_config('enable_mergejoin', 'on', true);
 
 -- name: QueueListByNames :many
 -- The caller's queues among the given names (search's queue filter).

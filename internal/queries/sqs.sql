@@ -57,7 +57,7 @@ SELECT key_id, access_key_id FROM skipq.sqs_credentials;
 -- unready until their (immediate) lease-end timer fired, up to a worker
 -- tick later. A message on its last allowed delivery stays with the
 -- worker, which dead-letters it, as after any lease. Message first, then
--- its ready row: the lock order of every statement.
+-- its ready row: the lock order of every statement that waits for a lock.
 WITH readied AS (
     UPDATE skipq.messages m SET ready = true
     FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,

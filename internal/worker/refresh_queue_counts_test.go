@@ -86,3 +86,47 @@ func TestRefreshQueueCounts(t *testing.T) {
 		t.Fatalf("observed %+v", obs.counts)
 	}
 }
+
+// A count larger than a step is spread over runs: the snapshot stays as it
+// was until the pass reaches the table's end, then holds the whole count.
+func TestRefreshQueueCountsInSteps(t *testing.T) {
+	obs := &gaugeReadings{}
+	svc, _, pool := newObservedService(t, obs)
+	ctx := context.Background()
+	gaugesJob := worker.NewRefreshQueueCounts(pool, svc)
+	gaugesJob.BatchSize = 1 // a page a step
+	withDeadLetter(t, svc)
+	batch := make([]service.MessageInput, 200)
+	for i := range batch {
+		batch[i] = service.MessageInput{Body: "x"}
+	}
+	if _, err := svc.SendBatch(ctx, "default", "many", batch); err != nil {
+		t.Fatal(err)
+	}
+	var pages int
+	if err := pool.QueryRow(ctx, "SELECT pg_relation_size('skipq.messages') / current_setting('block_size')::bigint").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if pages < 2 {
+		t.Fatalf("the messages fill %d page: no second step", pages)
+	}
+	for step := 1; step <= pages; step++ {
+		if err := gaugesJob.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		obs.mu.Lock()
+		many, counted := obs.counts["default/many"]
+		src := obs.counts["default/src"]
+		obs.mu.Unlock()
+		if step < pages && counted {
+			t.Fatalf("step %d of %d published a snapshot: %+v", step, pages, many)
+		}
+		if step == pages && (!counted || many.Available != 200 || src.Available != 1) {
+			t.Fatalf("after the pass of %d steps: %+v", pages, obs.counts)
+		}
+	}
+	var dead int64
+	if err := pool.QueryRow(ctx, "SELECT dead_lettered FROM skipq.queue_counts WHERE name = 'src'").Scan(&dead); err != nil || dead != 1 {
+		t.Fatalf("src's dead-lettered count: %d %v", dead, err)
+	}
+}

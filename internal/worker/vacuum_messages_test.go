@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/skipq/skipq/internal/service"
 	"github.com/skipq/skipq/internal/worker"
 )
@@ -19,33 +21,7 @@ func TestVacuumMessages(t *testing.T) {
 	if _, err := pool.Exec(ctx, "ALTER TABLE skipq.messages SET (autovacuum_enabled = false)"); err != nil {
 		t.Fatal(err)
 	}
-	batch := make([]service.MessageInput, 1000)
-	for i := range batch {
-		batch[i] = service.MessageInput{Body: "x"}
-	}
-	for range 12 {
-		if _, err := svc.SendBatch(ctx, "default", "v", batch); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := svc.PurgeQueue(ctx, "default", "v"); err != nil {
-		t.Fatal(err)
-	}
-	// The statistics collector reports dead rows a little late.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var dead int64
-		if err := pool.QueryRow(ctx, "SELECT pg_stat_get_dead_tuples('skipq.messages'::regclass)").Scan(&dead); err != nil {
-			t.Fatal(err)
-		}
-		if dead >= worker.VacuumDeadTuples {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d dead rows reported", dead)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	leaveDeadRows(t, svc, pool, "v", 12, "skipq.messages", worker.VacuumDeadTuples)
 	if err := worker.NewVacuumMessages(pool, svc).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -55,5 +31,39 @@ func TestVacuumMessages(t *testing.T) {
 	}
 	if vacuums < 1 {
 		t.Fatal("no vacuum ran")
+	}
+}
+
+// leaveDeadRows sends batches of 1,000 messages to queue, purges it, and
+// waits until the statistics report at least want dead rows in table.
+func leaveDeadRows(t *testing.T, svc *service.Service, pool *pgxpool.Pool, queue string, batches int, table string, want int64) {
+	t.Helper()
+	ctx := context.Background()
+	batch := make([]service.MessageInput, 1000)
+	for i := range batch {
+		batch[i] = service.MessageInput{Body: "x"}
+	}
+	for range batches {
+		if _, err := svc.SendBatch(ctx, "default", queue, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.PurgeQueue(ctx, "default", queue); err != nil {
+		t.Fatal(err)
+	}
+	// The statistics collector reports dead rows a little late.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var dead int64
+		if err := pool.QueryRow(ctx, "SELECT pg_stat_get_dead_tuples($1::regclass)", table).Scan(&dead); err != nil {
+			t.Fatal(err)
+		}
+		if dead >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d dead rows reported in %s", dead, table)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

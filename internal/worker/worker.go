@@ -122,7 +122,8 @@ type Worker struct {
 // Options configure the worker.
 type Options struct {
 	// Vacuum lets the worker vacuum the messages table between
-	// autovacuum's rounds (VacuumMessages).
+	// autovacuum's rounds (VacuumMessages), and the ready table as soon as
+	// claims left dead rows in it (VacuumReady).
 	Vacuum bool
 	// SQS is the node's SQS state, whose move tasks the worker takes over
 	// when the node running them stopped.
@@ -160,7 +161,9 @@ func New(pool *pgxpool.Pool, svc *service.Service, log *slog.Logger, opts Option
 	}
 	if opts.Vacuum {
 		vacuum := NewVacuumMessages(pool, svc)
-		jobs = append(jobs, once("vacuum messages", vacuum.Config, vacuum.RunOnce))
+		ready := NewVacuumReady(pool, svc)
+		jobs = append(jobs, once("vacuum messages", vacuum.Config, vacuum.RunOnce),
+			once("vacuum the ready table", ready.Config, ready.RunOnce))
 	}
 	return &Worker{log: log, jobs: jobs}
 }

@@ -148,6 +148,27 @@ CREATE TABLE skipq.message_groups (
 )
 WITH (fillfactor='70', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.01', autovacuum_vacuum_cost_delay='0', vacuum_truncate='false');
 
+-- TABLE queue_count_partials
+
+CREATE TABLE skipq.queue_count_partials (
+    queue_id bigint NOT NULL,
+    available bigint NOT NULL,
+    delayed bigint NOT NULL,
+    in_flight bigint NOT NULL,
+    dead_lettered bigint NOT NULL,
+    oldest_available_at timestamp with time zone
+);
+
+-- TABLE queue_count_passes
+
+CREATE TABLE skipq.queue_count_passes (
+    one boolean DEFAULT true NOT NULL,
+    counting boolean DEFAULT false NOT NULL,
+    started_at timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    next_page bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT queue_count_passes_one_check CHECK (one)
+);
+
 -- TABLE queue_counts
 
 CREATE TABLE skipq.queue_counts (
@@ -340,6 +361,16 @@ ALTER TABLE ONLY skipq.message_groups
 
 ALTER TABLE ONLY skipq.messages
     ADD CONSTRAINT messages_pkey PRIMARY KEY (queue_id, sequence);
+
+-- CONSTRAINT queue_count_partials queue_count_partials_pkey
+
+ALTER TABLE ONLY skipq.queue_count_partials
+    ADD CONSTRAINT queue_count_partials_pkey PRIMARY KEY (queue_id);
+
+-- CONSTRAINT queue_count_passes queue_count_passes_pkey
+
+ALTER TABLE ONLY skipq.queue_count_passes
+    ADD CONSTRAINT queue_count_passes_pkey PRIMARY KEY (one);
 
 -- CONSTRAINT queue_counts queue_counts_pkey
 

@@ -30,10 +30,15 @@ BEGIN
     -- traced queue each claimed message gets its 'received' event, under
     -- p_key_id (the request's API key, NULL for none).
     --
-    -- The walk visits ready rows in sequence order and locks each message
-    -- with SKIP LOCKED, so concurrent claims pass each other without
-    -- waiting, and measures sizes without fetching bodies (octet_length
-    -- reads the TOAST header only). Ready rows are deleted by primary-key
+    -- The walk visits ready rows in sequence order and locks each ready
+    -- row, then its message, with SKIP LOCKED, so concurrent claims pass
+    -- each other without waiting, and measures sizes without fetching
+    -- bodies (octet_length reads the TOAST header only). The ready row is
+    -- locked first because a claim that committed after this statement's
+    -- snapshot deleted it: the lock finds it gone and skips it, where a
+    -- lock on its message would succeed on the newer version, fail the
+    -- recheck and stay held to this claim's commit, making that message's
+    -- ack wait. Ready rows are deleted by primary-key
     -- probes (`sequence = ANY(...)` on one queue), never by a join: joined
     -- to a CTE, the planner may walk the whole ready table once per row of
     -- the CTE (measured: 30 ms for a claim of 100 behind 1,100 ready rows).
@@ -81,7 +86,8 @@ BEGIN
         SELECT v_now AS now, coalesce(p_visibility_seconds, q.visibility_seconds) AS visibility_seconds
     ), walked AS (
         SELECT c.sequence, c.size
-        FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence) r
+        FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence
+              FOR UPDATE SKIP LOCKED) r
         CROSS JOIN LATERAL (
             SELECT c.sequence,
                    skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,

@@ -30,7 +30,8 @@ BEGIN
     SELECT r.seconds INTO v_retain FROM skipq.queue_retention r WHERE r.queue_id = q.id;
     WITH walked AS (
         SELECT c.sequence, c.size
-        FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence) r
+        FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence
+              FOR UPDATE SKIP LOCKED) r
         CROSS JOIN LATERAL (
             SELECT c.sequence,
                    skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
