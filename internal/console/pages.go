@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/worker"
 )
 
 // pageSize is how many rows a console list shows per page.
@@ -27,14 +28,16 @@ type queuesData struct {
 	PollURL   string
 	Rows      []service.QueueGauge
 	CountedAt *time.Time
-	Chart     chart
+	// Recount is how often the cluster recounts the snapshot.
+	Recount time.Duration
+	Chart   chart
 }
 
 // queues reads one page of the queue table: one query on the queues index
 // and the gauge snapshot.
 func (c *Console) queues(r *http.Request, id identity) (queuesData, error) {
 	q := r.URL.Query()
-	d := queuesData{Prefix: q.Get("prefix"), Cursor: q.Get("cursor")}
+	d := queuesData{Prefix: q.Get("prefix"), Cursor: q.Get("cursor"), Recount: worker.QueueCountsPeriod}
 	d.PollURL = "/console/queue-rows?" + url.Values{"prefix": {d.Prefix}, "cursor": {d.Cursor}}.Encode()
 	rows, next, err := c.svc.QueueGauges(r.Context(), id.Tenant, d.Prefix, pageSize, d.Cursor)
 	if err != nil {

@@ -52,10 +52,15 @@ func (q *Queries) ConsoleQueueCounts(ctx context.Context, queueID int64) (Consol
 }
 
 const consoleQueueList = `-- name: ConsoleQueueList :many
+WITH dlq AS (
+    SELECT DISTINCT s.dead_letter_queue AS name FROM skipq.queues s
+    WHERE s.tenant = $1 AND s.dead_letter_queue <> ''
+)
 SELECT q.name, q.fifo, c.available, c.delayed, c.in_flight, c.dead_lettered, c.oldest_available_at,
-       c.counted_at
+       c.counted_at, (dlq.name IS NOT NULL)::boolean AS dead_letter_queue
 FROM skipq.queues q
 LEFT JOIN skipq.queue_counts c ON c.queue_id = q.id
+LEFT JOIN dlq ON dlq.name = q.name
 WHERE q.tenant = $1
   AND q.name >= $2::text AND starts_with(q.name, $2::text)
   AND q.name > $3::text
@@ -79,12 +84,14 @@ type ConsoleQueueListRow struct {
 	DeadLettered      *int64
 	OldestAvailableAt *time.Time
 	CountedAt         *time.Time
+	DeadLetterQueue   bool
 }
 
 // The console's queues page: a tenant's queues by name (as QueueList) with
-// their gauge snapshot. Reads only the queues index and the small snapshot
-// table, never the messages: the page polls it every 5 s. A queue created
-// after the last snapshot has no counts yet.
+// their gauge snapshot, and whether some queue of the tenant names each as
+// its dead-letter queue. Reads only the tenant's queues and the small
+// snapshot table, never the messages: the page polls it every 5 s. A queue
+// created after the last snapshot has no counts yet.
 func (q *Queries) ConsoleQueueList(ctx context.Context, arg ConsoleQueueListParams) ([]ConsoleQueueListRow, error) {
 	rows, err := q.db.Query(ctx, consoleQueueList,
 		arg.Tenant,
@@ -108,6 +115,7 @@ func (q *Queries) ConsoleQueueList(ctx context.Context, arg ConsoleQueueListPara
 			&i.DeadLettered,
 			&i.OldestAvailableAt,
 			&i.CountedAt,
+			&i.DeadLetterQueue,
 		); err != nil {
 			return nil, err
 		}

@@ -1,12 +1,18 @@
 -- name: ConsoleQueueList :many
 -- The console's queues page: a tenant's queues by name (as QueueList) with
--- their gauge snapshot. Reads only the queues index and the small snapshot
--- table, never the messages: the page polls it every 5 s. A queue created
--- after the last snapshot has no counts yet.
+-- their gauge snapshot, and whether some queue of the tenant names each as
+-- its dead-letter queue. Reads only the tenant's queues and the small
+-- snapshot table, never the messages: the page polls it every 5 s. A queue
+-- created after the last snapshot has no counts yet.
+WITH dlq AS (
+    SELECT DISTINCT s.dead_letter_queue AS name FROM skipq.queues s
+    WHERE s.tenant = @tenant AND s.dead_letter_queue <> ''
+)
 SELECT q.name, q.fifo, c.available, c.delayed, c.in_flight, c.dead_lettered, c.oldest_available_at,
-       c.counted_at
+       c.counted_at, (dlq.name IS NOT NULL)::boolean AS dead_letter_queue
 FROM skipq.queues q
 LEFT JOIN skipq.queue_counts c ON c.queue_id = q.id
+LEFT JOIN dlq ON dlq.name = q.name
 WHERE q.tenant = @tenant
   AND q.name >= @prefix::text AND starts_with(q.name, @prefix::text)
   AND q.name > @after::text

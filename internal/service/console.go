@@ -16,6 +16,9 @@ type QueueGauge struct {
 	Available, Delayed, InFlight, DeadLettered *int64
 	OldestAvailableAt                          *time.Time
 	CountedAt                                  *time.Time
+	// DeadLetterQueue: some queue of the tenant names it as its
+	// deadLetterQueue, so its messages are (mostly) dead letters.
+	DeadLetterQueue bool
 }
 
 // QueueGauges lists a tenant's queues by name with their gauge snapshot, in
@@ -38,7 +41,8 @@ func (s *Service) QueueGauges(ctx context.Context, tenant, prefix string, limit 
 	out := make([]QueueGauge, len(rows))
 	for i, r := range rows {
 		out[i] = QueueGauge{Name: r.Name, FIFO: r.Fifo, Available: r.Available, Delayed: r.Delayed, InFlight: r.InFlight,
-			DeadLettered: r.DeadLettered, OldestAvailableAt: r.OldestAvailableAt, CountedAt: r.CountedAt}
+			DeadLettered: r.DeadLettered, OldestAvailableAt: r.OldestAvailableAt, CountedAt: r.CountedAt,
+			DeadLetterQueue: r.DeadLetterQueue}
 	}
 	return out, next, nil
 }
