@@ -65,28 +65,41 @@ func TestDeadLetterStateInConsole(t *testing.T) {
 	contains(t, "the dead letter's page", page(t, n, "/console/queues/work.dlq/messages/dl-1"), "(a dead letter waiting here)")
 }
 
-// The queues page says how old its counts are and that the queue's own
-// page counts at request time; "dead-lettered" is labelled as what came
-// from a queue, and a dead-letter queue is marked as one.
+// The queues page counts the small queues at request time: 20 messages
+// just sent show as 20; a larger queue shows the snapshot, marked ≈, and the
+// page says how old it is. "Dead-lettered" is labelled as what came from a
+// queue, and a dead-letter queue is marked as one.
 func TestQueuesPageSaysWhatItCounts(t *testing.T) {
 	n := startNode(t, false)
 	n.deadLetter(t, "work", "dl-1")
-	html := page(t, n, "/console/")
-	contains(t, "the queues page", html, "Dead-lettered from here", "the cluster recounts every queue every 15s",
-		"A queue's own page counts at request time")
-	if !strings.Contains(html, "Counts as of <b>") && !strings.Contains(html, "Counts: <b>none taken yet</b>") {
-		t.Error("the queues page does not say how old its counts are")
+	batch := make([]any, 20)
+	for i := range batch {
+		batch[i] = map[string]any{"body": "b"}
 	}
+	n.mustAPI(t, "", http.MethodPost, "/v1/queues/fresh/messages/batch", map[string]any{"messages": batch}, http.StatusCreated)
+	large := make([]any, 1000)
+	for i := range large {
+		large[i] = map[string]any{"body": "b"}
+	}
+	n.mustAPI(t, "", http.MethodPost, "/v1/queues/large/messages/batch", map[string]any{"messages": large}, http.StatusCreated)
+
+	html := page(t, n, "/console/")
+	contains(t, "the queues page", html, "Dead-lettered from here", "Counted now for the queues of fewer than 100 messages",
+		"recounted every 15s", "a queue's own page counts at request time")
 	rows := map[string]string{}
 	for _, row := range strings.Split(html, `<tr data-testid="queue-row" data-queue="`)[1:] {
 		name, rest, _ := strings.Cut(row, `"`)
 		rows[name] = rest
 	}
-	if !strings.Contains(rows["work.dlq"], `standard · <span data-testid="dead-letter-queue"`) {
-		t.Errorf("work.dlq's row does not say it is a dead-letter queue:\n%s", rows["work.dlq"])
-	}
+	contains(t, "fresh's row", rows["fresh"], `data-counted="now"`, `data-testid="count-available">20<`)
+	contains(t, "work.dlq's row", rows["work.dlq"], `data-counted="now"`, `data-testid="count-available">1<`,
+		`standard · <span data-testid="dead-letter-queue"`)
 	if strings.Contains(rows["work"], "dead-letter-queue") {
 		t.Errorf("work's row says it is a dead-letter queue:\n%s", rows["work"])
+	}
+	contains(t, "large's row", rows["large"], `data-counted="snapshot"`)
+	if !regexp.MustCompile(`data-testid="count-available">(?:≈ \d+|—)<`).MatchString(rows["large"]) {
+		t.Errorf("large's row does not show the snapshot's count:\n%s", rows["large"])
 	}
 	contains(t, "the queue page", page(t, n, "/console/queues/work"), "Dead-lettered from here")
 }
