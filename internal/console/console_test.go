@@ -315,8 +315,9 @@ func TestRedrive(t *testing.T) {
 	pages.clean(t, n.URL)
 }
 
-// The queues overview (counts from the gauge snapshot, refreshed by
-// polling; the prefix filter; the depth chart) and this node's rates.
+// The queues overview (small queues counted at request time, the table
+// refreshed by polling, the snapshot's age; the prefix filter; the depth
+// chart) and this node's rates.
 func TestOverviewAndRates(t *testing.T) {
 	n := startNode(t, false)
 	n.mustAPI(t, "", http.MethodPut, "/v1/queues/emails", map[string]any{"deadLetterQueue": "emails.dlq"}, http.StatusCreated)
@@ -333,6 +334,13 @@ func TestOverviewAndRates(t *testing.T) {
 	if got := text(t, tab, `[data-queue="orders"] `+testID("count-available")); got != "8" {
 		t.Fatalf("orders available %q, want 8", got)
 	}
+	// Sent after the page loaded: the next poll shows them.
+	for range 2 {
+		n.mustAPI(t, "", http.MethodPost, "/v1/queues/billing/messages", map[string]any{"body": "later"}, http.StatusCreated)
+	}
+	poll(t, tab, `document.querySelector('[data-queue="billing"] [data-testid="count-available"]').textContent.trim() === "5"`, 30*time.Second)
+	// The snapshot (dead-lettered from here) comes with the worker's first count, and its age with it.
+	poll(t, tab, `!document.querySelector('[data-testid="snapshot-age"]').textContent.includes("none taken yet")`, 30*time.Second)
 	// The prefix filter.
 	do(t, tab, chromedp.Navigate(n.URL+"/console/?prefix=emails"), chromedp.WaitVisible(testID("queue-row")))
 	if c := count(t, tab, testID("queue-row")); c != 2 {
