@@ -152,9 +152,13 @@ failover: postgres-bin
 	go test -tags failover -count=1 -timeout 10m -v -run 'TestFailover|TestOnlineMigration' ./internal/chaos/
 
 # screenshots: the web console's pages, as its browser tests see them,
-# written to docs/console/ (shown in the README).
+# written to docs/console/ (shown in the README), then the SHA-256 of the
+# templates, the style sheet and the pictures in docs/console/SHA256SUMS:
+# `make test` fails (TestScreenshotsAreCurrent) when a template or the CSS
+# changed and the pictures were not taken again.
 screenshots: postgres-bin browser-bin
-	SKIPQ_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run 'TestAdminSendsBrowsesPurgesDeletes|TestRedrive|TestOverviewAndRates' ./internal/console/
+	SKIPQ_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run 'TestAdminSendsBrowsesPurgesDeletes|TestMessageHistory|TestSearchPage|TestRedrive|TestOverviewAndRates' ./internal/console/
+	SKIPQ_UPDATE_SCREENSHOT_SUMS=1 go test -count=1 -run TestScreenshotsAreCurrent ./internal/console/
 
 # generate: rewrite internal/migrations/current/ (the schema every migration leaves,
 # as pg_dump prints it, one file per function) and regenerate internal/db/ from

@@ -17,9 +17,12 @@ const (
 	StateAvailable = wire.StateAvailable
 	StateDelayed   = wire.StateDelayed
 	StateInFlight  = wire.StateInFlight
-	// Search's states (SearchMessages).
+	// A retained message's state (browse, lookup and search).
+	StateAcked = wire.StateAcked
+	// A filter of SearchMessages only, never a message's state: the dead
+	// letters not received from their dead-letter queue since, which are
+	// StateAvailable (or StateDelayed) there.
 	StateDeadLettered = wire.StateDeadLettered
-	StateAcked        = wire.StateAcked
 )
 
 // BrowsedMessage is a message with its state and when it became or becomes

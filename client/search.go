@@ -15,7 +15,7 @@ import (
 type SearchOptions struct {
 	Queues      []string // exact names, at most 20; not with QueuePrefix
 	QueuePrefix string
-	States      []State   // StateDeadLettered and StateAcked too
+	States      []State   // StateAcked and the filter StateDeadLettered too
 	SentAfter   time.Time // inclusive; zero = no bound
 	SentBefore  time.Time // exclusive; zero = no bound
 	Tags        map[string]string

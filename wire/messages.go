@@ -192,9 +192,10 @@ type MessageAttribute struct {
 // State is a message's state as browsing reports it.
 type State string
 
-// Message states; "" in a filter means every state. Search also reports
-// StateDeadLettered (in a queue because it was dead-lettered there, not yet
-// received from it); StateAcked is a retained message's.
+// Message states; "" in a filter means every state. StateDeadLettered is a
+// search filter only (the messages dead-lettered into their queue and not
+// received from it since, which are available or delayed there); StateAcked
+// is a retained message's.
 const (
 	StateAvailable    State = "available"
 	StateDelayed      State = "delayed"

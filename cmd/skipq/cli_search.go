@@ -31,7 +31,7 @@ func cmdMessages(ctx context.Context, args []string) error {
 	tags := tagsFlag{}
 	fs.Var(&queues, "queue", "only messages of `queue` (repeatable, up to 20)")
 	prefix := fs.String("prefix", "", "only messages of queues whose name starts with `prefix`")
-	fs.Var(&states, "state", "only messages in `state`: available, delayed, in_flight, dead_lettered, acked (repeatable)")
+	fs.Var(&states, "state", "only messages in `state`: available, delayed, in_flight, acked, or dead_lettered (dead letters not received from their dead-letter queue since; their state is available there) (repeatable)")
 	after := fs.String("after", "", "only messages sent at or after `time` (RFC 3339)")
 	before := fs.String("before", "", "only messages sent before `time` (RFC 3339)")
 	fs.Var(tags, "tag", "only messages with the tag `key=value` (repeatable: all must match)")

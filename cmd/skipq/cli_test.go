@@ -475,6 +475,18 @@ func TestCLIDeadLetters(t *testing.T) {
 	deadLetter("many", 25)
 
 	golden(t, "dlq_list.json", c.ok("dlq", "list", "--source", "one", "--json"))
+	// Waiting in its dead-letter queue, a dead letter is available there, as
+	// on every route; --state dead_lettered is a filter that finds it.
+	var found struct {
+		Messages []struct{ Queue, State string }
+	}
+	c.okJSON(&found, "messages", "search", "--queue", "one.dlq", "--state", "dead_lettered", "--json")
+	if len(found.Messages) != 1 || found.Messages[0].State != "available" {
+		t.Errorf("search --state dead_lettered in one.dlq: %+v", found.Messages)
+	}
+	if table := c.ok("messages", "search", "--queue", "one.dlq"); !regexp.MustCompile(`(?m)^\S+ +one\.dlq +available `).MatchString(table) {
+		t.Errorf("search --queue one.dlq printed\n%s", table)
+	}
 	out := c.ok("dlq", "list", "--source", "one")
 	if !regexp.MustCompile(`^DEAD-LETTERED +QUEUE +FROM +WHY +SEQUENCE +MESSAGE-ID +GROUP +TAGS +BODY\n\S+ +one\.dlq +one +nack ×1 +\d+ +\S+ +- +n=0 +one 0\n$`).MatchString(out) {
 		t.Errorf("dlq list printed\n%s", out)

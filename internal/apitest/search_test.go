@@ -85,7 +85,8 @@ func TestSearchAcrossQueues(t *testing.T) {
 		{"&state=in_flight", []string{"a-1"}},
 		{"&state=delayed", []string{"c-4"}},
 		{"&state=dead_lettered", []string{"a-2"}},
-		{"&state=available&queuePrefix=orders.", []string{"a-3", "b-2", "b-1"}},
+		// a-2 waits in orders.dlq: available there, and dead_lettered as a filter.
+		{"&state=available&queuePrefix=orders.", []string{"a-3", "b-2", "a-2", "b-1"}},
 		{"&state=delayed&state=in_flight", []string{"c-4", "a-1"}},
 		{"&state=acked", nil},
 		{"&tag=color:red", []string{"c-4", "c-3", "a-3", "b-2", "c-1", "a-1"}},
@@ -108,7 +109,7 @@ func TestSearchAcrossQueues(t *testing.T) {
 	// Every item carries its queue and state.
 	page := n.must(t, http.StatusOK, http.MethodGet, "/v1/messages?messageId=a-2", nil)
 	m := objects(t, page["messages"])[0]
-	if m["queue"] != "orders.dlq" || m["state"] != "dead_lettered" || m["reRoutedFrom"] != "orders.eu" {
+	if m["queue"] != "orders.dlq" || m["state"] != "available" || m["reRoutedFrom"] != "orders.eu" {
 		t.Fatalf("a-2 reported as %v in %v from %v", m["state"], m["queue"], m["reRoutedFrom"])
 	}
 	// Bad filters are 400s at their names.
@@ -167,4 +168,65 @@ func TestSearchByGroup(t *testing.T) {
 	}
 	wantError(t, n.do(t, http.MethodGet, "/v1/messages?groupId=a/b", nil), http.StatusBadRequest, "invalid_request", "groupId")
 	wantError(t, n.do(t, http.MethodGet, "/v1/messages?groupId=a&groupId=b", nil), http.StatusBadRequest, "invalid_request", "groupId")
+}
+
+// A dead letter's state is the same on every route: available in its
+// dead-letter queue, as any message there (lookup, browse, search, the
+// search by messageId), and in flight once received from there; the
+// dead_lettered filter finds it until then, and only then.
+func TestDeadLetterStateOnEveryRoute(t *testing.T) {
+	n := newNode(t)
+	n.must(t, http.StatusCreated, http.MethodPut, "/v1/queues/work", map[string]any{"maxReceiveCount": 1, "deadLetterQueue": "work.dlq"})
+	n.send(t, "work", map[string]any{"body": "x", "messageId": "dl-1"})
+	got := n.receive(t, "work", map[string]any{"waitSeconds": 0})
+	n.must(t, http.StatusOK, http.MethodPost, "/v1/receipts/nack", map[string]any{"receiptHandle": got[0]["receiptHandle"]})
+
+	states := func() map[string]any {
+		t.Helper()
+		out := map[string]any{}
+		out["lookup"] = n.must(t, http.StatusOK, http.MethodGet, "/v1/queues/work.dlq/messages/dl-1", nil)["state"]
+		for _, route := range []string{"/v1/queues/work.dlq/messages", "/v1/messages?queue=work.dlq", "/v1/messages?messageId=dl-1"} {
+			page := objects(t, n.must(t, http.StatusOK, http.MethodGet, route, nil)["messages"])
+			if len(page) != 1 {
+				t.Fatalf("%s: %d messages, want dl-1", route, len(page))
+			}
+			out[route] = page[0]["state"]
+		}
+		return out
+	}
+	dead := func(filter string) []string {
+		t.Helper()
+		ids, _ := searchIDs(t, n, "queue=work.dlq&state="+filter)
+		return ids
+	}
+	for route, st := range states() {
+		if st != "available" {
+			t.Errorf("waiting in the dead-letter queue, %s says %v, want available", route, st)
+		}
+	}
+	if m := n.must(t, http.StatusOK, http.MethodGet, "/v1/queues/work.dlq/messages/dl-1", nil); m["deadLetteredAt"] == nil || m["deadLetter"] == nil {
+		t.Errorf("the lookup does not say it is a dead letter: %v", m)
+	}
+	if ids := dead("dead_lettered"); !slices.Equal(ids, []string{"dl-1"}) {
+		t.Errorf("state=dead_lettered: %v", ids)
+	}
+	if ids := dead("available"); !slices.Equal(ids, []string{"dl-1"}) {
+		t.Errorf("state=available: %v", ids)
+	}
+	if ids := n.must(t, http.StatusOK, http.MethodGet, "/v1/queues/work.dlq/messages?state=available", nil); len(objects(t, ids["messages"])) != 1 {
+		t.Errorf("browse state=available: %v", ids)
+	}
+	// Received from the dead-letter queue: in flight everywhere, and no
+	// longer found as waiting.
+	if got := n.receive(t, "work.dlq", map[string]any{"waitSeconds": 0}); len(got) != 1 {
+		t.Fatalf("received %d from the dead-letter queue", len(got))
+	}
+	for route, st := range states() {
+		if st != "in_flight" {
+			t.Errorf("received from the dead-letter queue, %s says %v, want in_flight", route, st)
+		}
+	}
+	if ids := dead("dead_lettered"); len(ids) != 0 {
+		t.Errorf("state=dead_lettered after its receive: %v", ids)
+	}
 }

@@ -106,7 +106,6 @@ func TestAdminSendsBrowsesPurgesDeletes(t *testing.T) {
 		t.Fatalf("body %q", body)
 	}
 	id := text(t, tab, testID("message-id"))
-	screenshot(t, tab, "message")
 	submit(t, tab, testID("action-delete-message"))
 	n.mustAPI(t, n.admin, http.MethodGet, "/v1/queues/jobs/messages/"+id, nil, http.StatusNotFound)
 
@@ -185,6 +184,15 @@ func TestMessageHistory(t *testing.T) {
 	n.mustAPI(t, n.write, http.MethodPost, "/v1/receipts/nack", map[string]any{"receiptHandle": handle, "reason": "<i>no</i>"}, http.StatusOK)
 	redriven := n.mustAPI(t, n.write, http.MethodPost, "/v1/queues/traced.dlq/messages/"+id+"/redrive", nil, http.StatusOK)["redrivenAs"].(map[string]any)
 	n.mustAPI(t, n.write, http.MethodPost, "/v1/queues/plain/messages", map[string]any{"body": "p", "messageId": "p-1"}, http.StatusCreated)
+	// A traced dead letter waiting in its dead-letter queue: its page shows
+	// every field a message can have filled, and is the picture of a message.
+	n.mustAPI(t, n.admin, http.MethodPut, "/v1/queues/payments", map[string]any{"trace": true, "maxReceiveCount": 1,
+		"deadLetterQueue": "payments.dlq"}, http.StatusCreated)
+	waiting := n.mustAPI(t, n.write, http.MethodPost, "/v1/queues/payments/messages", map[string]any{"body": `{"orderId": 7, "amount": "12.50"}`,
+		"clientId": "checkout", "metadata": "content-type=application/json", "tags": map[string]string{"customer": "c-42"}}, http.StatusCreated)["messageId"].(string)
+	got = n.mustAPI(t, n.write, http.MethodPost, "/v1/queues/payments/messages/receive", map[string]any{"waitSeconds": 0}, http.StatusOK)
+	handle = got["messages"].([]any)[0].(map[string]any)["receiptHandle"]
+	n.mustAPI(t, n.write, http.MethodPost, "/v1/receipts/nack", map[string]any{"receiptHandle": handle, "reason": "card declined"}, http.StatusOK)
 
 	tab := browser(t)
 	pages := watch(t, tab)
@@ -205,7 +213,11 @@ func TestMessageHistory(t *testing.T) {
 	if d := text(t, tab, `[data-testid="history-row"][data-type="redriven"] [data-testid="history-details"]`); d != "to traced as "+redriven["messageId"].(string) {
 		t.Errorf("the redrive's details: %q", d)
 	}
-	screenshot(t, tab, "message-history")
+	do(t, tab, chromedp.Navigate(n.URL+"/console/queues/payments.dlq/messages/"+waiting), chromedp.WaitVisible(testID("history")))
+	if d := text(t, tab, testID("dead-letter")); d != "nack of delivery 1 in payments: card declined" {
+		t.Errorf("the waiting dead letter's deadLetter: %q", d)
+	}
+	screenshot(t, tab, "message")
 
 	do(t, tab, chromedp.Navigate(n.URL+"/console/queues/plain/messages/p-1"), chromedp.WaitVisible(testID("history-none")))
 	do(t, tab, chromedp.Navigate(n.URL+"/console/queues/plain"), chromedp.WaitVisible(testID("settings-trace")),
@@ -236,6 +248,7 @@ func TestSearchPage(t *testing.T) {
 	if c := count(t, tab, `[data-testid="search-row"][data-queue="app.one"]`); c != pageSize {
 		t.Fatalf("prefix app. and tag k:v: %d rows of app.one on page 1, want %d", c, pageSize)
 	}
+	screenshotTop(t, tab, "search")
 	do(t, tab, chromedp.Click(testID("next-page")), chromedp.WaitVisible(testID("search-row")))
 	if c := count(t, tab, `[data-testid="search-row"][data-queue="app.one"]`); c != 2 || count(t, tab, testID("search-row")) != 2 {
 		t.Fatalf("page 2 holds %d rows of app.one, want the last 2 and nothing else", c)
@@ -302,10 +315,12 @@ func TestRedrive(t *testing.T) {
 	pages.clean(t, n.URL)
 }
 
-// The queues overview (counts from the gauge snapshot, refreshed by
-// polling; the prefix filter; the depth chart) and this node's rates.
+// The queues overview (small queues counted at request time, the table
+// refreshed by polling, the snapshot's age; the prefix filter; the depth
+// chart) and this node's rates.
 func TestOverviewAndRates(t *testing.T) {
 	n := startNode(t, false)
+	n.mustAPI(t, "", http.MethodPut, "/v1/queues/emails", map[string]any{"deadLetterQueue": "emails.dlq"}, http.StatusCreated)
 	for i, q := range []string{"billing", "emails", "emails.dlq", "orders"} {
 		for j := range (i + 1) * 3 {
 			n.mustAPI(t, "", http.MethodPost, "/v1/queues/"+q+"/messages", map[string]any{"body": fmt.Sprint("m", j)}, http.StatusCreated)
@@ -319,6 +334,13 @@ func TestOverviewAndRates(t *testing.T) {
 	if got := text(t, tab, `[data-queue="orders"] `+testID("count-available")); got != "8" {
 		t.Fatalf("orders available %q, want 8", got)
 	}
+	// Sent after the page loaded: the next poll shows them.
+	for range 2 {
+		n.mustAPI(t, "", http.MethodPost, "/v1/queues/billing/messages", map[string]any{"body": "later"}, http.StatusCreated)
+	}
+	poll(t, tab, `document.querySelector('[data-queue="billing"] [data-testid="count-available"]').textContent.trim() === "5"`, 30*time.Second)
+	// The snapshot (dead-lettered from here) comes with the worker's first count, and its age with it.
+	poll(t, tab, `!document.querySelector('[data-testid="snapshot-age"]').textContent.includes("none taken yet")`, 30*time.Second)
 	// The prefix filter.
 	do(t, tab, chromedp.Navigate(n.URL+"/console/?prefix=emails"), chromedp.WaitVisible(testID("queue-row")))
 	if c := count(t, tab, testID("queue-row")); c != 2 {

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/worker"
 )
 
 // pageSize is how many rows a console list shows per page.
@@ -27,14 +28,19 @@ type queuesData struct {
 	PollURL   string
 	Rows      []service.QueueGauge
 	CountedAt *time.Time
-	Chart     chart
+	// Recount is how often the cluster recounts the snapshot; the queues
+	// of fewer than CountedNow messages are counted at request time.
+	Recount    time.Duration
+	CountedNow int
+	Chart      chart
 }
 
-// queues reads one page of the queue table: one query on the queues index
-// and the gauge snapshot.
+// queues reads one page of the queue table: one query on the queues and the
+// gauge snapshot, one that counts the small queues.
 func (c *Console) queues(r *http.Request, id identity) (queuesData, error) {
 	q := r.URL.Query()
-	d := queuesData{Prefix: q.Get("prefix"), Cursor: q.Get("cursor")}
+	d := queuesData{Prefix: q.Get("prefix"), Cursor: q.Get("cursor"), Recount: worker.QueueCountsPeriod,
+		CountedNow: service.ConsoleCountedNow}
 	d.PollURL = "/console/queue-rows?" + url.Values{"prefix": {d.Prefix}, "cursor": {d.Cursor}}.Encode()
 	rows, next, err := c.svc.QueueGauges(r.Context(), id.Tenant, d.Prefix, pageSize, d.Cursor)
 	if err != nil {

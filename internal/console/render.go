@@ -27,6 +27,7 @@ func parsePages() map[string]*template.Template {
 		"when":       when,
 		"ago":        ago,
 		"count":      count,
+		"rate":       rate,
 		"deref":      func(s *string) string { return derefOr(s, "") },
 		"preview":    preview,
 		"ptr":        func(t time.Time) *time.Time { return &t },
@@ -167,6 +168,15 @@ func count(n *int64) string {
 		return "—"
 	}
 	return strconv.FormatInt(*n, 10)
+}
+
+// rate is a per-second rate, or "—" while the first one is measured (a
+// 0.0 would say nothing happened).
+func rate(measuring bool, perSecond float64) string {
+	if measuring {
+		return "—"
+	}
+	return strconv.FormatFloat(perSecond, 'f', 1, 64)
 }
 
 func derefOr(s *string, def string) string {

@@ -51,11 +51,81 @@ func (q *Queries) ConsoleQueueCounts(ctx context.Context, queueID int64) (Consol
 	return i, err
 }
 
+const consoleQueueCountsNow = `-- name: ConsoleQueueCountsNow :many
+WITH t AS (SELECT coalesce($3::timestamptz, clock_timestamp()) AS now)
+SELECT q.id::bigint AS queue_id,
+    count(m.sequence) FILTER (WHERE s.state = 'available')::bigint AS available,
+    count(m.sequence) FILTER (WHERE s.state = 'delayed')::bigint AS delayed,
+    count(m.sequence) FILTER (WHERE s.state = 'in_flight')::bigint AS in_flight,
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available') AS oldest_available_at,
+    (count(m.sequence) < $1::bigint)::boolean AS complete
+FROM unnest($2::bigint[]) AS q(id)
+CROSS JOIN t
+LEFT JOIN LATERAL (
+    SELECT x.sequence, x.visible_at, x.receive_count, x.max_receive_count, x.lease_token, x.delayed_to, x.sent_at
+    FROM skipq.messages x
+    WHERE x.queue_id = q.id AND (x.expires_at IS NULL OR x.expires_at > t.now)
+    LIMIT $1::bigint) m ON true
+LEFT JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s ON true
+GROUP BY q.id
+`
+
+type ConsoleQueueCountsNowParams struct {
+	ReadLimit int64
+	QueueIds  []int64
+	Now       *time.Time
+}
+
+type ConsoleQueueCountsNowRow struct {
+	QueueID           int64
+	Available         int64
+	Delayed           int64
+	InFlight          int64
+	OldestAvailableAt interface{}
+	Complete          bool
+}
+
+// The queues page's counts at request time, of the queues that hold fewer
+// than @read_limit messages (complete); of a larger one only that many are
+// read (complete false), and the page shows its snapshot. States as in
+// QueueStats, at clock_timestamp() (see MessageBrowse).
+func (q *Queries) ConsoleQueueCountsNow(ctx context.Context, arg ConsoleQueueCountsNowParams) ([]ConsoleQueueCountsNowRow, error) {
+	rows, err := q.db.Query(ctx, consoleQueueCountsNow, arg.ReadLimit, arg.QueueIds, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConsoleQueueCountsNowRow
+	for rows.Next() {
+		var i ConsoleQueueCountsNowRow
+		if err := rows.Scan(
+			&i.QueueID,
+			&i.Available,
+			&i.Delayed,
+			&i.InFlight,
+			&i.OldestAvailableAt,
+			&i.Complete,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const consoleQueueList = `-- name: ConsoleQueueList :many
-SELECT q.name, q.fifo, c.available, c.delayed, c.in_flight, c.dead_lettered, c.oldest_available_at,
-       c.counted_at
+WITH dlq AS (
+    SELECT DISTINCT s.dead_letter_queue AS name FROM skipq.queues s
+    WHERE s.tenant = $1 AND s.dead_letter_queue <> ''
+)
+SELECT q.id, q.name, q.fifo, c.available, c.delayed, c.in_flight, c.dead_lettered, c.oldest_available_at,
+       c.counted_at, (dlq.name IS NOT NULL)::boolean AS dead_letter_queue
 FROM skipq.queues q
 LEFT JOIN skipq.queue_counts c ON c.queue_id = q.id
+LEFT JOIN dlq ON dlq.name = q.name
 WHERE q.tenant = $1
   AND q.name >= $2::text AND starts_with(q.name, $2::text)
   AND q.name > $3::text
@@ -71,6 +141,7 @@ type ConsoleQueueListParams struct {
 }
 
 type ConsoleQueueListRow struct {
+	ID                int64
 	Name              string
 	Fifo              bool
 	Available         *int64
@@ -79,12 +150,17 @@ type ConsoleQueueListRow struct {
 	DeadLettered      *int64
 	OldestAvailableAt *time.Time
 	CountedAt         *time.Time
+	DeadLetterQueue   bool
 }
 
 // The console's queues page: a tenant's queues by name (as QueueList) with
-// their gauge snapshot. Reads only the queues index and the small snapshot
-// table, never the messages: the page polls it every 5 s. A queue created
-// after the last snapshot has no counts yet.
+// their gauge snapshot, and whether some queue of the tenant names each as
+// its dead-letter queue. Reads only the tenant's queues and the small
+// snapshot table, never the messages (ConsoleQueueCountsNow counts the
+// small ones): the page polls it every 5 s. The dead-letter queues' names
+// take a read of all the tenant's queues (no index has deadLetterQueue;
+// measured at 10,000 queues: about 4 ms, against 0.3 ms without). A queue
+// created after the last snapshot has no snapshot counts yet.
 func (q *Queries) ConsoleQueueList(ctx context.Context, arg ConsoleQueueListParams) ([]ConsoleQueueListRow, error) {
 	rows, err := q.db.Query(ctx, consoleQueueList,
 		arg.Tenant,
@@ -100,6 +176,7 @@ func (q *Queries) ConsoleQueueList(ctx context.Context, arg ConsoleQueueListPara
 	for rows.Next() {
 		var i ConsoleQueueListRow
 		if err := rows.Scan(
+			&i.ID,
 			&i.Name,
 			&i.Fifo,
 			&i.Available,
@@ -108,6 +185,7 @@ func (q *Queries) ConsoleQueueList(ctx context.Context, arg ConsoleQueueListPara
 			&i.DeadLettered,
 			&i.OldestAvailableAt,
 			&i.CountedAt,
+			&i.DeadLetterQueue,
 		); err != nil {
 			return nil, err
 		}

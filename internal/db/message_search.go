@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Search's walk is a PL/pgSQL function, skipq.message_search_bounded_walk
+// Search's walk is a PL/pgSQL function, skipq.message_search_lifecycle_walk
 // (internal/migrations/current/functions/message_search_bounded_walk.sql):
 // it stops reading a queue once its matches are complete, which one SQL
 // statement can only say with CTEs inside a LATERAL, and sqlc parses
@@ -47,9 +47,9 @@ type MessageSearchWalkRow struct {
 
 const messageSearchWalk = `-- name: MessageSearchWalk :many
 SELECT queue_id, queue_name, sequence, sent_at, matched, state, size, exhausted
-FROM skipq.message_search_bounded_walk($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+FROM skipq.message_search_lifecycle_walk($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 
-// MessageSearchWalk calls skipq.message_search_bounded_walk.
+// MessageSearchWalk calls skipq.message_search_lifecycle_walk.
 func (q *Queries) MessageSearchWalk(ctx context.Context, arg MessageSearchWalkParams) ([]MessageSearchWalkRow, error) {
 	rows, err := q.db.Query(ctx, messageSearchWalk, arg.QueueIds, arg.States, arg.Tags, arg.SentAfter,
 		arg.SentBefore, arg.AfterSentAt, arg.AfterQueue, arg.AfterSequence, arg.Budget, arg.MaxMatches, arg.Now, arg.GroupID)

@@ -1,17 +1,48 @@
 -- name: ConsoleQueueList :many
 -- The console's queues page: a tenant's queues by name (as QueueList) with
--- their gauge snapshot. Reads only the queues index and the small snapshot
--- table, never the messages: the page polls it every 5 s. A queue created
--- after the last snapshot has no counts yet.
-SELECT q.name, q.fifo, c.available, c.delayed, c.in_flight, c.dead_lettered, c.oldest_available_at,
-       c.counted_at
+-- their gauge snapshot, and whether some queue of the tenant names each as
+-- its dead-letter queue. Reads only the tenant's queues and the small
+-- snapshot table, never the messages (ConsoleQueueCountsNow counts the
+-- small ones): the page polls it every 5 s. The dead-letter queues' names
+-- take a read of all the tenant's queues (no index has deadLetterQueue;
+-- measured at 10,000 queues: about 4 ms, against 0.3 ms without). A queue
+-- created after the last snapshot has no snapshot counts yet.
+WITH dlq AS (
+    SELECT DISTINCT s.dead_letter_queue AS name FROM skipq.queues s
+    WHERE s.tenant = @tenant AND s.dead_letter_queue <> ''
+)
+SELECT q.id, q.name, q.fifo, c.available, c.delayed, c.in_flight, c.dead_lettered, c.oldest_available_at,
+       c.counted_at, (dlq.name IS NOT NULL)::boolean AS dead_letter_queue
 FROM skipq.queues q
 LEFT JOIN skipq.queue_counts c ON c.queue_id = q.id
+LEFT JOIN dlq ON dlq.name = q.name
 WHERE q.tenant = @tenant
   AND q.name >= @prefix::text AND starts_with(q.name, @prefix::text)
   AND q.name > @after::text
 ORDER BY q.name
 LIMIT @max_queues;
+
+-- name: ConsoleQueueCountsNow :many
+-- The queues page's counts at request time, of the queues that hold fewer
+-- than @read_limit messages (complete); of a larger one only that many are
+-- read (complete false), and the page shows its snapshot. States as in
+-- QueueStats, at clock_timestamp() (see MessageBrowse).
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
+SELECT q.id::bigint AS queue_id,
+    count(m.sequence) FILTER (WHERE s.state = 'available')::bigint AS available,
+    count(m.sequence) FILTER (WHERE s.state = 'delayed')::bigint AS delayed,
+    count(m.sequence) FILTER (WHERE s.state = 'in_flight')::bigint AS in_flight,
+    min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available') AS oldest_available_at,
+    (count(m.sequence) < @read_limit::bigint)::boolean AS complete
+FROM unnest(@queue_ids::bigint[]) AS q(id)
+CROSS JOIN t
+LEFT JOIN LATERAL (
+    SELECT x.sequence, x.visible_at, x.receive_count, x.max_receive_count, x.lease_token, x.delayed_to, x.sent_at
+    FROM skipq.messages x
+    WHERE x.queue_id = q.id AND (x.expires_at IS NULL OR x.expires_at > t.now)
+    LIMIT @read_limit::bigint) m ON true
+LEFT JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s ON true
+GROUP BY q.id;
 
 -- name: ConsoleQueueCounts :one
 -- One queue's gauge snapshot (its dead-lettered count on the queue page).

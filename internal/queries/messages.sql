@@ -511,11 +511,11 @@ SELECT q.id AS queue_id, q.name AS queue_name, m.sequence, m.sent_at, true AS ma
        false AS exhausted
 FROM t, skipq.queues q
 JOIN skipq.messages m ON m.message_id = @message_id AND m.queue_id = q.id
-CROSS JOIN LATERAL (SELECT skipq.message_search_state(m.dead_lettered_at, m.visible_at,
-    m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s
+CROSS JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count,
+    m.max_receive_count, m.lease_token, t.now) AS state) s
 WHERE q.id = ANY(@queue_ids::bigint[])
   AND (sqlc.narg('group_id')::text IS NULL OR m.group_id = sqlc.narg('group_id')::text)
-  AND (cardinality(@states::text[]) = 0 OR s.state = ANY(@states::text[]))
+  AND skipq.message_search_match(@states::text[], s.state, m.dead_lettered_at, m.receive_count)
   AND m.tags @> @tags::jsonb
   AND (m.expires_at IS NULL OR m.expires_at > t.now)
   AND m.sent_at >= coalesce(sqlc.narg('sent_after')::timestamptz, '-infinity')

@@ -10,9 +10,10 @@ import (
 	"github.com/skipq/skipq/internal/db"
 )
 
-// Search states (docs/API.md#search): those of browsing, plus dead_lettered (in a
-// queue because it was dead-lettered there, not yet received from it) and
-// acked (kept after its ack by a queue's retention).
+// Search's filter states (docs/API.md#search): those of browsing, plus dead_lettered (a filter
+// only: the messages dead-lettered into their queue and not received from
+// it since, whose state is available or delayed there, as on every route)
+// and acked (kept after its ack by a queue's retention).
 const (
 	StateDeadLettered = "dead_lettered"
 	StateAcked        = "acked"
