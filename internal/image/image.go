@@ -45,7 +45,7 @@ const (
 
 // Spec is what an image is made of. Equal specs give equal digests.
 type Spec struct {
-	Binary   string    // a static linux skipq binary (BuildBinary)
+	Binary   string    // a static linux skipq binary
 	Arch     string    // GOARCH of the binary
 	Version  string    // org.opencontainers.image.version and the ref name in the layout
 	Revision string    // the commit, org.opencontainers.image.revision
@@ -53,11 +53,43 @@ type Spec struct {
 	Created  time.Time // SOURCE_DATE_EPOCH: the time of every file and of the image
 }
 
-// BuildBinary builds cmd/skipq from the module at moduleDir into out, for
+// Output is where Make writes the image.
+type Output struct {
+	Layout  string // an OCI image layout directory (replaced whole)
+	Archive string // a docker-archive tarball
+}
+
+// Make is `make image`: it builds cmd/skipq from the module at moduleDir,
+// assembles the image of spec around it (spec.Binary is ignored) and
+// writes it to out, returning its digest.
+func Make(ctx context.Context, moduleDir string, spec Spec, out Output) (v1.Hash, error) {
+	work, err := os.MkdirTemp("", "skipq-image-")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	defer func() { _ = os.RemoveAll(work) }() // a temporary directory: nothing to do if it stays
+	spec.Binary = filepath.Join(work, "skipq")
+	if err := buildBinary(ctx, moduleDir, spec.Arch, spec.Binary); err != nil {
+		return v1.Hash{}, err
+	}
+	img, err := Build(spec)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := WriteLayout(img, out.Layout, spec.Version); err != nil {
+		return v1.Hash{}, err
+	}
+	if err := WriteArchive(img, out.Archive, spec.Version); err != nil {
+		return v1.Hash{}, err
+	}
+	return img.Digest()
+}
+
+// buildBinary builds cmd/skipq from the module at moduleDir into out, for
 // linux/arch, statically (CGO_ENABLED=0: the image has no libc), without
 // this machine's paths (-trimpath) or symbols (-s -w), and with an empty
 // build id so that the same source and toolchain give the same bytes.
-func BuildBinary(ctx context.Context, moduleDir, arch, out string) error {
+func buildBinary(ctx context.Context, moduleDir, arch, out string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", out, "./cmd/skipq")
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)

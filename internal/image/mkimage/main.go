@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"time"
@@ -29,8 +28,9 @@ func main() {
 
 func run() error {
 	spec := image.Spec{}
-	layoutDir := flag.String("layout", "bin/image", "directory of the OCI image layout (replaced)")
-	archive := flag.String("archive", "bin/skipq-image.tar", "docker-archive tarball (podman load, docker load)")
+	var out image.Output
+	flag.StringVar(&out.Layout, "layout", "bin/image", "directory of the OCI image layout (replaced)")
+	flag.StringVar(&out.Archive, "archive", "bin/skipq-image.tar", "docker-archive tarball (podman load, docker load)")
 	flag.StringVar(&spec.Arch, "arch", runtime.GOARCH, "GOARCH of the image")
 	flag.StringVar(&spec.Version, "version", "dev", "the image's version label and tag")
 	flag.StringVar(&spec.Revision, "revision", "", "the commit the image is built from")
@@ -46,29 +46,10 @@ func run() error {
 	}
 	spec.Created = time.Unix(epoch, 0).UTC()
 
-	work, err := os.MkdirTemp("", "skipq-image-")
+	digest, err := image.Make(context.Background(), ".", spec, out)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(work) }() // a temporary directory: nothing to do if it stays
-	spec.Binary = filepath.Join(work, "skipq")
-	if err := image.BuildBinary(context.Background(), ".", spec.Arch, spec.Binary); err != nil {
-		return err
-	}
-	img, err := image.Build(spec)
-	if err != nil {
-		return err
-	}
-	if err := image.WriteLayout(img, *layoutDir, spec.Version); err != nil {
-		return err
-	}
-	if err := image.WriteArchive(img, *archive, spec.Version); err != nil {
-		return err
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("skipq:%s %s\nOCI layout %s, archive %s\n", spec.Version, digest, *layoutDir, *archive)
+	fmt.Printf("skipq:%s %s\nOCI layout %s, archive %s\n", spec.Version, digest, out.Layout, out.Archive)
 	return nil
 }
