@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # The test cluster that testdb starts (devpg.EnsureDaemon) and `test` stops.
 TEST_CLUSTER := .skipq/test
 
-.PHONY: postgres-bin pgbouncer-bin browser-bin build bench run test check lint fuzz chaos failover screenshots generate clean
+.PHONY: postgres-bin pgbouncer-bin browser-bin build image manifests bench run test check lint fuzz chaos failover screenshots generate clean
 
 # postgres-bin: the PostgreSQL server binaries (Debian's postgresql package)
 # and the unprivileged "postgres" user that runs private clusters for root.
@@ -52,6 +52,25 @@ browser-bin:
 # work, and the binary is about a third smaller.
 build:
 	go build -trimpath -ldflags="-s -w" -o bin/skipq ./cmd/skipq
+
+# image: the node's OCI image, built in Go (internal/image, with
+# go-containerregistry; no container engine): the static binary as /skipq on
+# no base image, user 65532, ENTRYPOINT ["/skipq"], CMD ["serve"], port 8080.
+# Written as an OCI layout in bin/image/ and as bin/skipq-image.tar, which
+# `podman load`/`docker load` read. Reproducible: the same commit and Go
+# give the same digest (every time in it is SOURCE_DATE_EPOCH, by default
+# the commit's time). See docs/DEPLOY.md.
+IMAGE_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+image:
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./internal/image/mkimage \
+		-version $(IMAGE_VERSION) -revision "$(IMAGE_REVISION)" -layout bin/image -archive bin/skipq-image.tar
+
+# manifests: render deploy/kubernetes/ from the Helm chart's defaults
+# (deploy/helm/skipq); `make test` fails while they differ.
+manifests:
+	SKIPQ_UPDATE_MANIFESTS=1 go test -count=1 -run TestPlainManifestsAreRendered ./deploy/
 
 # bench: skipq-bench, the measurements of docs/PERFORMANCE.md, a command of
 # its own (the server binary carries neither it nor the AWS SDK it drives);
