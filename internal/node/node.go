@@ -88,6 +88,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	requestBytes := service.NewBodyBudget(cfg.maxInflightBytes())
+	limiters := handlers.NewLimiters(handlers.Config{RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(),
+		AuthFailureLimit: cfg.AuthFailureLimit, AuthFailureBurst: cfg.AuthFailureBurst})
 	handler := handlers.New(svc, handlers.Config{
 		AuthOff: cfg.Auth == "off", Keys: keys, MaxRequestBytes: cfg.MaxRequestBytes, RequestBytes: requestBytes, Log: log, Metrics: m,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
@@ -98,6 +100,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
 		Console:           consoleEndpoint,
 		SQS:               cfg.sqsEndpoint(svc, sqsState, keys, requestBytes),
+		Limiters:          limiters,
 	})
 	srv := &http.Server{
 		Handler: handler,
@@ -117,8 +120,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2) // HTTP's and the KubeMQ endpoint's
 	go func() { serveErr <- srv.Serve(ln) }()
+	kube := cfg.kubemqEndpoint(svc, keys, limiters, m, log)
+	if kube != nil {
+		kubeLn, err := net.Listen("tcp", cfg.KubeMQ.Addr)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		log.Info("KubeMQ endpoint listening", "addr", kubeLn.Addr().String())
+		go func() { serveErr <- kube.Serve(kubeLn) }()
+	}
 
 	select {
 	case err := <-serveErr:
@@ -131,6 +144,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	hub.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	kubeDrained := make(chan struct{})
+	go func() {
+		// Its downstream calls answer CloseByServer and end; the rest drain
+		// beside HTTP's, within the same 30 s.
+		if kube != nil {
+			kube.Shutdown(shutdownCtx)
+		}
+		close(kubeDrained)
+	}()
+	defer func() { <-kubeDrained }()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
