@@ -114,6 +114,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		// net/http's bare 200 without X-Request-Id.
 		DisableGeneralOptionsHandler: true,
 	}
+	kube := cfg.kubemqEndpoint(svc, keys, limiters, m, log)
+	var kubeLn net.Listener
+	if kube != nil {
+		if kubeLn, err = net.Listen("tcp", cfg.KubeMQ.Addr); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		log.Info("KubeMQ endpoint listening", "addr", kubeLn.Addr().String())
+	}
 	log.Info("listening", "addr", ln.Addr().String())
 	// net/http's own refusals of unparseable requests become envelopes too.
 	ln = handlers.EnvelopeListener(ln, log)
@@ -122,14 +131,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	serveErr := make(chan error, 2) // HTTP's and the KubeMQ endpoint's
 	go func() { serveErr <- srv.Serve(ln) }()
-	kube := cfg.kubemqEndpoint(svc, keys, limiters, m, log)
 	if kube != nil {
-		kubeLn, err := net.Listen("tcp", cfg.KubeMQ.Addr)
-		if err != nil {
-			_ = srv.Close()
-			return err
-		}
-		log.Info("KubeMQ endpoint listening", "addr", kubeLn.Addr().String())
 		go func() { serveErr <- kube.Serve(kubeLn) }()
 	}
 
