@@ -126,6 +126,22 @@ async function main() {
   assert.deepEqual(seen, ['s0', 's1', 's2']);
   assert.equal((await q.peek({ channel: 'js-stream', maxNumberOfMessages: 10, waitTimeoutSeconds: 1 })).messages.length, 0);
 
+  // The DLQ tutorial of docs/KUBEMQ.md, as written there.
+  await q.send({
+    channel: 'orders', body: body('order 42'),
+    policy: { maxReceiveCount: 3, maxReceiveQueue: 'orders.dlq' },
+  });
+  for (let round = 1; round <= 3; round++) {
+    r = await transactionOnce({ channel: 'orders', waitTimeoutSeconds: 1, visibilitySeconds: 30 }, (m) => m.reject());
+    assert.equal(r.got.message.attributes.receiveCount, round);
+  }
+  assert.equal((await q.pull({ channel: 'orders', maxNumberOfMessages: 10, waitTimeoutSeconds: 1 })).messages.length, 0);
+  const dead = await q.pull({ channel: 'orders.dlq', maxNumberOfMessages: 10, waitTimeoutSeconds: 1 });
+  assert.equal(dead.messages.length, 1);
+  assert.equal(text(dead.messages[0].body), 'order 42');
+  assert.equal(dead.messages[0].attributes.reRouted, true);
+  assert.equal(dead.messages[0].attributes.reRoutedFromQueue, 'orders');
+
   q.close();
   console.log('OK');
 }
