@@ -18,6 +18,7 @@ const (
 	SQLConsumer = "sqlconsumer"
 	Latency     = "latency"
 	SQS         = "sqs"
+	KubeMQ      = "kubemq"
 	Idle        = "idle"
 	Heads       = "heads"
 	Backlog     = "backlog"
@@ -35,7 +36,7 @@ const (
 // figures compare with the lifecycle's. FIFO fills one group with a million
 // messages. Search runs last: it adds
 // a million messages of a tenant of its own, which it reads, never claims.
-var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, Trace, Locks, Heads, Backlog, FIFO, Search}
+var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, KubeMQ, Trace, Locks, Heads, Backlog, FIFO, Search}
 
 // Point is one lifecycle measurement: messages per send/receive/ack call and
 // producer/consumer pairs.
@@ -217,6 +218,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			rep.Latency, err = e.latency(ctx)
 		case SQS:
 			rep.SQS, err = e.sqsScenario(ctx)
+		case KubeMQ:
+			rep.KubeMQ, err = e.kubemqScenario(ctx)
 		case Idle:
 			rep.Idle, err = e.idle(ctx)
 		case Heads:
