@@ -154,8 +154,9 @@ func freeLoopbackAddr() string {
 	if err != nil {
 		return "127.0.0.1:0"
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
 }
 
 // kubemqScenario runs each point over KubeMQ's streams and over the native
