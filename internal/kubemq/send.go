@@ -94,7 +94,7 @@ func (s *Server) send(ctx context.Context, msgs []*kubemqpb.QueueMessage) ([]*ku
 		p := byChannel[ch]
 		for start := 0; start < len(p.in); start += service.MaxBatchMessages {
 			end := min(start+service.MaxBatchMessages, len(p.in))
-			entries, err := s.svc.SendEach(ctx, tenant, ch, p.in[start:end], nil)
+			entries, err := s.sendChunk(ctx, tenant, ch, p.in[start:end])
 			if err != nil {
 				text, callErr := answer(sendRefusal(err))
 				if callErr != nil {
@@ -120,4 +120,27 @@ func (s *Server) send(ctx context.Context, msgs []*kubemqpb.QueueMessage) ([]*ku
 		}
 	}
 	return results, nil
+}
+
+// sendChunk sends up to MaxBatchMessages messages to one channel: as one
+// all-or-nothing batch, the cheaper statement, and message by message only
+// when the batch was refused for some of its messages (a batch that is
+// refused stores nothing).
+func (s *Server) sendChunk(ctx context.Context, tenant, channel string, in []service.MessageInput) ([]service.BatchEntry, error) {
+	if len(in) > 1 {
+		res, err := s.svc.SendBatch(ctx, tenant, channel, in)
+		if err == nil {
+			entries := make([]service.BatchEntry, len(res))
+			for i, r := range res {
+				entries[i].Result = r
+			}
+			return entries, nil
+		}
+		switch service.KindOf(err) {
+		case service.KindInvalid, service.KindTooLarge, service.KindIdempotencyConflict, service.KindQueueTypeMismatch:
+		default:
+			return nil, err
+		}
+	}
+	return s.svc.SendEach(ctx, tenant, channel, in, nil)
 }

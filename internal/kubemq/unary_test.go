@@ -150,6 +150,21 @@ func TestBatch(t *testing.T) {
 	if got := e.pull(t, "b", 10, false); len(got.GetMessages()) != 2 || string(got.GetMessages()[1].GetBody()) != "3" {
 		t.Fatalf("channel b: %v", got)
 	}
+	// A message only skipq refuses, among good ones of its channel.
+	refused := msg("b", "reserved tag")
+	refused.Tags = map[string]string{"skipq.x": "v"}
+	b, err = e.kq.SendQueueMessagesBatch(ctx(t), &kubemqpb.QueueMessagesBatchRequest{
+		Messages: []*kubemqpb.QueueMessage{msg("b", "4"), refused, msg("b", "5")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := b.GetResults(); len(r) != 3 || r[0].GetIsError() || !r[1].GetIsError() || r[2].GetIsError() {
+		t.Fatalf("batch with a refused message: %v", b)
+	}
+	wantInBand(t, true, b.GetResults()[1].GetError(), "Error 131")
+	if got := e.pull(t, "b", 10, false); len(got.GetMessages()) != 2 {
+		t.Fatalf("channel b after the refusal: %v", got)
+	}
 	if got := e.pull(t, "other", 10, false); len(got.GetMessages()) != 1 {
 		t.Fatalf("channel other: %v", got)
 	}
