@@ -37,6 +37,10 @@ const (
 	errWaitMillis       = "Error 140: invalid wait timeout, must be at least 1000 milliseconds and at most the max wait timeout setting"
 )
 
+// errShuttingDown ends the calls that wait on their clients when the node
+// shuts down (a downstream call answers CloseByServer instead).
+var errShuttingDown = status.Error(codes.Unavailable, "the node is shutting down")
+
 // inBand is a refusal KubeMQ answers in the response body (IsError and
 // Error) with gRPC status OK.
 type inBand struct{ text string }

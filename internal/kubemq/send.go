@@ -37,21 +37,33 @@ func (a *api) SendQueueMessagesBatch(ctx context.Context, b *kubemqpb.QueueMessa
 }
 
 // QueuesUpstream answers each request of the stream with its results,
-// named by the request's id, and stays open until the client ends it.
+// named by the request's id, and stays open until the client ends it or
+// the node shuts down.
 func (a *api) QueuesUpstream(stream grpc.BidiStreamingServer[kubemqpb.QueuesUpstreamRequest, kubemqpb.QueuesUpstreamResponse]) error {
+	ctx := stream.Context()
+	reqs, recvErr := receiveAll(ctx, stream.Recv)
 	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
+		var req *kubemqpb.QueuesUpstreamRequest
+		select {
+		case req = <-reqs:
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
 			return err
+		case <-a.s.closing:
+			return errShuttingDown
+		case <-ctx.Done():
+			return nil
 		}
 		resp := &kubemqpb.QueuesUpstreamResponse{RefRequestID: requestID(req.GetRequestID())}
 		if len(req.GetMessages()) == 0 {
 			resp.IsError, resp.Error = true, "no messages to send"
-		} else if resp.Results, err = a.s.send(stream.Context(), req.GetMessages()); err != nil {
-			return err
+		} else {
+			var err error
+			if resp.Results, err = a.s.send(ctx, req.GetMessages()); err != nil {
+				return err
+			}
 		}
 		if err := stream.Send(resp); err != nil {
 			return err

@@ -45,6 +45,8 @@ func (a *api) StreamQueueMessage(stream grpc.BidiStreamingServer[kubemqpb.Stream
 			c.release(context.WithoutCancel(ctx))
 			return stream.Send(&kubemqpb.StreamQueueMessagesResponse{RequestID: requestID(""),
 				StreamRequestTypeData: kubemqpb.StreamRequestType_ReceiveMessage, IsError: true, Error: errVisibilityExpiry})
+		case <-a.s.closing:
+			return errShuttingDown
 		case <-ctx.Done():
 			return nil
 		}

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"io"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -26,6 +28,7 @@ import (
 
 	"github.com/skipq/skipq/internal/kubemq/kubemqpb"
 	"github.com/skipq/skipq/internal/node"
+	"github.com/skipq/skipq/internal/testdb"
 )
 
 // The Go SDK v2 pings every 10 s even without calls; grpc-go's default
@@ -111,4 +114,66 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	pool = x509.NewCertPool()
 	pool.AppendCertsFromPEM(certPEM)
 	return certFile, keyFile, pool
+}
+
+// A node that shuts down ends its downstream calls with CloseByServer,
+// releasing what they hold, and its upstream calls, without waiting for
+// their clients.
+func TestShutdown(t *testing.T) {
+	db := testdb.New(t)
+	addr := freeAddr(t)
+	cfg := node.DefaultConfig()
+	cfg.DatabaseURL, cfg.ListenAddr, cfg.Auth, cfg.KubeMQ.Addr = db, "127.0.0.1:0", "off", addr
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() {
+		done <- node.Run(runCtx, cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)), func(a string) { ready <- a })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	e := env{kq: kubemqpb.NewKubemqClient(conn)}
+	e.send(t, msg("s", "held"))
+	d := e.downstream(t)
+	if m := d.get("s", 1, false).GetMessages(); len(m) != 1 {
+		t.Fatalf("Get: %v", m)
+	}
+	up, err := e.kq.QueuesUpstream(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	stop()
+	if r := d.read(); r.GetRequestTypeData() != kubemqpb.QueuesDownstreamRequestType_CloseByServer {
+		t.Fatalf("downstream at shutdown: %v", r)
+	}
+	if _, err := d.s.Recv(); err == nil {
+		t.Fatal("the downstream call went on after CloseByServer")
+	}
+	_, err = up.Recv()
+	wantCode(t, err, codes.Unavailable)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not stop within 10 s")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("shutting down took %s", took)
+	}
+	// Released at once, not after the queue's 30 s visibility.
+	next := startOn(t, db)
+	if m := next.pull(t, "s", 1, false).GetMessages(); len(m) != 1 || m[0].GetAttributes().GetReceiveCount() != 2 {
+		t.Fatalf("after the shutdown: %v", m)
+	}
 }
