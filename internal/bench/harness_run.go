@@ -89,6 +89,7 @@ type Options struct {
 
 	Matrix         []Point       // lifecycle points
 	SQSMatrix      []Point       // sqs scenario points (default SQSMatrix)
+	KubeMQMatrix   []Point       // kubemq scenario points (default KubeMQMatrix)
 	LatencySamples int           // wake-latency samples
 	Preload        int           // backlog size
 	IdleWaiters    int           // concurrent long-polls of the idle scenario
@@ -128,6 +129,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SQSMatrix == nil {
 		o.SQSMatrix = SQSMatrix
+	}
+	if o.KubeMQMatrix == nil {
+		o.KubeMQMatrix = KubeMQMatrix
 	}
 	for _, p := range o.SQSMatrix {
 		if p.Batch < 1 || p.Batch > 10 || p.Pairs < 1 {

@@ -169,7 +169,7 @@ func (e *env) kubemqScenario(ctx context.Context) (*KubeMQResult, error) {
 	}
 	defer stop()
 	res := &KubeMQResult{}
-	for _, p := range KubeMQMatrix {
+	for _, p := range e.o.KubeMQMatrix {
 		kp := KubeMQPoint{Batch: p.Batch, Pairs: p.Pairs}
 		q := queueName(fmt.Sprintf("kubemq-b%d-p%d", p.Batch, p.Pairs))
 		if err := e.http.createQueue(ctx, ns.at(0), q, ""); err != nil {
