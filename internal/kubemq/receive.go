@@ -121,7 +121,8 @@ func (s *Server) ackAll(ctx context.Context, r *kubemqpb.AckAllQueueMessagesRequ
 
 // QueuesInfo reports the caller's tenant's queues (the one named by
 // QueueName, else all, up to 1,000): Messages counts available, delayed
-// and in-flight ones, Waiting the available ones.
+// and in-flight ones, Waiting the available ones, Bytes and the sequences
+// span those messages.
 func (a *api) QueuesInfo(ctx context.Context, r *kubemqpb.QueuesInfoRequest) (*kubemqpb.QueuesInfoResponse, error) {
 	tenant := identityOf(ctx).tenant
 	var names []string
@@ -145,8 +146,16 @@ func (a *api) QueuesInfo(ctx context.Context, r *kubemqpb.QueuesInfoRequest) (*k
 		if err != nil {
 			return nil, statusOf(err)
 		}
+		span, err := a.s.svc.QueueSpan(ctx, tenant, name)
+		if service.KindOf(err) == service.KindNotFound {
+			continue
+		}
+		if err != nil {
+			return nil, statusOf(err)
+		}
 		st := q.Stats
-		qi := &kubemqpb.QueueInfo{Name: q.Name, Messages: st.Available + st.Delayed + st.InFlight, Waiting: st.Available}
+		qi := &kubemqpb.QueueInfo{Name: q.Name, Messages: st.Available + st.Delayed + st.InFlight, Waiting: st.Available,
+			Bytes: span.Bytes, FirstSequence: span.FirstSequence, LastSequence: span.LastSequence}
 		info.Queues = append(info.Queues, qi)
 		info.Waiting += qi.Waiting
 	}

@@ -285,7 +285,8 @@ func TestQueuesInfoAndChannels(t *testing.T) {
 		t.Fatal(err)
 	}
 	qs := info.GetInfo().GetQueues()
-	if info.GetRefRequestID() != "i" || len(qs) != 1 || qs[0].GetName() != "info" || qs[0].GetMessages() != 2 || qs[0].GetWaiting() != 2 {
+	if info.GetRefRequestID() != "i" || len(qs) != 1 || qs[0].GetName() != "info" || qs[0].GetMessages() != 2 || qs[0].GetWaiting() != 2 ||
+		qs[0].GetBytes() != 2 || qs[0].GetFirstSequence() <= 0 || qs[0].GetLastSequence() != qs[0].GetFirstSequence()+1 {
 		t.Fatalf("queues info: %v", info)
 	}
 	all, err := e.kq.QueuesInfo(ctx(t), &kubemqpb.QueuesInfoRequest{})
