@@ -267,41 +267,13 @@ func (e *env) kubemqWake(ctx context.Context, ns *nodes, clients []kubemqpb.Kube
 	if err := e.waitForWaiters(ctx, ns.urls, latencyReceivers, 30*time.Second); err != nil {
 		return nil, err
 	}
-	sender := clients[0]
-	const warmup = 20
-	var lat, sendRTT []float64
-	for i := range warmup + e.o.LatencySamples {
-		body := "wake-" + strconv.Itoa(i)
-		t0 := time.Now()
-		r, err := sender.SendQueueMessage(ctx, &kubemqpb.QueueMessage{ClientID: "bench", Channel: q, Body: []byte(body)})
+	return e.sampleWakes(ctx, func(ctx context.Context, body string) error {
+		r, err := clients[0].SendQueueMessage(ctx, &kubemqpb.QueueMessage{ClientID: "bench", Channel: q, Body: []byte(body)})
 		if err == nil && r.GetIsError() {
 			err = errors.New(r.GetError())
 		}
-		if err != nil {
-			return nil, err
-		}
-		t1 := time.Now()
-		select {
-		case a := <-arrivals:
-			if a.body != body {
-				return nil, fmt.Errorf("sample %d: received %q", i, a.body)
-			}
-			if i >= warmup {
-				lat = append(lat, max(0, a.at.Sub(t1).Seconds()*1000))
-				sendRTT = append(sendRTT, t1.Sub(t0).Seconds()*1000)
-			}
-		case err := <-errc:
-			return nil, err
-		case <-time.After(5 * time.Second):
-			return nil, fmt.Errorf("sample %d: no waiting Get got the message within 5 s", i)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if !sleepCtx(ctx, 2*time.Millisecond) {
-			return nil, ctx.Err()
-		}
-	}
-	return summarizeLatency(lat, sendRTT, "same node"), nil
+		return err
+	}, arrivals, errc, "wake-", "waiting Get")
 }
 
 // writeKubeMQ is the kubemq section of the text report.

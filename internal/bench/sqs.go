@@ -221,36 +221,10 @@ func (e *env) sqsWake(ctx context.Context, ns *nodes) (*LatencyResult, error) {
 	if err := e.waitForWaiters(ctx, ns.urls, latencyReceivers, 30*time.Second); err != nil {
 		return nil, err
 	}
-	const warmup = 20
-	var lat, sendRTT []float64
-	for i := range warmup + e.o.LatencySamples {
-		body := "wake-" + strconv.Itoa(i)
-		t0 := time.Now()
-		if _, err := sender.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: qurl, MessageBody: aws.String(body)}); err != nil {
-			return nil, err
-		}
-		t1 := time.Now()
-		select {
-		case a := <-arrivals:
-			if a.body != body {
-				return nil, fmt.Errorf("sample %d: received %q", i, a.body)
-			}
-			if i >= warmup {
-				lat = append(lat, max(0, a.at.Sub(t1).Seconds()*1000))
-				sendRTT = append(sendRTT, t1.Sub(t0).Seconds()*1000)
-			}
-		case err := <-errc:
-			return nil, err
-		case <-time.After(5 * time.Second):
-			return nil, fmt.Errorf("sample %d: no waiting SQS receive got the message within 5 s", i)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if !sleepCtx(ctx, 2*time.Millisecond) {
-			return nil, ctx.Err()
-		}
-	}
-	return summarizeLatency(lat, sendRTT, "same node"), nil
+	return e.sampleWakes(ctx, func(ctx context.Context, body string) error {
+		_, err := sender.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: qurl, MessageBody: aws.String(body)})
+		return err
+	}, arrivals, errc, "wake-", "waiting SQS receive")
 }
 
 // writeSQS is the SQS section of the text report.
