@@ -191,16 +191,7 @@ func (e *env) kubemqScenario(ctx context.Context) (*KubeMQResult, error) {
 		if err := e.deleteLeftovers(ctx, q); err != nil {
 			return nil, err
 		}
-		nq := queueName(fmt.Sprintf("kubemq-native-b%d-p%d", p.Batch, p.Pairs))
-		if err := e.http.createQueue(ctx, ns.at(0), nq, ""); err != nil {
-			return nil, err
-		}
-		e.checkpoint(ctx)
-		e.logf("kubemq batch %d × %d pairs over the native HTTP API", p.Batch, p.Pairs)
-		if kp.HTTPMsgsPerS, _, err = e.drive(ctx, newHTTPWorkload(e.http, ns, nq, p), p, nil); err != nil {
-			return nil, fmt.Errorf("native batch %d × %d: %w", p.Batch, p.Pairs, err)
-		}
-		if err := e.deleteLeftovers(ctx, nq); err != nil {
+		if kp.HTTPMsgsPerS, err = e.nativeBeside(ctx, ns, "kubemq", p); err != nil {
 			return nil, err
 		}
 		kp.KubeMQMsgsPerS, kp.HTTPMsgsPerS = round(kp.KubeMQMsgsPerS, 0), round(kp.HTTPMsgsPerS, 0)
