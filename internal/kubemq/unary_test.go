@@ -63,6 +63,15 @@ func TestSendPullPeek(t *testing.T) {
 	if own.GetMessageID() != "my-id" {
 		t.Fatalf("given MessageID answered as %q", own.GetMessageID())
 	}
+	// A resend with the same MessageID (the Go SDK's retry after a
+	// deadline) is stored once, and answered as the first send.
+	resent := e.send(t, &kubemqpb.QueueMessage{MessageID: "my-id", ClientID: clientID, Channel: "own", Metadata: "only metadata"})
+	if resent.GetSentAt() != own.GetSentAt() {
+		t.Fatalf("resend answered %v, first send %v", resent, own)
+	}
+	if n := len(e.pull(t, "own", 10, false).GetMessages()); n != 1 {
+		t.Fatalf("a resent MessageID was stored %d times", n)
+	}
 
 	peek := e.pull(t, "q", 10, true)
 	again := e.pull(t, "q", 10, true)
