@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/skipq/skipq/internal/kubemq/kubemqpb"
 	"github.com/skipq/skipq/internal/service"
@@ -146,7 +147,7 @@ func (d *downstream) handle(ctx context.Context, r *kubemqpb.QueuesDownstreamReq
 		}
 		// A settlement the database could not take: its messages stay
 		// leased until their leases end (they are no longer renewed).
-		text = callErr.Error()
+		text = status.Convert(callErr).Message()
 	}
 	if text == "" {
 		if r.GetRequestTypeData() == kubemqpb.QueuesDownstreamRequestType_Get {
