@@ -187,7 +187,10 @@ func (d *downstream) get(ctx context.Context, r *kubemqpb.QueuesDownstreamReques
 		tx.held[m.Sequence] = m.ReceiptHandle
 	}
 	// The queue's visibility, as the claim granted it.
-	lease := time.Until(*msgs[0].VisibleUntil)
+	lease := time.Duration(defaultVisibilitySeconds) * time.Second
+	if until := msgs[0].VisibleUntil; until != nil {
+		lease = time.Until(*until)
+	}
 	tx.lease = max(1, int(math.Ceil(lease.Seconds())))
 	tx.renewAt = time.Now().Add(lease / 2)
 	d.mu.Lock()

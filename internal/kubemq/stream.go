@@ -197,7 +197,12 @@ func (c *oneMessage) receive(ctx context.Context, r *kubemqpb.StreamQueueMessage
 	if err != nil || len(msgs) == 0 {
 		return nil, err
 	}
-	return &msgs[0], nil
+	m := &msgs[0]
+	if m.VisibleUntil == nil { // a claim always says; the lease timer needs it
+		until := time.Now().Add(time.Duration(vis) * time.Second)
+		m.VisibleUntil = &until
+	}
+	return m, nil
 }
 
 // visibility is a stream's lease in seconds: 0 is KubeMQ's default.
