@@ -313,3 +313,45 @@ func TestQueuesInfoAndChannels(t *testing.T) {
 		t.Fatalf("deleting a missing channel: %v", r)
 	}
 }
+
+// Requests with every field empty or out of range are answered (in-band,
+// or with a status that names the caller's mistake), never INTERNAL.
+func TestOddRequestsAreNeverInternal(t *testing.T) {
+	e := newNode(t)
+	notInternal := func(what string, err error) {
+		t.Helper()
+		if c := status.Code(err); c == codes.Internal || c == codes.Unknown {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	_, err := e.kq.SendQueueMessage(ctx(t), &kubemqpb.QueueMessage{})
+	notInternal("empty send", err)
+	_, err = e.kq.SendQueueMessage(ctx(t), &kubemqpb.QueueMessage{ClientID: "c", Channel: "q", Body: []byte{0xff, 0},
+		Policy: &kubemqpb.QueueMessagePolicy{MaxReceiveQueue: "q"}, Attributes: &kubemqpb.QueueMessageAttributes{Sequence: 7}})
+	notInternal("a queue its own dead-letter queue", err)
+	_, err = e.kq.SendQueueMessagesBatch(ctx(t), &kubemqpb.QueueMessagesBatchRequest{Messages: []*kubemqpb.QueueMessage{{}, nil}})
+	notInternal("batch of empty messages", err)
+	_, err = e.kq.ReceiveQueueMessages(ctx(t), &kubemqpb.ReceiveQueueMessagesRequest{})
+	notInternal("empty receive", err)
+	_, err = e.kq.AckAllQueueMessages(ctx(t), &kubemqpb.AckAllQueueMessagesRequest{})
+	notInternal("empty ackAll", err)
+	_, err = e.kq.QueuesInfo(ctx(t), &kubemqpb.QueuesInfoRequest{QueueName: "a b"})
+	notInternal("QueuesInfo of a bad name", err)
+	_, err = e.kq.SendRequest(ctx(t), &kubemqpb.Request{})
+	notInternal("empty request", err)
+
+	d := e.downstream(t)
+	for typ := range int32(13) {
+		d.write(&kubemqpb.QueuesDownstreamRequest{RequestTypeData: kubemqpb.QueuesDownstreamRequestType(typ), SequenceRange: []int64{-1, 0}})
+		switch kubemqpb.QueuesDownstreamRequestType(typ) {
+		case kubemqpb.QueuesDownstreamRequestType_CloseByClient:
+			continue // answers nothing
+		}
+		if r := d.read(); typ != int32(kubemqpb.QueuesDownstreamRequestType_TransactionStatus) && !r.GetIsError() {
+			t.Fatalf("downstream request type %d with no fields: %v", typ, r)
+		}
+	}
+	s := e.stream(t)
+	r := s.do(&kubemqpb.StreamQueueMessagesRequest{StreamRequestTypeData: 99})
+	wantInBand(t, r.GetIsError(), r.GetError(), "Error 132")
+}
