@@ -110,8 +110,9 @@ check: postgres-bin pgbouncer-bin
 
 # The packages whose goroutines meet (the long-poll hub, the client's
 # Consume, the rate limiter, the node's wiring, the API under concurrent
-# requests) run a second time under the race detector: about 2 minutes here.
-RACE_PACKAGES := ./internal/handlers/ ./internal/service/ ./internal/wake/ ./client/ ./internal/node/... ./internal/db/ ./internal/apitest/
+# requests, the KubeMQ endpoint's streams and lease renewals) run a second
+# time under the race detector: about 4 minutes here.
+RACE_PACKAGES := ./internal/handlers/ ./internal/service/ ./internal/wake/ ./client/ ./internal/node/... ./internal/db/ ./internal/apitest/ ./internal/kubemq/
 
 # fuzz: run every fuzz target for FUZZTIME each (their seed corpora already
 # run in `make test`).
