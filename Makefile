@@ -129,8 +129,9 @@ check: postgres-bin pgbouncer-bin
 
 # The packages whose goroutines meet (the long-poll hub, the client's
 # Consume, the rate limiter, the node's wiring, the API under concurrent
-# requests) run a second time under the race detector: about 2 minutes here.
-RACE_PACKAGES := ./internal/handlers/ ./internal/service/ ./internal/wake/ ./client/ ./internal/node/... ./internal/db/ ./internal/apitest/
+# requests, the KubeMQ endpoint's streams and lease renewals) run a second
+# time under the race detector: about 4 minutes here.
+RACE_PACKAGES := ./internal/handlers/ ./internal/service/ ./internal/wake/ ./client/ ./internal/node/... ./internal/db/ ./internal/apitest/ ./internal/kubemq/
 
 # fuzz: run every fuzz target for FUZZTIME each (their seed corpora already
 # run in `make test`).
@@ -181,10 +182,13 @@ screenshots: postgres-bin browser-bin
 
 # generate: rewrite internal/migrations/current/ (the schema every migration leaves,
 # as pg_dump prints it, one file per function) and regenerate internal/db/ from
-# internal/queries/ over it with sqlc. `make test` fails while either is stale.
+# internal/queries/ over it with sqlc, and the KubeMQ endpoint's Go code from its
+# .proto (internal/kubemq/kubemqpb/generate: no protoc, the generators are Go tools
+# pinned in go.mod). `make test` fails while any of them is stale.
 generate: postgres-bin
 	SKIPQ_UPDATE_CURRENT=1 go test -count=1 -run TestCurrentSchemaIsGenerated ./internal/migrations/
 	go tool sqlc generate
+	cd internal/kubemq/kubemqpb && go run ./generate
 
 # clean: stop the test cluster and remove built binaries. The development
 # cluster's data (.skipq/dev) stays.

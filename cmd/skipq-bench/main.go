@@ -39,6 +39,9 @@ Scenarios (--scenario, comma-separated; default all):
   sqs        the lifecycle through aws-sdk-go-v2 (batch 1 × 16 and 10 × 4
              pairs) next to the native HTTP API, and the wake latency of
              SQS long polls
+  kubemq     the lifecycle over KubeMQ's QueuesUpstream + QueuesDownstream
+             streams (batch 1 × 16 and 100 × 4 pairs) next to the native
+             HTTP API, and the wake latency of a waiting Downstream Get
   trace      the lifecycle over HTTP on traced queues (message history)
              next to untraced ones, batch 1 × 16 and 100 × 4 pairs, runs
              alternating untraced, traced, traced, untraced; history rows
@@ -111,7 +114,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
 	quick := fs.Bool("quick", false, "a short smoke run (CI)")
-	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, sqlconsumer, latency, sqs, trace, locks, idle, heads, backlog, fifo, search (default all)")
+	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, sqlconsumer, latency, sqs, kubemq, trace, locks, idle, heads, backlog, fifo, search (default all)")
 	duration := fs.Duration("duration", 0, "each measured run (default 5s; 3s with --quick)")
 	urls := fs.String("url", "", "comma-separated URLs of running nodes to drive instead of in-process ones (needs --database-url)")
 	dbURL := fs.String("database-url", "", "an existing, migrated database instead of a fresh one on the private cluster")

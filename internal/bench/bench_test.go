@@ -212,6 +212,45 @@ func TestSQSShape(t *testing.T) {
 	}
 }
 
+// TestKubeMQShape runs a short kubemq scenario and checks its JSON: both
+// sides of each point and the wake latency measured. No speed is asserted.
+func TestKubeMQShape(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Options{
+		DatabaseURL: testdb.New(t), Scenarios: []string{bench.KubeMQ}, Quick: true,
+		Duration: time.Second, Warmup: 200 * time.Millisecond, LatencySamples: 20,
+		KubeMQMatrix: []bench.Point{{Batch: 1, Pairs: 16}, {Batch: 100, Pairs: 4}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(rep)
+	var got struct {
+		KubeMQ struct {
+			B1x16Ratio  float64 `json:"b1x16_ratio"`
+			B100x4Ratio float64 `json:"b100x4_ratio"`
+			WakeP50Ms   float64 `json:"wake_p50_ms"`
+			Points      []struct {
+				KubeMQ float64 `json:"kubemq_msgs_per_s"`
+				HTTP   float64 `json:"http_msgs_per_s"`
+			} `json:"points"`
+		} `json:"kubemq"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	k := got.KubeMQ
+	if len(k.Points) != 2 || k.B1x16Ratio <= 0 || k.B100x4Ratio <= 0 || k.WakeP50Ms <= 0 {
+		t.Fatalf("kubemq report: %s", raw)
+	}
+	for _, p := range k.Points {
+		if p.KubeMQ <= 0 || p.HTTP <= 0 {
+			t.Fatalf("a point measured nothing: %s", raw)
+		}
+	}
+}
+
 // TestSearchShape runs a small search scenario: every case is timed and
 // finds what it should, and where auto_explain could be loaded, the plans
 // show the walk's indexes: a queue's by sentAt, a group's for groupId. No

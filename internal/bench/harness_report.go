@@ -15,6 +15,7 @@ type Report struct {
 	SQLConsumer    []SQLConsumerPoint `json:"sql_consumer,omitempty"`
 	Latency        *LatencyResult     `json:"latency_ms"`
 	SQS            *SQSResult         `json:"sqs,omitempty"`
+	KubeMQ         *KubeMQResult      `json:"kubemq,omitempty"`
 	Backlog        *BacklogResult     `json:"backlog"`
 	Idle           *IdleResult        `json:"idle"`
 	Heads          *HeadsResult       `json:"heads"`
@@ -99,6 +100,14 @@ func targets(r Report) []Target {
 			add("SQS long-poll wake latency p50", "≤ 5 ms", w.P50, "ms", w.P50 <= 5, "issue #15")
 		}
 	}
+	if k := r.KubeMQ; k != nil {
+		for _, p := range k.Points {
+			add(fmt.Sprintf("KubeMQ batch %d × %d: Upstream+Downstream / native HTTP", p.Batch, p.Pairs), "≥ 1.00", p.Ratio, "ratio", p.Ratio >= 1, "issue #30")
+		}
+		if k.Wake != nil {
+			add("KubeMQ Downstream Get wake latency p50", "≤ 5 ms", k.WakeP50Ms, "ms", k.WakeP50Ms <= 5, "issue #30")
+		}
+	}
 	if b := r.Backlog; b != nil {
 		add(thousands(float64(b.Preloaded))+"-message backlog / empty queue", "≥ 0.90", b.Ratio, "ratio", b.Ratio >= 0.9, "")
 		add("claim on an empty queue after a heavy run", "< 1 ms", b.EmptyClaimMS, "ms", b.EmptyClaimMS < 1, "")
@@ -173,6 +182,9 @@ func (r Report) WriteText(w io.Writer) {
 	}
 	if sq := r.SQS; sq != nil {
 		writeSQS(w, sq)
+	}
+	if k := r.KubeMQ; k != nil {
+		writeKubeMQ(w, k)
 	}
 	if i := r.Idle; i != nil {
 		writeIdle(w, i)

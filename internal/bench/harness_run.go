@@ -18,6 +18,7 @@ const (
 	SQLConsumer = "sqlconsumer"
 	Latency     = "latency"
 	SQS         = "sqs"
+	KubeMQ      = "kubemq"
 	Idle        = "idle"
 	Heads       = "heads"
 	Backlog     = "backlog"
@@ -35,7 +36,7 @@ const (
 // figures compare with the lifecycle's. FIFO fills one group with a million
 // messages. Search runs last: it adds
 // a million messages of a tenant of its own, which it reads, never claims.
-var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, Trace, Locks, Heads, Backlog, FIFO, Search}
+var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, KubeMQ, Trace, Locks, Heads, Backlog, FIFO, Search}
 
 // Point is one lifecycle measurement: messages per send/receive/ack call and
 // producer/consumer pairs.
@@ -88,6 +89,7 @@ type Options struct {
 
 	Matrix         []Point       // lifecycle points
 	SQSMatrix      []Point       // sqs scenario points (default SQSMatrix)
+	KubeMQMatrix   []Point       // kubemq scenario points (default KubeMQMatrix)
 	LatencySamples int           // wake-latency samples
 	Preload        int           // backlog size
 	IdleWaiters    int           // concurrent long-polls of the idle scenario
@@ -127,6 +129,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SQSMatrix == nil {
 		o.SQSMatrix = SQSMatrix
+	}
+	if o.KubeMQMatrix == nil {
+		o.KubeMQMatrix = KubeMQMatrix
 	}
 	for _, p := range o.SQSMatrix {
 		if p.Batch < 1 || p.Batch > 10 || p.Pairs < 1 {
@@ -217,6 +222,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			rep.Latency, err = e.latency(ctx)
 		case SQS:
 			rep.SQS, err = e.sqsScenario(ctx)
+		case KubeMQ:
+			rep.KubeMQ, err = e.kubemqScenario(ctx)
 		case Idle:
 			rep.Idle, err = e.idle(ctx)
 		case Heads:

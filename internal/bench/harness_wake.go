@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -45,6 +46,44 @@ func summarizeLatency(lat, sendRTT []float64, path string) *LatencyResult {
 		Max: round(lat[len(lat)-1], 3), Mean: round(sum/float64(len(lat)), 3),
 		Samples: len(lat), Receivers: latencyReceivers, Path: path, SendP50: round(quantile(sendRTT, 0.5), 3),
 	}
+}
+
+// sampleWakes sends one message at a time with send (body prefix and a
+// number) while receivers wait, and times each from the send's answer to
+// the arrival of that body: a 20-sample warm-up, then Options.LatencySamples.
+// what names the receivers in errors.
+func (e *env) sampleWakes(ctx context.Context, send func(ctx context.Context, body string) error, arrivals <-chan arrival,
+	errc <-chan error, prefix, what string) (*LatencyResult, error) {
+	const warmup = 20
+	var lat, sendRTT []float64
+	for i := range warmup + e.o.LatencySamples {
+		body := prefix + strconv.Itoa(i)
+		t0 := time.Now()
+		if err := send(ctx, body); err != nil {
+			return nil, err
+		}
+		t1 := time.Now()
+		select {
+		case a := <-arrivals:
+			if a.body != body {
+				return nil, fmt.Errorf("sample %d: received %q", i, a.body)
+			}
+			if i >= warmup {
+				lat = append(lat, max(0, a.at.Sub(t1).Seconds()*1000))
+				sendRTT = append(sendRTT, t1.Sub(t0).Seconds()*1000)
+			}
+		case err := <-errc:
+			return nil, err
+		case <-time.After(5 * time.Second):
+			return nil, fmt.Errorf("sample %d: no %s got the message within 5 s", i, what)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if !sleepCtx(ctx, 2*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
+	return summarizeLatency(lat, sendRTT, "same node"), nil
 }
 
 // waitForWaiters polls the nodes' long-poll gauges until they hold at least

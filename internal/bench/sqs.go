@@ -151,16 +151,7 @@ func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
 		if err := e.deleteLeftovers(ctx, q); err != nil {
 			return nil, err
 		}
-		nq := queueName(fmt.Sprintf("sqs-native-b%d-p%d", p.Batch, p.Pairs))
-		if err := e.http.createQueue(ctx, ns.at(0), nq, ""); err != nil {
-			return nil, err
-		}
-		e.checkpoint(ctx)
-		e.logf("sqs batch %d × %d pairs over the native HTTP API", p.Batch, p.Pairs)
-		if sp.HTTPMsgsPerS, _, err = e.drive(ctx, newHTTPWorkload(e.http, ns, nq, p), p, nil); err != nil {
-			return nil, fmt.Errorf("native batch %d × %d: %w", p.Batch, p.Pairs, err)
-		}
-		if err := e.deleteLeftovers(ctx, nq); err != nil {
+		if sp.HTTPMsgsPerS, err = e.nativeBeside(ctx, ns, "sqs", p); err != nil {
 			return nil, err
 		}
 		sp.SQSMsgsPerS, sp.HTTPMsgsPerS = round(sp.SQSMsgsPerS, 0), round(sp.HTTPMsgsPerS, 0)
@@ -174,6 +165,23 @@ func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// nativeBeside is the native HTTP lifecycle of point p on a fresh queue,
+// the figure another protocol's scenario (kind) compares with: acked
+// msgs/s.
+func (e *env) nativeBeside(ctx context.Context, ns *nodes, kind string, p Point) (float64, error) {
+	q := queueName(fmt.Sprintf("%s-native-b%d-p%d", kind, p.Batch, p.Pairs))
+	if err := e.http.createQueue(ctx, ns.at(0), q, ""); err != nil {
+		return 0, err
+	}
+	e.checkpoint(ctx)
+	e.logf("%s batch %d × %d pairs over the native HTTP API", kind, p.Batch, p.Pairs)
+	msgsPerS, _, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p), p, nil)
+	if err != nil {
+		return 0, fmt.Errorf("native batch %d × %d: %w", p.Batch, p.Pairs, err)
+	}
+	return msgsPerS, e.deleteLeftovers(ctx, q)
 }
 
 // sqsWake is the latency scenario over SQS: receivers waiting in
@@ -221,36 +229,10 @@ func (e *env) sqsWake(ctx context.Context, ns *nodes) (*LatencyResult, error) {
 	if err := e.waitForWaiters(ctx, ns.urls, latencyReceivers, 30*time.Second); err != nil {
 		return nil, err
 	}
-	const warmup = 20
-	var lat, sendRTT []float64
-	for i := range warmup + e.o.LatencySamples {
-		body := "wake-" + strconv.Itoa(i)
-		t0 := time.Now()
-		if _, err := sender.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: qurl, MessageBody: aws.String(body)}); err != nil {
-			return nil, err
-		}
-		t1 := time.Now()
-		select {
-		case a := <-arrivals:
-			if a.body != body {
-				return nil, fmt.Errorf("sample %d: received %q", i, a.body)
-			}
-			if i >= warmup {
-				lat = append(lat, max(0, a.at.Sub(t1).Seconds()*1000))
-				sendRTT = append(sendRTT, t1.Sub(t0).Seconds()*1000)
-			}
-		case err := <-errc:
-			return nil, err
-		case <-time.After(5 * time.Second):
-			return nil, fmt.Errorf("sample %d: no waiting SQS receive got the message within 5 s", i)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if !sleepCtx(ctx, 2*time.Millisecond) {
-			return nil, ctx.Err()
-		}
-	}
-	return summarizeLatency(lat, sendRTT, "same node"), nil
+	return e.sampleWakes(ctx, func(ctx context.Context, body string) error {
+		_, err := sender.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: qurl, MessageBody: aws.String(body)})
+		return err
+	}, arrivals, errc, "wake-", "waiting SQS receive")
 }
 
 // writeSQS is the SQS section of the text report.

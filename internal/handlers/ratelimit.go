@@ -102,9 +102,35 @@ func byKeyOrIP(c *gin.Context) string {
 	return clientAddress(c)
 }
 
-// callerLimits are CallerLimits of the request c; nil limiters are off.
+// Limiters are a node's per-caller buckets: SKIPQ_RATE_LIMIT's (per API
+// key, else per client address) and the failed authentications of each
+// address (SKIPQ_AUTH_FAILURE_LIMIT). One set serves every endpoint of the
+// node, so a key or an address has one budget whichever protocol it uses.
+type Limiters struct {
+	rate, failures *rateLimiter // nil: off
+}
+
+// NewLimiters makes the buckets of cfg's RateLimit and AuthFailureLimit.
+func NewLimiters(cfg Config) *Limiters {
+	l := &Limiters{}
+	if cfg.RateLimit > 0 {
+		l.rate = newRateLimiter(cfg.RateLimit, cfg.RateBurst)
+	}
+	if cfg.AuthFailureLimit > 0 {
+		l.failures = newRateLimiter(cfg.AuthFailureLimit, max(1, cfg.AuthFailureBurst))
+	}
+	return l
+}
+
+// For returns the limits of a caller at address (clientAddress's form for
+// HTTP; "ip:" and the peer's address for other endpoints).
+func (l *Limiters) For(address string) CallerLimits {
+	return callerLimits{address: address, rate: l.rate, failures: l.failures}
+}
+
+// callerLimits are the CallerLimits of the caller at address.
 type callerLimits struct {
-	c              *gin.Context
+	address        string
 	rate, failures *rateLimiter
 }
 
@@ -112,7 +138,7 @@ func (l callerLimits) Allow(keyID int64) (bool, time.Duration) {
 	if l.rate == nil {
 		return true, 0
 	}
-	caller := clientAddress(l.c)
+	caller := l.address
 	if keyID != 0 {
 		caller = "key:" + strconv.FormatInt(keyID, 10)
 	}
@@ -121,7 +147,7 @@ func (l callerLimits) Allow(keyID int64) (bool, time.Duration) {
 
 func (l callerLimits) AuthFailed() {
 	if l.failures != nil {
-		l.failures.allow(clientAddress(l.c), time.Now())
+		l.failures.allow(l.address, time.Now())
 	}
 }
 
@@ -129,5 +155,5 @@ func (l callerLimits) AuthBlocked() (bool, time.Duration) {
 	if l.failures == nil {
 		return false, 0
 	}
-	return l.failures.empty(clientAddress(l.c), time.Now())
+	return l.failures.empty(l.address, time.Now())
 }

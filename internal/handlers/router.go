@@ -66,6 +66,10 @@ type Config struct {
 	// SQS, when set, serves SQS requests at every path outside the native
 	// API's (docs/SQS.md#protocol).
 	SQS SQSEndpoint
+	// Limiters are the per-caller buckets, shared with the node's other
+	// endpoints (the KubeMQ gRPC one); nil: made from RateLimit and
+	// AuthFailureLimit for this handler alone.
+	Limiters *Limiters
 }
 
 // SQSEndpoint is the SQS-compatible endpoint (package sqs). Serve gets the
@@ -121,16 +125,14 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	r.RedirectTrailingSlash = false
 	r.ContextWithFallback = true // c.Request.Context() ends when the client leaves
 	r.Use(withRequestID, logRequests(cfg.Log, cfg.Metrics), recoverPanics)
-	var rates, authFailures *rateLimiter
-	if cfg.RateLimit > 0 {
-		rates = newRateLimiter(cfg.RateLimit, cfg.RateBurst)
+	limiters := cfg.Limiters
+	if limiters == nil {
+		limiters = NewLimiters(cfg)
 	}
-	if cfg.AuthFailureLimit > 0 {
-		authFailures = newRateLimiter(cfg.AuthFailureLimit, max(1, cfg.AuthFailureBurst))
-	}
+	rates, authFailures := limiters.rate, limiters.failures
 	r.NoRoute(func(c *gin.Context) {
 		if cfg.SQS != nil && !cfg.ServiceRoutesOnly && cfg.SQS.Accepts(c.Request) {
-			cfg.SQS.Serve(c, requestID(c), callerLimits{c: c, rate: rates, failures: authFailures})
+			cfg.SQS.Serve(c, requestID(c), limiters.For(clientAddress(c)))
 			return
 		}
 		abortWith(c, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path), nil)

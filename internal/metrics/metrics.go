@@ -31,7 +31,7 @@ type Metrics struct {
 	sent, received, acked, nacked, deadLettered, expired *prometheus.CounterVec
 	discarded                                            *prometheus.CounterVec
 	queueMessages, oldestAge                             *prometheus.GaugeVec
-	requestDuration                                      *prometheus.HistogramVec
+	requestDuration, kubemqCallDuration                  *prometheus.HistogramVec
 
 	mu     sync.Mutex
 	labels map[[2]string]bool
@@ -65,13 +65,17 @@ func New(pool *pgxpool.Pool, longPolls func() wake.LongPollStats) *Metrics {
 			Name: "skipq_http_request_duration_seconds", Help: "HTTP request duration by route template and status.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}},
 			[]string{"method", "route", "status"}),
+		kubemqCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "skipq_kubemq_call_duration_seconds", Help: "KubeMQ gRPC call duration by method and gRPC status code (a stream's whole life).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}},
+			[]string{"method", "code"}),
 		labels: map[[2]string]bool{},
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.sent, m.received, m.acked, m.nacked, m.deadLettered, m.discarded, m.expired,
-		m.queueMessages, m.oldestAge, m.requestDuration,
+		m.queueMessages, m.oldestAge, m.requestDuration, m.kubemqCallDuration,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "skipq_longpoll_waiters", Help: "Receives parked on this node waiting for messages.",
 		}, func() float64 { return float64(longPolls().Parked) }),
@@ -158,6 +162,12 @@ func (m *Metrics) ObserveRequest(method, route string, status int, d time.Durati
 		route = "unmatched"
 	}
 	m.requestDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+}
+
+// ObserveKubeMQCall records one finished KubeMQ gRPC call (method: its
+// full name, /kubemq.kubemq/<Rpc>).
+func (m *Metrics) ObserveKubeMQCall(method, code string, d time.Duration) {
+	m.kubemqCallDuration.WithLabelValues(method, code).Observe(d.Seconds())
 }
 
 // Totals are a tenant's message counters on this node since it started.

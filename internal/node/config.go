@@ -47,6 +47,7 @@ type Config struct {
 	Console             bool   // serve the web console at /console/
 	ConsoleSecret       string // signs console sessions; default derived from the SigV4 master key
 	SQS                 SQSConfig
+	KubeMQ              KubeMQConfig
 	Limits              service.Limits
 }
 
@@ -129,6 +130,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	str(&c.PublicOrigin, "public-origin", "comma-separated origins (scheme://host[:port]) that browsers reach this node at; a browser request from any other origin may change nothing; default with auth off http://localhost, 127.0.0.1 and [::1] at the listening port, with auth on the request's own Host")
 	str(&c.MetricsToken, "metrics-token", "when set, /metrics needs Authorization: Bearer <token> (prefer the variable: flags show in ps)")
 	c.SQS.bind(str, boolean)
+	c.KubeMQ.bind(str)
 	for _, lim := range c.limits() {
 		num(lim.p, lim.flag, lim.usage+" (docs/API.md#limits)")
 	}
@@ -218,6 +220,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("SKIPQ_CONSOLE_SECRET must be at least 32 characters"))
 	}
 	if err := c.SQS.validate(c.trustedProxies()); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.KubeMQ.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxRequestBytes < 1024 {

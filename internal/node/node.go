@@ -88,6 +88,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	requestBytes := service.NewBodyBudget(cfg.maxInflightBytes())
+	limiters := handlers.NewLimiters(handlers.Config{RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(),
+		AuthFailureLimit: cfg.AuthFailureLimit, AuthFailureBurst: cfg.AuthFailureBurst})
 	handler := handlers.New(svc, handlers.Config{
 		AuthOff: cfg.Auth == "off", Keys: keys, MaxRequestBytes: cfg.MaxRequestBytes, RequestBytes: requestBytes, Log: log, Metrics: m,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.rateBurst(), MetricsToken: cfg.MetricsToken,
@@ -98,6 +100,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		ServiceRoutesOnly: !cfg.Role.ServesAPI(),
 		Console:           consoleEndpoint,
 		SQS:               cfg.sqsEndpoint(svc, sqsState, keys, requestBytes),
+		Limiters:          limiters,
 	})
 	srv := &http.Server{
 		Handler: handler,
@@ -111,14 +114,26 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		// net/http's bare 200 without X-Request-Id.
 		DisableGeneralOptionsHandler: true,
 	}
+	kube := cfg.kubemqEndpoint(svc, keys, limiters, m, log)
+	var kubeLn net.Listener
+	if kube != nil {
+		if kubeLn, err = net.Listen("tcp", cfg.KubeMQ.Addr); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		log.Info("KubeMQ endpoint listening", "addr", kubeLn.Addr().String())
+	}
 	log.Info("listening", "addr", ln.Addr().String())
 	// net/http's own refusals of unparseable requests become envelopes too.
 	ln = handlers.EnvelopeListener(ln, log)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2) // HTTP's and the KubeMQ endpoint's
 	go func() { serveErr <- srv.Serve(ln) }()
+	if kube != nil {
+		go func() { serveErr <- kube.Serve(kubeLn) }()
+	}
 
 	select {
 	case err := <-serveErr:
@@ -131,6 +146,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	hub.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	kubeDrained := make(chan struct{})
+	go func() {
+		// Its downstream calls answer CloseByServer and end; the rest drain
+		// beside HTTP's, within the same 30 s.
+		if kube != nil {
+			kube.Shutdown(shutdownCtx)
+		}
+		close(kubeDrained)
+	}()
+	defer func() { <-kubeDrained }()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
