@@ -239,6 +239,9 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 		}
 		return nil, false, fromDB("receive", err)
 	}
+	if err := s.fillTopicBodies(ctx, pointers(rows)...); err != nil {
+		return nil, false, err
+	}
 	var size int64
 	for _, r := range rows {
 		size += estimatedRowBytes(r, overhead)
