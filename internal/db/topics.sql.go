@@ -195,11 +195,13 @@ func (q *Queries) TopicList(ctx context.Context, arg TopicListParams) ([]TopicLi
 const topicMessageAcross = `-- name: TopicMessageAcross :many
 WITH t AS (SELECT coalesce($4::timestamptz, clock_timestamp()) AS now)
 SELECT q.name AS queue,
-       coalesce(skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now),
-                CASE WHEN d.dead THEN 'dead_lettered' END, 'gone')::text AS state,
+       CASE WHEN m.queue_id IS NOT NULL
+            THEN skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)
+            WHEN d.dead THEN 'dead_lettered' ELSE 'gone' END::text AS state,
        coalesce(m.receive_count, 0)::integer AS receive_count,
        m.visible_at
-FROM t, skipq.topics tp
+FROM skipq.topics tp
+CROSS JOIN t
 JOIN skipq.topic_subscriptions s ON s.topic_id = tp.id
 JOIN skipq.queues q ON q.id = s.queue_id
 LEFT JOIN skipq.messages m ON m.queue_id = q.id AND m.message_id = $1

@@ -442,3 +442,40 @@ func topicBodyID(tags []byte) (int64, bool) {
 	id, err := strconv.ParseInt(t.Body, 10, 64)
 	return id, err == nil
 }
+
+// PublishEachResult is one message's outcome of PublishEach.
+type PublishEachResult struct {
+	Result PublishResult
+	Err    *Error
+}
+
+// PublishEach publishes each message of a batch on its own (a batch with
+// "atomic": false): each reaches every matching group or none, and a
+// message that fails fails alone. bad[i], when set, is why message i could
+// not be read; it is answered as that message's error.
+func (s *Service) PublishEach(ctx context.Context, tenant, topic string, in []MessageInput, bad []*Issue) ([]PublishEachResult, error) {
+	if err := checkQueueName("topic", topic); err != nil {
+		return nil, err
+	}
+	if err := checkBatch(in); err != nil {
+		return nil, err
+	}
+	out := make([]PublishEachResult, len(in))
+	for i := range in {
+		if bad[i] != nil {
+			out[i].Err = Invalid(*bad[i])
+			continue
+		}
+		res, err := s.Publish(ctx, tenant, topic, in[i:i+1], func(int) string { return "" })
+		var e *Error
+		switch {
+		case errors.As(err, &e) && e.Kind != KindInternal && e.Kind != KindUnavailable && e.Kind != KindNotFound:
+			out[i].Err = e
+		case err != nil:
+			return nil, err
+		default:
+			out[i].Result = res[0]
+		}
+	}
+	return out, nil
+}
