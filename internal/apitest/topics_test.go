@@ -260,6 +260,17 @@ func TestTopicDedup(t *testing.T) {
 	if n.depth(t, "a") != 1 || n.depth(t, "b") != 1 {
 		t.Fatal("a conflicting publish was delivered")
 	}
+	// A batch repeating a key: the later position is a duplicate of the
+	// first, and answers with its result.
+	batch := n.publish(t, "tp", map[string]any{"messages": []any{
+		map[string]any{"body": "y", "messageId": "order-2"}, map[string]any{"body": "y", "messageId": "order-2"}}})
+	res := objects(t, batch["results"])
+	if res[0]["duplicate"] != false || res[1]["duplicate"] != true || num(res[0]["deliveredTo"]) != 2 || num(res[1]["deliveredTo"]) != 2 {
+		t.Fatalf("a batch repeating a key answered %v", res)
+	}
+	if n.depth(t, "a") != 2 || n.depth(t, "b") != 2 {
+		t.Fatal("a key repeated in a batch was delivered twice")
+	}
 }
 
 // 6. A nack loop in group a dead-letters a's copy only.

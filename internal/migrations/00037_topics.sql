@@ -144,6 +144,9 @@ DECLARE
     v_fresh   integer[];
     v_pos     integer[];
     v_first   integer;
+    -- A position repeating an earlier one's key within the call: that
+    -- position, whose result it answers with.
+    v_dupof   integer[] := array_fill(NULL::integer, ARRAY[n]);
     b         skipq.topic_bodies;
     s         record;
     r         record;
@@ -194,6 +197,7 @@ BEGIN
             v_first := array_position(p_message_ids, p_message_ids[i]);
             CONTINUE WHEN v_first = i;
             v_outcome[i] := CASE WHEN v_hash[i] = v_hash[v_first] THEN 'duplicate' ELSE 'conflict' END;
+            v_dupof[i] := v_first;
         END LOOP;
         IF 'conflict' = ANY(v_outcome) THEN
             RETURN QUERY
@@ -257,6 +261,12 @@ BEGIN
                 v_woken[i] := v_woken[i] || ',' || s.queue_id::text;
             END IF;
         END LOOP;
+    END LOOP;
+
+    FOR i IN 1 .. n LOOP
+        IF v_dupof[i] IS NOT NULL THEN
+            v_count[i] := v_count[v_dupof[i]]; v_at[i] := v_at[v_dupof[i]];
+        END IF;
     END LOOP;
 
     -- The bodies, once each: of the messages some group got, and of keyed

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -276,6 +277,27 @@ func (s *Service) Subscribe(ctx context.Context, tenant, topic, queue string, fi
 // skipq.topic_publish).
 const publishAttempts = 5
 
+// publishCall is one request's part of a publish. Concurrent publishes to
+// one topic on this node share their statement (sharer), as sends to one
+// queue do: one skipq.topic_publish and one commit for all of them.
+type publishCall struct {
+	tenant, topic string
+	msgs          []prepared
+	pathOf        func(int) string
+	results       []PublishResult
+	// woken are the queues where the call's copies are available now.
+	woken []int64
+	err   error
+}
+
+func publishSize(c *publishCall) int {
+	n := 0
+	for _, m := range c.msgs {
+		n += len(m.body) + len(m.Metadata) + len(m.tagsJSON) + sendOverheadBytes
+	}
+	return n
+}
+
 // Publish publishes messages to a topic in one transaction: every
 // matching group gets each of them, or none does. Results are in input
 // order.
@@ -294,68 +316,160 @@ func (s *Service) Publish(ctx context.Context, tenant, topic string, in []Messag
 	for i := range msgs {
 		msgs[i].keyID = keyIDOf(ctx)
 	}
-	p := s.insertParams(tenant, topic, msgs)
+	call := &publishCall{tenant: tenant, topic: topic, msgs: msgs, pathOf: pathOf}
+	if err := s.publishes.do(ctx, call); err != nil {
+		return nil, fromDB("publish", err)
+	}
+	if call.err != nil {
+		return nil, call.err
+	}
+	published, delivered, unrouted := 0, 0, 0
+	for _, r := range call.results {
+		if r.Duplicate {
+			continue
+		}
+		published++
+		delivered += r.DeliveredTo
+		if r.DeliveredTo == 0 {
+			unrouted++
+		}
+	}
+	for _, q := range call.woken {
+		s.hub.Publish(q, 1)
+	}
+	s.obs.TopicPublished(tenant, topic, published, delivered, unrouted)
+	return call.results, nil
+}
+
+// runPublishes publishes the messages of several requests, one statement
+// per topic, the requests' messages one after another (a request's
+// positions are a range of the statement's). As runSends: when the
+// statement cannot answer every request on its own (the topic is missing,
+// a key conflicts, a group rule, a refusal by the server: nothing was
+// stored), each is published on its own; when the connection failed, each
+// answers the error; the requests of a statement that ran out of its lock
+// timeout are returned unanswered (blocked).
+func (s *Service) runPublishes(ctx context.Context, st statements, calls []*publishCall) (blocked []*publishCall) {
+	type key struct{ tenant, topic string }
+	byTopic := map[key][]*publishCall{}
+	var order []key
+	for _, c := range calls {
+		k := key{c.tenant, c.topic}
+		if byTopic[k] == nil {
+			order = append(order, k)
+		}
+		byTopic[k] = append(byTopic[k], c)
+	}
+	for _, k := range order {
+		group := byTopic[k]
+		if len(group) == 1 {
+			if s.publishAlone(ctx, st, group[0]) {
+				blocked = append(blocked, group[0])
+			}
+			continue
+		}
+		var all []prepared
+		for _, c := range group {
+			all = append(all, c.msgs...)
+		}
+		rows, err := st.q.TopicPublish(ctx, s.insertParams(k.tenant, k.topic, all))
+		if st.outsideLock(err) {
+			blocked = append(blocked, group...)
+			continue
+		}
+		var refused *pgconn.PgError
+		if err != nil && !errors.As(err, &refused) {
+			for _, c := range group {
+				c.err = fromDB("publish", err)
+			}
+			continue
+		}
+		if err != nil || len(rows) != len(all) || slices.ContainsFunc(rows, func(r db.TopicPublishRow) bool {
+			return r.Outcome != db.OutcomeSent && r.Outcome != db.OutcomeDuplicate
+		}) {
+			for _, c := range group {
+				if s.publishAlone(ctx, st, c) {
+					blocked = append(blocked, c)
+				}
+			}
+			continue
+		}
+		off := 0
+		for _, c := range group {
+			c.answer(rows, off)
+			off += len(c.msgs)
+		}
+	}
+	return blocked
+}
+
+// publishAlone is one request's publish. It reports whether the statement
+// ran out of st's lock timeout, unanswered.
+func (s *Service) publishAlone(ctx context.Context, st statements, c *publishCall) (blocked bool) {
+	p := s.insertParams(c.tenant, c.topic, c.msgs)
 	var rows []db.TopicPublishRow
+	var err error
 	for attempt := 1; ; attempt++ {
-		rows, err = s.direct.TopicPublish(ctx, p)
+		rows, err = st.q.TopicPublish(ctx, p)
 		var pgErr *pgconn.PgError
 		if attempt < publishAttempts && errors.As(err, &pgErr) && pgErr.Code == "40001" {
 			continue
 		}
 		break
 	}
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return nil, &Error{Kind: KindIdempotencyConflict,
-				Message: "a group's queue already holds a message with this messageId", Err: err}
-		}
-		return nil, fromDB("publish", err)
+	switch {
+	case st.outsideLock(err):
+		return true
+	case db.IsUniqueViolation(err, "messages_message_id_queue_key"):
+		// A group's queue holds a message of that id that is no copy of an
+		// earlier publish of the key (a send's, or one moved in).
+		c.err = &Error{Kind: KindIdempotencyConflict,
+			Message: "a group's queue already holds a message with this messageId", Err: err}
+	case err != nil:
+		c.err = fromDB("publish", err)
+	case len(rows) == 0:
+		c.err = topicNotFound(c.topic)
+	default:
+		c.answer(rows, 0)
 	}
-	if len(rows) == 0 {
-		return nil, topicNotFound(topic)
-	}
+	return false
+}
+
+// answer gives a publish its results from the rows of the statement that
+// carried it, positions off+1 to off+len(msgs), or its refusal.
+func (c *publishCall) answer(rows []db.TopicPublishRow, off int) {
+	c.results = make([]PublishResult, len(c.msgs))
 	var refused issues
-	out := make([]PublishResult, len(in))
-	published, delivered, unrouted := 0, 0, 0
+	conflicted := false
 	for _, r := range rows {
-		i := int(r.Pos) - 1
+		i := int(r.Pos) - 1 - off
+		if i < 0 || i >= len(c.msgs) {
+			continue
+		}
 		switch r.Outcome {
 		case db.OutcomeConflict:
-			refused.add(join(pathOf(i), "messageId"), "was already published with different content")
+			conflicted = true
+			refused.add(join(c.pathOf(i), "messageId"), "was already published with different content")
 			continue
 		case db.OutcomeGroupRequired:
-			refused.add(join(pathOf(i), "groupId"), "is required: the topic is FIFO")
+			refused.add(join(c.pathOf(i), "groupId"), "is required: the topic is FIFO")
 			continue
 		case db.OutcomeGroupRefused:
-			refused.add(join(pathOf(i), "groupId"), "is not allowed: the topic is not FIFO")
+			refused.add(join(c.pathOf(i), "groupId"), "is not allowed: the topic is not FIFO")
 			continue
 		}
-		out[i] = PublishResult{MessageID: r.MessageID, DeliveredTo: int(r.DeliveredTo),
-			Duplicate: r.Outcome == db.OutcomeDuplicate}
-		if r.PublishedAt != nil {
-			out[i].PublishedAt = *r.PublishedAt
-		}
-		if r.Outcome == db.OutcomeSent {
-			published++
-			delivered += int(r.DeliveredTo)
-			if r.DeliveredTo == 0 {
-				unrouted++
-			}
-		}
-		for _, q := range r.Woken {
-			s.hub.Publish(q, 1)
-		}
+		c.results[i] = PublishResult{MessageID: r.MessageID, DeliveredTo: int(r.DeliveredTo),
+			Duplicate: r.Outcome == db.OutcomeDuplicate, PublishedAt: deref(r.PublishedAt)}
+		c.woken = append(c.woken, r.Woken...)
 	}
 	if len(refused) > 0 {
+		c.results, c.woken = nil, nil
 		e := Invalid(refused...)
-		if rows[0].Outcome == db.OutcomeConflict {
+		if conflicted {
 			e.Kind = KindIdempotencyConflict
 		}
-		return nil, e
+		c.err = e
 	}
-	s.obs.TopicPublished(tenant, topic, published, delivered, unrouted)
-	return out, nil
 }
 
 // TopicMessage is one published message's state in each group of a topic.
