@@ -175,13 +175,7 @@ func (h *api) publish(c *gin.Context) {
 		answerJSON(c, http.StatusOK, out)
 		return
 	}
-	var issues []service.Issue
-	for i, issue := range bad {
-		if issue != nil {
-			issues = append(issues, service.Issue{Path: batchPath(i) + issuePath(issue.Path), Message: issue.Message})
-		}
-	}
-	if len(issues) > 0 {
+	if issues := batchIssues(bad); len(issues) > 0 {
 		fail(c, service.Invalid(issues...))
 		return
 	}
