@@ -52,6 +52,12 @@ func TestWireTypesMatchOpenAPI(t *testing.T) {
 		"History":        wire.History{},
 		"RedriveRequest": wire.RedriveRequest{}, "RedriveResult": wire.RedriveResult{},
 		"RedriveQueueRequest": wire.RedriveQueueRequest{}, "RedriveQueueResult": wire.RedriveQueueResult{},
+		"TopicSettings": wire.TopicSettings{}, "TopicSummary": wire.TopicSummary{}, "Topic": wire.Topic{},
+		"TopicPage": wire.TopicPage{}, "Subscription": wire.Subscription{}, "TopicFilter": wire.TopicFilter{},
+		"SubscribeRequest": wire.SubscribeRequest{}, "PublishRequest": wire.PublishRequest{},
+		"PublishResult": wire.PublishResult{}, "PublishBatchResult": wire.PublishBatchResult{},
+		"PublishEachResult": wire.PublishEachResult{}, "PublishEachEntry": wire.PublishEachEntry{},
+		"TopicMessage": wire.TopicMessage{}, "GroupState": wire.GroupState{},
 	} {
 		c.compare(name, reflect.TypeOf(v), &schema{Ref: "#/components/schemas/" + name})
 	}

@@ -50,6 +50,11 @@ Scenarios (--scenario, comma-separated; default all):
              twice the run's length while SQL transactions hold a FIFO
              group and an idempotency key that other sends keep waiting
              on, then with nothing held again: msgs/s and p99 of both
+  fanout     topics: publishes with 1 and 10 subscriptions next to sends
+             to one queue (batch 1 × 16 and 100 × 4 publishers, 1 KiB
+             bodies), each group's drain by 2 consumers next to a plain
+             queue's, the storage of a published message next to a sent
+             one, and a publish's wake-up of a receiver on each group
   idle       1,000 waiting long-polls on one node: connections, statements/s
   heads      p50 of one client's send → receive → ack cycle on an empty queue,
              behind 1,000,000 delayed messages (delay 1 h) and behind 100,000
@@ -114,7 +119,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object instead of tables")
 	quick := fs.Bool("quick", false, "a short smoke run (CI)")
-	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, sqlconsumer, latency, sqs, kubemq, trace, locks, idle, heads, backlog, fifo, search (default all)")
+	scenarios := fs.String("scenario", "", "comma-separated scenarios: lifecycle, sqlconsumer, latency, sqs, kubemq, trace, locks, fanout, idle, heads, backlog, fifo, search (default all)")
 	duration := fs.Duration("duration", 0, "each measured run (default 5s; 3s with --quick)")
 	urls := fs.String("url", "", "comma-separated URLs of running nodes to drive instead of in-process ones (needs --database-url)")
 	dbURL := fs.String("database-url", "", "an existing, migrated database instead of a fresh one on the private cluster")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,25 +34,76 @@ type sendJSON struct {
 	client.SendResult
 }
 
+// messageFlags are the flags of a message, send's and publish's.
+type messageFlags struct {
+	delay, expiration      *secondsFlag
+	maxReceive             *intFlag
+	dlq                    *stringFlag
+	tags                   tagsFlag
+	id, metadata, clientID *string
+	group                  *string
+	binary, raw            *bool
+}
+
+// addMessageFlags registers them on fs; to names the queue or topic the
+// message goes to, for the help of --group.
+func addMessageFlags(fs *flag.FlagSet, to string) *messageFlags {
+	f := &messageFlags{delay: &secondsFlag{}, expiration: &secondsFlag{}, maxReceive: &intFlag{},
+		dlq: &stringFlag{}, tags: tagsFlag{}}
+	fs.Var(f.delay, "delay", "delay in `seconds` (or a duration: 30s, 5m; default: the queue's)")
+	fs.Var(f.expiration, "expiration", "expiration in `seconds` after the delay, 0 = never (default: the queue's)")
+	fs.Var(f.tags, "tag", "a tag `key=value` (repeatable)")
+	f.id = fs.String("id", "", "messageId, the idempotency `key` (default: a server UUIDv7)")
+	f.metadata = fs.String("metadata", "", "metadata text")
+	f.clientID = fs.String("client-id", "", "clientId")
+	fs.Var(f.maxReceive, "max-receive", "most `deliveries` before dead-lettering (0 = the queue's)")
+	fs.Var(f.dlq, "dlq", "dead-letter `queue` (\"\" = discard; default: the queue's)")
+	f.binary = fs.Bool("binary", false, "send the body as bytes (base64 on the wire)")
+	f.group = fs.String("group", "", "the message's `group` (required on a FIFO "+to+")")
+	f.raw = fs.Bool("raw", false, "keep a trailing newline of a body read from stdin")
+	return f
+}
+
+// message is the message the flags and the body argument (pos[1], "-" or
+// none: stdin unless it is a terminal) describe.
+func (f *messageFlags) message(verb string, pos []string) (client.Message, error) {
+	var body []byte
+	switch {
+	case len(pos) == 2 && pos[1] != "-":
+		body = []byte(pos[1])
+	case len(pos) == 2 || !term.IsTerminal(int(os.Stdin.Fd())):
+		var err error
+		if body, err = io.ReadAll(io.LimitReader(os.Stdin, maxStdinBody+1)); err != nil {
+			return client.Message{}, fmt.Errorf("reading the body from stdin: %w", err)
+		}
+		if len(body) > maxStdinBody {
+			return client.Message{}, fmt.Errorf("the body on stdin is over %d MiB", maxStdinBody>>20)
+		}
+		if !*f.raw {
+			// `echo '{"orderId": 7}' | skipq send q -` means the JSON, not
+			// the JSON and the newline echo ends its line with.
+			body = bytes.TrimSuffix(bytes.TrimSuffix(body, []byte("\n")), []byte("\r"))
+		}
+	case *f.metadata == "":
+		return client.Message{}, usageErr(verb, "%s needs a body: an argument, or - for stdin", verb)
+	}
+	m := client.Message{
+		Body: body, Binary: *f.binary, Metadata: *f.metadata, ClientID: *f.clientID, MessageID: *f.id,
+		DelaySeconds: f.delay.v, ExpirationSeconds: f.expiration.v, MaxReceiveCount: f.maxReceive.v,
+		DeadLetterQueue: f.dlq.v, GroupID: *f.group,
+	}
+	if len(f.tags) > 0 {
+		m.Tags = f.tags
+	}
+	return m, nil
+}
+
 // cmdSend: skipq send QUEUE [BODY|-].
 func cmdSend(ctx context.Context, args []string) error {
 	fs, o := cliFlags("send")
-	delay, expiration := &secondsFlag{}, &secondsFlag{}
-	maxReceive, dlq := &intFlag{}, &stringFlag{}
-	tags := tagsFlag{}
-	fs.Var(delay, "delay", "delay in `seconds` (or a duration: 30s, 5m; default: the queue's)")
-	fs.Var(expiration, "expiration", "expiration in `seconds` after the delay, 0 = never (default: the queue's)")
-	fs.Var(tags, "tag", "a tag `key=value` (repeatable)")
-	id := fs.String("id", "", "messageId, the idempotency `key` (default: a server UUIDv7)")
-	metadata := fs.String("metadata", "", "metadata text")
-	clientID := fs.String("client-id", "", "clientId")
-	fs.Var(maxReceive, "max-receive", "most `deliveries` before dead-lettering (0 = the queue's)")
-	fs.Var(dlq, "dlq", "dead-letter `queue` (\"\" = discard; default: the queue's)")
-	binary := fs.Bool("binary", false, "send the body as bytes (base64 on the wire)")
-	group := fs.String("group", "", "the message's `group` (required on a FIFO queue; creates a missing queue as FIFO)")
+	f := addMessageFlags(fs, "queue; creates a missing queue as FIFO")
 	lines := fs.Bool("lines", false, "each non-empty line of the body is a message, sent in batches")
 	nonAtomic := fs.Bool("non-atomic", false, "with --lines: store every valid message, report each line that failed")
-	raw := fs.Bool("raw", false, "keep a trailing newline of a body read from stdin")
 	pos, err := cliParse(fs, args, sendUsage)
 	if err != nil {
 		return err
@@ -59,41 +111,18 @@ func cmdSend(ctx context.Context, args []string) error {
 	switch {
 	case len(pos) < 1 || len(pos) > 2:
 		return usageErr("send", "send needs a queue and at most one body")
-	case *lines && *id != "":
+	case *lines && *f.id != "":
 		return usageErr("send", "--id names one message; --lines sends many")
 	case *nonAtomic && !*lines:
 		return usageErr("send", "--non-atomic is a flag of --lines")
 	}
-	var body []byte
-	switch {
-	case len(pos) == 2 && pos[1] != "-":
-		body = []byte(pos[1])
-	case len(pos) == 2 || !term.IsTerminal(int(os.Stdin.Fd())):
-		if body, err = io.ReadAll(io.LimitReader(os.Stdin, maxStdinBody+1)); err != nil {
-			return fmt.Errorf("reading the body from stdin: %w", err)
-		}
-		if len(body) > maxStdinBody {
-			return fmt.Errorf("the body on stdin is over %d MiB", maxStdinBody>>20)
-		}
-		if !*raw {
-			// `echo '{"orderId": 7}' | skipq send q -` means the JSON, not
-			// the JSON and the newline echo ends its line with.
-			body = bytes.TrimSuffix(bytes.TrimSuffix(body, []byte("\n")), []byte("\r"))
-		}
-	case *metadata == "":
-		return usageErr("send", "send needs a body: an argument, or - for stdin")
+	m, err := f.message("send", pos)
+	if err != nil {
+		return err
 	}
 	c, err := o.client()
 	if err != nil {
 		return err
-	}
-	m := client.Message{
-		Body: body, Binary: *binary, Metadata: *metadata, ClientID: *clientID, MessageID: *id,
-		DelaySeconds: delay.v, ExpirationSeconds: expiration.v, MaxReceiveCount: maxReceive.v,
-		DeadLetterQueue: dlq.v, GroupID: *group,
-	}
-	if len(tags) > 0 {
-		m.Tags = tags
 	}
 	if *lines {
 		return sendLines(ctx, c, o, pos[0], m, *nonAtomic)

@@ -28,6 +28,8 @@ Client commands (HTTP to $SKIPQ_URL, default http://127.0.0.1:8080, with
 $SKIPQ_API_KEY; --url and --api-key override them, --json prints JSON):
   skipq queues list [--prefix P] | get Q | create Q [settings] | delete Q | purge Q
   skipq send QUEUE [BODY|-]      send a message (BODY, or stdin)
+  skipq topics list | get T | create T [--fifo] | delete T | subscribe T Q [--filter k=v] | unsubscribe T Q
+  skipq publish TOPIC [BODY|-]   publish to every queue subscribed to TOPIC (send's flags)
   skipq receive QUEUE            receive messages (--max N --wait S --ack --peek -q)
   skipq ack|nack HANDLE...       settle received messages (nack --reason TEXT: why)
   skipq dlq list [--source Q] [--cause C] | redrive QUEUE [--to Q]
@@ -66,6 +68,10 @@ func main() {
 		err = cmdQueues(ctx, args)
 	case "send":
 		err = cmdSend(ctx, args)
+	case "topics":
+		err = cmdTopics(ctx, args)
+	case "publish":
+		err = cmdPublish(ctx, args)
 	case "receive":
 		err = cmdReceive(ctx, args)
 	case "ack", "nack":

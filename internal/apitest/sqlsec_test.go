@@ -196,9 +196,10 @@ func TestSQLSendIgnoresFunctionsPlantedInTheCallersSearchPath(t *testing.T) {
 	}
 }
 
-// skipq_producer (docs/SQL.md) may execute send and send_batch and nothing else
-// in the schema; it used to be able to call skipq.enqueue directly.
-func TestSQLProducerMayExecuteOnlySendAndSendBatch(t *testing.T) {
+// skipq_producer (docs/SQL.md) may execute send and send_batch (and, with
+// topics, publish) and nothing else in the schema; it used to be able to call
+// skipq.enqueue directly.
+func TestSQLProducerMayExecuteOnlySendSendBatchAndPublish(t *testing.T) {
 	n := newNode(t)
 	ctx := context.Background()
 	admin := connect(t, n.DB)
@@ -210,6 +211,9 @@ func TestSQLProducerMayExecuteOnlySendAndSendBatch(t *testing.T) {
 
 	executable := executableBy(t, admin, producer)
 	want := []string{
+		"skipq.publish(text,bytea,text,jsonb,integer,integer,integer,text,text,text,text,text)",
+		"skipq.publish(text,jsonb,text,jsonb,integer,integer,integer,text,text,text,text,text)",
+		"skipq.publish(text,text,text,jsonb,integer,integer,integer,text,text,text,text,text)",
 		"skipq.send(text,bytea,text,jsonb,integer,integer,integer,text,text,text,text,text)",
 		"skipq.send(text,jsonb,text,jsonb,integer,integer,integer,text,text,text,text,text)",
 		"skipq.send(text,text,text,jsonb,integer,integer,integer,text,text,text,text,text)",

@@ -406,3 +406,33 @@ func targetsNamed(rep bench.Report, part string) int {
 	}
 	return n
 }
+
+// TestFanoutShape runs a short fanout scenario: both points with each
+// subscription count measured, the storage ratio and wake-up measured, and
+// the five targets reported. No speed is asserted.
+func TestFanoutShape(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Options{
+		DatabaseURL: testdb.New(t), Scenarios: []string{bench.Fanout}, Quick: true,
+		Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := rep.Fanout
+	if f == nil || len(f.Points) != 2 {
+		t.Fatalf("fanout report: %+v", f)
+	}
+	for _, p := range f.Points {
+		if len(p.Subs) != 2 || p.SendMsgsPerS <= 0 || p.Subs[1].PublishMsgsPerS <= 0 || p.Subs[1].Subscriptions != 10 {
+			t.Errorf("batch %d: %+v", p.Batch, p)
+		}
+	}
+	if f.StorageRatio <= 0 || f.WakeP50MS <= 0 {
+		t.Errorf("storage ratio %v, wake p50 %v ms: want both measured", f.StorageRatio, f.WakeP50MS)
+	}
+	if n := targetsNamed(rep, "publish to 10"); n != 3 {
+		t.Errorf("targets = %+v, want the fanout ones", rep.Targets)
+	}
+}

@@ -23,6 +23,7 @@ type Report struct {
 	Search         *SearchResult      `json:"search,omitempty"`
 	Trace          *TraceResult       `json:"trace,omitempty"`
 	Locks          *LocksResult       `json:"locks,omitempty"`
+	Fanout         *FanoutResult      `json:"fanout,omitempty"`
 	HeadsEvidence  *HeadsEvidence     `json:"heads_evidence,omitempty"`
 	RSSMBPeak      float64            `json:"rss_mb_peak"`
 	RSSScope       string             `json:"rss_scope"`
@@ -142,6 +143,19 @@ func targets(r Report) []Target {
 		add("sends to other queues while a group and a key are held (p99)", fmt.Sprintf("≤ %d ms", lockTargetP99MS),
 			l.Held.P99MS, "ms", l.Held.P99MS <= lockTargetP99MS, "issue 27")
 	}
+	if f := r.Fanout; f != nil {
+		src := "issue 31"
+		add("publish to 10 subscriptions / sends, batch 1 × 16", fmt.Sprintf("≥ %.2f", fanoutPublishTarget),
+			f.PublishRatioB1x16, "ratio", f.PublishRatioB1x16 >= fanoutPublishTarget, src)
+		add("publish to 10 subscriptions / sends, batch 100 × 4", fmt.Sprintf("≥ %.2f", fanoutPublishTarget),
+			f.PublishRatioB100x4, "ratio", f.PublishRatioB100x4 >= fanoutPublishTarget, src)
+		add("slowest group's drain / a plain queue's", fmt.Sprintf("≥ %.2f", fanoutDrainTarget),
+			f.DrainRatioMin, "ratio", f.DrainRatioMin >= fanoutDrainTarget, src)
+		add("storage of a message published to 10 subscriptions / of a sent one", fmt.Sprintf("≤ %.0f", fanoutStorageTarget),
+			f.StorageRatio, "ratio", f.StorageRatio <= fanoutStorageTarget, src)
+		add("publish to 10 subscriptions wakes their receivers (p50)", fmt.Sprintf("≤ %.0f ms", fanoutWakeTarget),
+			f.WakeP50MS, "ms", f.WakeP50MS <= fanoutWakeTarget, src)
+	}
 	if s := r.Search; s != nil {
 		for _, c := range s.Cases {
 			add(fmt.Sprintf("search page of 100 in %s messages, %s (p99)", thousands(float64(s.Messages)), c.Name),
@@ -179,6 +193,9 @@ func (r Report) WriteText(w io.Writer) {
 	}
 	if l := r.Locks; l != nil {
 		writeLocks(w, l)
+	}
+	if f := r.Fanout; f != nil {
+		writeFanout(w, f)
 	}
 	if sq := r.SQS; sq != nil {
 		writeSQS(w, sq)

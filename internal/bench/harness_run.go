@@ -26,6 +26,7 @@ const (
 	Search      = "search"
 	Trace       = "trace"
 	Locks       = "locks"
+	Fanout      = "fanout"
 )
 
 // Scenarios is every scenario, in run order.
@@ -36,7 +37,7 @@ const (
 // figures compare with the lifecycle's. FIFO fills one group with a million
 // messages. Search runs last: it adds
 // a million messages of a tenant of its own, which it reads, never claims.
-var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, KubeMQ, Trace, Locks, Heads, Backlog, FIFO, Search}
+var Scenarios = []string{Idle, Lifecycle, SQLConsumer, Latency, SQS, KubeMQ, Trace, Locks, Fanout, Heads, Backlog, FIFO, Search}
 
 // Point is one lifecycle measurement: messages per send/receive/ack call and
 // producer/consumer pairs.
@@ -238,6 +239,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			rep.Trace, err = e.trace(ctx)
 		case Locks:
 			rep.Locks, err = e.locks(ctx)
+		case Fanout:
+			rep.Fanout, err = e.fanout(ctx)
 		}
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", sc, err)

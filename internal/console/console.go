@@ -112,6 +112,8 @@ func (c *Console) routes() {
 	m.Handle("POST /console/queues/{queue}/messages/{id}/redrive", write(c.redriveMessage))
 	m.Handle("GET /console/dlq", read(c.deadLettersPage))
 	m.Handle("GET /console/search", read(c.searchPage))
+	m.Handle("GET /console/topics", read(c.topicsPage))
+	m.Handle("GET /console/topics/{topic}", read(c.topicPage))
 	m.Handle("GET /console/rates", read(c.ratesPage))
 	m.Handle("GET /console/rate-values", read(c.rateValues))
 	m.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {

@@ -18,11 +18,12 @@ import (
 
 // pageNames are the templates/*.html files that are pages (each parsed with
 // layout.html); fragments are templates defined inside them.
-var pageNames = []string{"login", "error", "queues", "queue", "message", "dlq", "search", "rates", "redrive"}
+var pageNames = []string{"login", "error", "queues", "queue", "message", "dlq", "search", "rates", "redrive", "topics", "topic"}
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{
 		"queueURL":   queueURL,
+		"topicURL":   topicURL,
 		"messageURL": messageURL,
 		"when":       when,
 		"ago":        ago,
@@ -140,6 +141,8 @@ func (c *Console) serviceError(w http.ResponseWriter, r *http.Request, id identi
 }
 
 func queueURL(name string) string { return "/console/queues/" + url.PathEscape(name) }
+
+func topicURL(name string) string { return "/console/topics/" + url.PathEscape(name) }
 
 func messageURL(queue, id string) string {
 	return queueURL(queue) + "/messages/" + url.PathEscape(id)

@@ -198,3 +198,43 @@ type SkipqTimer struct {
 	QueueID  int64
 	Sequence int64
 }
+
+type SkipqTopic struct {
+	ID                 int64
+	Tenant             string
+	Name               string
+	Fifo               bool
+	DedupWindowSeconds int32
+	RetainSeconds      int32
+	Published          int64
+	Delivered          int64
+	Unrouted           int64
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
+type SkipqTopicBody struct {
+	ID          int64
+	TopicID     int64
+	MessageID   string
+	ContentHash []byte
+	Body        []byte
+	PublishedAt time.Time
+	WindowEnds  time.Time
+	DeliveredTo int32
+}
+
+type SkipqTopicCount struct {
+	ID        int64
+	TopicID   int64
+	Published int32
+	Delivered int32
+	Unrouted  int32
+}
+
+type SkipqTopicSubscription struct {
+	TopicID   int64
+	QueueID   int64
+	Filter    []byte
+	CreatedAt time.Time
+}

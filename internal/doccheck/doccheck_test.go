@@ -73,8 +73,19 @@ func TestNoOutsideReferences(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		lines := strings.Split(string(text), "\n")
+		if strings.HasPrefix(name, "internal/migrations/") {
+			// A migration's Down restores released function bodies word
+			// for word, comments included (the catalog test compares them).
+			for i, line := range lines {
+				if strings.HasPrefix(line, "-- +goose Down") {
+					lines = lines[:i]
+					break
+				}
+			}
+		}
 		for _, f := range forbidden {
-			for i, line := range strings.Split(string(text), "\n") {
+			for i, line := range lines {
 				if strings.Contains(line, f) {
 					t.Errorf("%s:%d: %q: point to the project's docs (docs/*.md) or say the rule", name, i+1, f)
 				}

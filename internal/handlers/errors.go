@@ -32,6 +32,8 @@ func statusOf(k service.Kind) (int, string) {
 		return http.StatusTooManyRequests, "too_many_requests"
 	case service.KindQueueTypeMismatch:
 		return http.StatusConflict, "queue_type_mismatch"
+	case service.KindConflict:
+		return http.StatusConflict, "conflict"
 	}
 	return http.StatusInternalServerError, "internal_error"
 }

@@ -33,6 +33,18 @@ func sendInput(r wire.SendRequest, path string) (service.MessageInput, *service.
 
 func batchPath(i int) string { return fmt.Sprintf("messages[%d]", i) }
 
+// batchIssues are the issues of a batch's messages that could not be read
+// (bad[i] for message i), at paths from the request's root.
+func batchIssues(bad []*service.Issue) []service.Issue {
+	var issues []service.Issue
+	for i, issue := range bad {
+		if issue != nil {
+			issues = append(issues, service.Issue{Path: batchPath(i) + issuePath(issue.Path), Message: issue.Message})
+		}
+	}
+	return issues
+}
+
 func prefixed(prefix, field string) string {
 	if prefix == "" {
 		return field
@@ -122,13 +134,7 @@ func (h *api) sendBatch(c *gin.Context) {
 		h.sendEach(c, in, bad)
 		return
 	}
-	var issues []service.Issue
-	for i, issue := range bad {
-		if issue != nil {
-			issues = append(issues, service.Issue{Path: batchPath(i) + issuePath(issue.Path), Message: issue.Message})
-		}
-	}
-	if len(issues) > 0 {
+	if issues := batchIssues(bad); len(issues) > 0 {
 		fail(c, service.Invalid(issues...))
 		return
 	}

@@ -18,6 +18,7 @@ var routeQuery = map[string][]string{
 	http.MethodGet + " /v1/queues":                 {"prefix", "limit", "cursor"},
 	http.MethodGet + " /v1/queues/:queue/messages": {"state", "limit", "cursor"},
 	http.MethodGet + " /v1/dlq":                    {"sourceQueue", "cause", "limit", "cursor"},
+	http.MethodGet + " /v1/topics":                 {"limit", "cursor"},
 	http.MethodGet + " /v1/messages": {"queue...", "queuePrefix", "state...", "sentAfter", "sentBefore",
 		"tag...", "messageId", "groupId", "limit", "cursor"},
 }

@@ -211,5 +211,13 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	authed.POST("/queues/:queue/redrive", write, h.redriveQueue)
 	authed.GET("/dlq", read, h.listDeadLettered)
 	authed.GET("/messages", read, h.search)
+	authed.GET("/topics", read, h.listTopics)
+	authed.PUT("/topics/:topic", admin, h.putTopic)
+	authed.GET("/topics/:topic", read, h.getTopic)
+	authed.DELETE("/topics/:topic", admin, h.deleteTopic)
+	authed.PUT("/topics/:topic/subscriptions/:queue", write, h.subscribe)
+	authed.DELETE("/topics/:topic/subscriptions/:queue", write, h.unsubscribe)
+	authed.POST("/topics/:topic/messages", write, h.publish)
+	authed.GET("/topics/:topic/messages/:messageId", read, h.topicMessage)
 	return r
 }

@@ -30,6 +30,7 @@ type Metrics struct {
 
 	sent, received, acked, nacked, deadLettered, expired *prometheus.CounterVec
 	discarded                                            *prometheus.CounterVec
+	topicPublished, topicDelivered, topicUnrouted        *prometheus.CounterVec
 	queueMessages, oldestAge                             *prometheus.GaugeVec
 	requestDuration, kubemqCallDuration                  *prometheus.HistogramVec
 
@@ -55,6 +56,12 @@ func New(pool *pgxpool.Pool, longPolls func() wake.LongPollStats) *Metrics {
 		deadLettered: counter("skipq_messages_dead_lettered_total", "Messages moved to a dead-letter queue, by source queue."),
 		discarded:    counter("skipq_messages_discarded_total", "Messages dropped, by source queue and reason.", "reason"),
 		expired:      counter("skipq_messages_expired_total", "Expired messages removed by the worker."),
+		topicPublished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skipq_topic_published_total",
+			Help: "Messages published to a topic (duplicates excluded)."}, []string{"tenant", "topic"}),
+		topicDelivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skipq_topic_delivered_total",
+			Help: "Copies of published messages delivered to a topic's groups."}, []string{"tenant", "topic"}),
+		topicUnrouted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skipq_topic_unrouted_total",
+			Help: "Published messages that no subscription's filter matched."}, []string{"tenant", "topic"}),
 		queueMessages: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "skipq_queue_messages", Help: "Messages in a queue by state, refreshed by the worker."},
 			[]string{"tenant", "queue", "state"}),
@@ -75,6 +82,7 @@ func New(pool *pgxpool.Pool, longPolls func() wake.LongPollStats) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.sent, m.received, m.acked, m.nacked, m.deadLettered, m.discarded, m.expired,
+		m.topicPublished, m.topicDelivered, m.topicUnrouted,
 		m.queueMessages, m.oldestAge, m.requestDuration, m.kubemqCallDuration,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "skipq_longpoll_waiters", Help: "Receives parked on this node waiting for messages.",
@@ -134,6 +142,14 @@ func (m *Metrics) MessagesDiscarded(tenant, queue, reason string, n int) {
 	m.add(m.discarded, tenant, queue, n, reason)
 }
 func (m *Metrics) MessagesExpired(tenant, queue string, n int) { m.add(m.expired, tenant, queue, n) }
+
+// TopicPublished counts under the queues' label rules: a topic's name
+// takes the place of a queue's in the (tenant, name) pairs a node exports.
+func (m *Metrics) TopicPublished(tenant, topic string, published, delivered, unrouted int) {
+	m.add(m.topicPublished, tenant, topic, published)
+	m.add(m.topicDelivered, tenant, topic, delivered)
+	m.add(m.topicUnrouted, tenant, topic, unrouted)
+}
 
 // QueueCounts replaces the per-queue gauges with a fresh reading.
 func (m *Metrics) QueueCounts(counts []service.QueueCount, now time.Time) {

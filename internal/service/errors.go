@@ -22,6 +22,8 @@ const (
 	KindTooManyRequests
 	// KindQueueTypeMismatch: a move between a FIFO and a standard queue.
 	KindQueueTypeMismatch
+	// KindConflict: the request contradicts what exists (a topic's fifo).
+	KindConflict
 )
 
 // Issue is one problem with the input, at a path like "messages[2].body".

@@ -18,6 +18,9 @@ type Observer interface {
 	MessagesDeadLettered(tenant, queue string, n int)
 	MessagesDiscarded(tenant, queue, reason string, n int)
 	MessagesExpired(tenant, queue string, n int)
+	// TopicPublished counts a publish's new messages, the copies the
+	// groups got and the messages no group got.
+	TopicPublished(tenant, topic string, published, delivered, unrouted int)
 	// QueueCounts replaces the per-queue gauges with a fresh reading.
 	QueueCounts(counts []QueueCount, now time.Time)
 }
@@ -43,6 +46,7 @@ func (nopObserver) MessagesDeadLettered(string, string, int)      {}
 func (nopObserver) MessagesDiscarded(string, string, string, int) {}
 func (nopObserver) MessagesExpired(string, string, int)           {}
 func (nopObserver) QueueCounts([]QueueCount, time.Time)           {}
+func (nopObserver) TopicPublished(string, string, int, int, int)  {}
 
 // queueName is a queue's tenant and name.
 type queueName struct{ tenant, name string }

@@ -80,6 +80,13 @@ func (s *Service) BrowseMessages(ctx context.Context, tenant, queue, state strin
 		rows = rows[:min(len(rows), limit)]
 		next = encodeSequenceCursor(rows[len(rows)-1].SkipqMessage.Sequence)
 	}
+	msgs := make([]*db.SkipqMessage, len(rows))
+	for i := range rows {
+		msgs[i] = &rows[i].SkipqMessage
+	}
+	if err := s.fillTopicBodies(ctx, msgs...); err != nil {
+		return nil, "", err
+	}
 	out := make([]BrowsedMessage, len(rows))
 	for i, r := range rows {
 		out[i] = browsed(queue, r.SkipqMessage, r.State)
@@ -99,6 +106,9 @@ func (s *Service) GetMessage(ctx context.Context, tenant, queue, messageID strin
 			return BrowsedMessage{}, notFound("message %q is not in queue %q", messageID, queue)
 		}
 		return BrowsedMessage{}, fromDB("get message", err)
+	}
+	if err := s.fillTopicBodies(ctx, &row.SkipqMessage); err != nil {
+		return BrowsedMessage{}, err
 	}
 	return browsed(queue, row.SkipqMessage, row.State), nil
 }
@@ -195,6 +205,13 @@ func (s *Service) ListDeadLettered(ctx context.Context, tenant string, f DeadLet
 		rows = rows[:min(len(rows), limit)]
 		last := rows[len(rows)-1].SkipqMessage
 		next = encodeDLQCursor(*last.DeadLetteredAt, last.Sequence)
+	}
+	msgs := make([]*db.SkipqMessage, len(rows))
+	for i := range rows {
+		msgs[i] = &rows[i].SkipqMessage
+	}
+	if err := s.fillTopicBodies(ctx, msgs...); err != nil {
+		return nil, "", err
 	}
 	out := make([]Message, len(rows))
 	for i, r := range rows {

@@ -239,6 +239,9 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 		}
 		return nil, false, fromDB("receive", err)
 	}
+	if err := s.fillTopicBodies(ctx, pointers(rows)...); err != nil {
+		return nil, false, err
+	}
 	var size int64
 	for _, r := range rows {
 		size += estimatedRowBytes(r, overhead)
@@ -325,8 +328,9 @@ func messageFromRow(queue string, r db.SkipqMessage) Message {
 	failure, dead := parseFailure(tags[failureTagKey]), parseFailure(tags[deadLetterTagKey])
 	acked := parseAcked(tags[ackedTagKey])
 	// What skipq keeps in its reserved keys was read above (or, as the
-	// trace id, is shown nowhere); the message's tags are the sender's.
-	maps.DeleteFunc(tags, func(k, _ string) bool { return strings.HasPrefix(k, ReservedTagPrefix) })
+	// trace id, is shown nowhere); the message's tags are the sender's,
+	// and a topic's copy shows its topic.
+	maps.DeleteFunc(tags, func(k, _ string) bool { return strings.HasPrefix(k, ReservedTagPrefix) && k != TopicTagKey })
 	m := Message{
 		MessageID:       r.MessageID,
 		Queue:           queue,

@@ -180,6 +180,9 @@ func (s *Service) searchFetch(ctx context.Context, page []db.MessageSearchWalkRo
 	if err != nil {
 		return nil, fromDB("search", err)
 	}
+	if err := s.fillTopicBodies(ctx, pointers(rows)...); err != nil {
+		return nil, err
+	}
 	bySeq := make(map[int64]db.SkipqMessage, len(rows))
 	for _, r := range rows {
 		bySeq[r.Sequence] = r

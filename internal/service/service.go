@@ -31,6 +31,7 @@ type Service struct {
 	nacks       *sharer[settleCall]
 	extends     *sharer[settleCall]
 	sends       *sharer[sendCall]
+	publishes   *sharer[publishCall]
 	claims      *sharer[claimCall]
 	names       queueNames
 	obs         Observer
@@ -81,6 +82,12 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 		queue: func(c *sendCall) string { return c.tenant + "/" + c.queue },
 		run:   func(ctx context.Context, calls []*sendCall) []*sendCall { return s.runSends(ctx, s.shared, calls) },
 		alone: func(ctx context.Context, c *sendCall) { s.sendAlone(ctx, s.own, c) }}
+	s.publishes = &sharer[publishCall]{maxItems: sharedSendBytes, size: publishSize, lockWaiters: lockWaiters,
+		queue: func(c *publishCall) string { return c.tenant + "/topic " + c.topic },
+		run: func(ctx context.Context, calls []*publishCall) []*publishCall {
+			return s.runPublishes(ctx, s.shared, calls)
+		},
+		alone: func(ctx context.Context, c *publishCall) { s.publishAlone(ctx, s.own, c) }}
 	s.claims = &sharer[claimCall]{maxItems: sharedClaimCalls, size: claimSize, lockWaiters: lockWaiters,
 		queue: func(c *claimCall) string { return c.tenant + "/" + c.queue },
 		run:   func(ctx context.Context, calls []*claimCall) []*claimCall { return s.runClaims(ctx, s.shared, calls) },

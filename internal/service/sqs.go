@@ -198,6 +198,9 @@ func (s *Service) StillLeased(ctx context.Context, queueID int64, queue string, 
 	if err != nil {
 		return nil, false, fromDB("receive", err)
 	}
+	if err := s.fillTopicBodies(ctx, pointers(rows)...); err != nil {
+		return nil, false, err
+	}
 	bySeq := make(map[int64]db.SkipqMessage, len(rows))
 	for _, r := range rows {
 		bySeq[r.Sequence] = r

@@ -145,6 +145,7 @@ func New(pool *pgxpool.Pool, svc *service.Service, log *slog.Logger, opts Option
 	gauges := NewRefreshQueueCounts(pool, svc)
 	stale := NewRemoveStaleReady(pool, svc)
 	depth := NewRecordDepthHistory(pool, svc)
+	topics := NewTopicUpkeep(pool, svc)
 	jobs := []job{
 		batch("fire timers (delays and leases that ended)", fire.Config, fire.RunOnce),
 		batch("remove expired messages", expired.Config, expired.RunOnce),
@@ -152,6 +153,7 @@ func New(pool *pgxpool.Pool, svc *service.Service, log *slog.Logger, opts Option
 		batch("remove messages of deleted queues", orphaned.Config, orphaned.RunOnce),
 		batch("prune empty FIFO groups", groups.Config, groups.RunOnce),
 		batch("prune the history of messages gone a day ago", history.Config, history.RunOnce),
+		batch("fold topic counts, remove unused published bodies", topics.Config, topics.RunOnce),
 		batch("take over SQS move tasks whose node stopped", batchConfig(15*time.Second), func(ctx context.Context) (int, error) {
 			return opts.SQS.TakeOverMoveTasks(ctx, BatchSize)
 		}),

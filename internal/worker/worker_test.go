@@ -46,6 +46,7 @@ func (ignoredObserver) MessagesDeadLettered(string, string, int)      {}
 func (ignoredObserver) MessagesDiscarded(string, string, string, int) {}
 func (ignoredObserver) MessagesExpired(string, string, int)           {}
 func (ignoredObserver) QueueCounts([]service.QueueCount, time.Time)   {}
+func (ignoredObserver) TopicPublished(string, string, int, int, int)  {}
 
 func newObservedService(t *testing.T, obs service.Observer) (*service.Service, *clock, *pgxpool.Pool) {
 	t.Helper()

@@ -308,6 +308,85 @@ CREATE TABLE skipq.timers (
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.01', autovacuum_vacuum_cost_delay='0', vacuum_truncate='false');
 
+-- TABLE topic_bodies
+
+CREATE TABLE skipq.topic_bodies (
+    id bigint NOT NULL,
+    topic_id bigint NOT NULL,
+    message_id text NOT NULL,
+    content_hash bytea,
+    body bytea NOT NULL,
+    published_at timestamp with time zone NOT NULL,
+    window_ends timestamp with time zone NOT NULL,
+    delivered_to integer NOT NULL
+);
+
+-- SEQUENCE topic_body_sequence
+
+CREATE SEQUENCE skipq.topic_body_sequence
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+-- TABLE topic_counts
+
+CREATE TABLE skipq.topic_counts (
+    id bigint NOT NULL,
+    topic_id bigint NOT NULL,
+    published integer NOT NULL,
+    delivered integer NOT NULL,
+    unrouted integer NOT NULL
+);
+
+-- SEQUENCE topic_counts_id_seq
+
+ALTER TABLE skipq.topic_counts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME skipq.topic_counts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- TABLE topic_subscriptions
+
+CREATE TABLE skipq.topic_subscriptions (
+    topic_id bigint NOT NULL,
+    queue_id bigint NOT NULL,
+    filter jsonb,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- TABLE topics
+
+CREATE TABLE skipq.topics (
+    id bigint NOT NULL,
+    tenant text NOT NULL,
+    name text NOT NULL,
+    fifo boolean DEFAULT false NOT NULL,
+    dedup_window_seconds integer DEFAULT 300 NOT NULL,
+    retain_seconds integer DEFAULT 0 NOT NULL,
+    published bigint DEFAULT 0 NOT NULL,
+    delivered bigint DEFAULT 0 NOT NULL,
+    unrouted bigint DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- SEQUENCE topics_id_seq
+
+ALTER TABLE skipq.topics ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME skipq.topics_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 -- SEQUENCE trace_sequence
 
 CREATE SEQUENCE skipq.trace_sequence
@@ -432,6 +511,36 @@ ALTER TABLE ONLY skipq.sqs_queues
 ALTER TABLE ONLY skipq.sqs_receive_attempts
     ADD CONSTRAINT sqs_receive_attempts_pkey PRIMARY KEY (queue_id, attempt_id);
 
+-- CONSTRAINT topic_bodies topic_bodies_message_key
+
+ALTER TABLE ONLY skipq.topic_bodies
+    ADD CONSTRAINT topic_bodies_message_key UNIQUE (topic_id, message_id);
+
+-- CONSTRAINT topic_bodies topic_bodies_pkey
+
+ALTER TABLE ONLY skipq.topic_bodies
+    ADD CONSTRAINT topic_bodies_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT topic_counts topic_counts_pkey
+
+ALTER TABLE ONLY skipq.topic_counts
+    ADD CONSTRAINT topic_counts_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT topic_subscriptions topic_subscriptions_pkey
+
+ALTER TABLE ONLY skipq.topic_subscriptions
+    ADD CONSTRAINT topic_subscriptions_pkey PRIMARY KEY (topic_id, queue_id);
+
+-- CONSTRAINT topics topics_pkey
+
+ALTER TABLE ONLY skipq.topics
+    ADD CONSTRAINT topics_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT topics topics_tenant_name_key
+
+ALTER TABLE ONLY skipq.topics
+    ADD CONSTRAINT topics_tenant_name_key UNIQUE (tenant, name);
+
 -- INDEX dedup_keys_window_ends_idx
 
 CREATE INDEX dedup_keys_window_ends_idx ON skipq.dedup_keys USING btree (window_ends);
@@ -492,6 +601,14 @@ CREATE INDEX sqs_receive_attempts_age_idx ON skipq.sqs_receive_attempts USING bt
 
 CREATE INDEX timers_due_at_idx ON skipq.timers USING btree (due_at);
 
+-- INDEX topic_counts_topic_idx
+
+CREATE INDEX topic_counts_topic_idx ON skipq.topic_counts USING btree (topic_id);
+
+-- TRIGGER messages messages_topic_copy_moved
+
+CREATE TRIGGER messages_topic_copy_moved BEFORE INSERT ON skipq.messages FOR EACH ROW WHEN (((new.re_routed_from IS NOT NULL) AND (new.tags ? 'skipq.body'::text))) EXECUTE FUNCTION skipq.topic_copy_moved();
+
 -- FK CONSTRAINT sqs_credentials sqs_credentials_key_id_fkey
 
 ALTER TABLE ONLY skipq.sqs_credentials
@@ -501,6 +618,11 @@ ALTER TABLE ONLY skipq.sqs_credentials
 
 ALTER TABLE ONLY skipq.sqs_queues
     ADD CONSTRAINT sqs_queues_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES skipq.queues(id) ON DELETE CASCADE;
+
+-- FK CONSTRAINT topic_subscriptions topic_subscriptions_topic_id_fkey
+
+ALTER TABLE ONLY skipq.topic_subscriptions
+    ADD CONSTRAINT topic_subscriptions_topic_id_fkey FOREIGN KEY (topic_id) REFERENCES skipq.topics(id) ON DELETE CASCADE;
 
 -- ACL SCHEMA skipq
 

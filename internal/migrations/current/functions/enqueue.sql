@@ -4,60 +4,23 @@
 CREATE OR REPLACE FUNCTION skipq.enqueue(p_queue text, p_bodies bytea[], p_body_binary boolean, p_metadata text, p_tags jsonb, p_delay_seconds integer, p_expiration_seconds integer, p_max_receive_count integer, p_dead_letter_queue text, p_message_ids text[], p_client_id text, p_tenant text, p_group_ids text[]) RETURNS TABLE(message_id text, sequence bigint, duplicate boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
+    AS $$
 DECLARE
     v_tags       jsonb := coalesce(p_tags, '{}'::jsonb);
     v_metadata   text := coalesce(p_metadata, '');
     v_client     text := coalesce(p_client_id, '');
-    v_max_bytes  integer := skipq.limit_setting('max_message_bytes', 1048576);
     n            integer := coalesce(cardinality(p_bodies), 0);
     v_data       bytea;
     v_offsets    integer[];
     v_lengths    integer[];
     v_queue_id   bigint;
     v_fresh      integer := 0;
-    i            integer;
-    t            record;
     r            record;
 BEGIN
     PERFORM skipq.check(p_tenant IS NOT NULL AND p_tenant <> '', 'tenant must not be empty');
     PERFORM skipq.check_queue_name('queue', p_queue);
-    PERFORM skipq.check(coalesce(cardinality(p_bodies), 0) BETWEEN 1 AND 1000, 'a batch holds 1 to 1000 messages');
-    PERFORM skipq.check(jsonb_typeof(v_tags) = 'object', 'tags must be a JSON object of strings');
-    PERFORM skipq.check((SELECT count(*) FROM jsonb_object_keys(v_tags)) <= 32, 'tags: at most 32');
-    FOR t IN SELECT key, value FROM jsonb_each(v_tags) LOOP
-        PERFORM skipq.check(t.key ~ '^[A-Za-z0-9_.-]{1,64}$', 'tag key ' || quote_literal(t.key) || ' must match ^[A-Za-z0-9_.-]{1,64}$');
-        PERFORM skipq.check(left(t.key, 6) <> 'skipq.', 'tag keys must not start with "skipq."');
-        PERFORM skipq.check(jsonb_typeof(t.value) = 'string', 'tag ' || quote_literal(t.key) || ' must be a string');
-        PERFORM skipq.check(octet_length(t.value #>> '{}') <= 1024, 'tag ' || quote_literal(t.key) || ': values are at most 1024 bytes');
-    END LOOP;
-    PERFORM skipq.check(p_delay_seconds IS NULL OR p_delay_seconds BETWEEN 0 AND skipq.limit_setting('max_delay_seconds', 43200),
-                        'delay_seconds is out of range');
-    PERFORM skipq.check(p_expiration_seconds IS NULL OR p_expiration_seconds BETWEEN 0 AND skipq.limit_setting('max_expiration_seconds', 43200),
-                        'expiration_seconds is out of range');
-    PERFORM skipq.check(p_max_receive_count IS NULL OR p_max_receive_count BETWEEN 0 AND skipq.limit_setting('max_receive_count', 1024),
-                        'max_receive_count is out of range');
-    IF p_dead_letter_queue IS NOT NULL AND p_dead_letter_queue <> '' THEN
-        PERFORM skipq.check_queue_name('dead_letter_queue', p_dead_letter_queue);
-        -- Its messages would come back with a fresh receive count forever.
-        PERFORM skipq.check(p_dead_letter_queue <> p_queue, 'dead_letter_queue must not be the queue itself');
-    END IF;
-    PERFORM skipq.check(octet_length(v_client) <= 256, 'client_id must be at most 256 bytes');
-    PERFORM skipq.check(p_message_ids IS NULL OR cardinality(p_message_ids) = cardinality(p_bodies),
-                        'message_ids must have one id per body');
-    PERFORM skipq.check(p_group_ids IS NULL OR cardinality(p_group_ids) = cardinality(p_bodies),
-                        'group_ids must have one group per body');
-    PERFORM skipq.check(p_group_ids IS NULL OR (SELECT count(DISTINCT g) FROM unnest(p_group_ids) g) <= 64,
-                        'a batch names at most 64 distinct group ids');
-    FOR i IN 1 .. cardinality(p_bodies) LOOP
-        PERFORM skipq.check(coalesce(length(p_bodies[i]), 0) > 0 OR v_metadata <> '', 'body or metadata must be non-empty');
-        PERFORM skipq.check(coalesce(length(p_bodies[i]), 0) + octet_length(v_metadata) <= v_max_bytes,
-                            'body and metadata together exceed ' || v_max_bytes || ' bytes');
-        PERFORM skipq.check(p_message_ids IS NULL OR p_message_ids[i] IS NULL OR p_message_ids[i] ~ '^[A-Za-z0-9._:-]{1,128}$',
-                            'message_id must match ^[A-Za-z0-9._:-]{1,128}$');
-        PERFORM skipq.check(p_group_ids IS NULL OR p_group_ids[i] IS NULL OR p_group_ids[i] ~ '^[A-Za-z0-9._:-]{1,128}$',
-                            'group_id must match ^[A-Za-z0-9._:-]{1,128}$');
-    END LOOP;
+    PERFORM skipq.send_check(p_queue, p_bodies, v_metadata, v_tags, p_delay_seconds, p_expiration_seconds,
+                             p_max_receive_count, p_dead_letter_queue, p_message_ids, v_client, p_group_ids);
 
     -- A queue created by a send with groups is FIFO (SPEC §12).
     INSERT INTO skipq.queues (tenant, name, fifo)
@@ -109,6 +72,6 @@ BEGIN
     IF v_fresh > 0 THEN
         PERFORM skipq.wake('sql', ARRAY[v_queue_id], ARRAY[v_fresh]);
     END IF;
-END $_$;
+END $$;
 
 REVOKE ALL ON FUNCTION skipq.enqueue(p_queue text, p_bodies bytea[], p_body_binary boolean, p_metadata text, p_tags jsonb, p_delay_seconds integer, p_expiration_seconds integer, p_max_receive_count integer, p_dead_letter_queue text, p_message_ids text[], p_client_id text, p_tenant text, p_group_ids text[]) FROM PUBLIC;

@@ -18,7 +18,7 @@ BEGIN
         RETURN QUERY
         SELECT translate(encode(int8send(m.queue_id) || int8send(m.sequence) || m.lease_token, 'base64'), '+/', '-_'),
                queue_name, m.message_id, m.sequence,
-               m.group_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at,
+               m.group_id, m.client_id, m.metadata, skipq.topic_body(m.body, m.tags), m.body_binary, m.tags, m.sent_at,
                m.first_received_at, m.receive_count, m.visible_at, m.delayed_to, m.expires_at,
                m.re_routed_from, m.dead_lettered_at
         FROM skipq.message_claim_grouped(receive.tenant, queue_name, NULL, visibility_seconds, max_messages,
@@ -30,7 +30,7 @@ BEGIN
     -- 48 bytes give 64 characters, under encode()'s 76 per line).
     SELECT translate(encode(int8send(m.queue_id) || int8send(m.sequence) || m.lease_token, 'base64'), '+/', '-_'),
            queue_name, m.message_id, m.sequence,
-           NULL::text, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at,
+           NULL::text, m.client_id, m.metadata, skipq.topic_body(m.body, m.tags), m.body_binary, m.tags, m.sent_at,
            m.first_received_at, m.receive_count, m.visible_at, m.delayed_to, m.expires_at,
            m.re_routed_from, m.dead_lettered_at
     FROM skipq.message_claim(receive.tenant, queue_name, NULL, visibility_seconds, max_messages,

@@ -1,0 +1,393 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// fanoutPoints are the points of the topics contract's targets.
+var fanoutPoints = []Point{{Batch: 1, Pairs: 16}, {Batch: 100, Pairs: 4}}
+
+// fanoutGroups are the subscription counts measured; the ratios are of the
+// largest.
+var fanoutGroups = []int{1, 10}
+
+const (
+	fanoutBodyBytes     = 1024
+	fanoutConsumers     = 2 // per group, and on the plain queue
+	fanoutStorageN      = 2000
+	fanoutWakeSamples   = 20
+	fanoutPublishTarget = 0.5
+	fanoutDrainTarget   = 0.8
+	fanoutStorageTarget = 3.0
+	fanoutWakeTarget    = 5.0
+)
+
+// fanoutBody is every fan-out message's body: 1 KiB of text.
+var fanoutBody = strings.Repeat("skipq-fanout-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNO", fanoutBodyBytes/64)
+
+// fanout measures topics (the topics contract's targets): messages
+// published per second with 1 and 10 subscriptions next to sends to one
+// queue, how fast each group drains next to a plain queue with the same
+// consumers, the storage of a published message next to a sent one, and
+// how soon a publish wakes a receiver waiting on each group.
+func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
+	ns, err := e.startNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.stop()
+	base := ns.at(0)
+	res := &FanoutResult{}
+	for _, p := range fanoutPoints {
+		fp := FanoutPoint{Batch: p.Batch, Publishers: p.Pairs}
+		plain := queueName(fmt.Sprintf("fanout-plain-b%d", p.Batch))
+		if err := e.http.createQueue(ctx, base, plain, ""); err != nil {
+			return res, err
+		}
+		e.logf("fanout: sends to one queue, batch %d × %d", p.Batch, p.Pairs)
+		if fp.SendMsgsPerS, err = e.publishWindow(ctx, queuePath(base, plain)+"/messages"+batchSuffix(p.Batch), p); err != nil {
+			return res, err
+		}
+		e.logf("  %.0f msgs/s; its drain by %d consumers", fp.SendMsgsPerS, fanoutConsumers)
+		if fp.PlainDrainMsgsPerS, err = e.drainWindow(ctx, base, []string{plain}, p.Batch); err != nil {
+			return res, err
+		}
+		e.logf("  %.0f msgs/s", fp.PlainDrainMsgsPerS)
+		if err := e.deleteLeftovers(ctx, plain); err != nil {
+			return res, err
+		}
+		for _, n := range fanoutGroups {
+			topic := queueName(fmt.Sprintf("fanout-b%d-s%d", p.Batch, n))
+			groups, err := e.createTopic(ctx, base, topic, n)
+			if err != nil {
+				return res, err
+			}
+			e.logf("fanout: publishes to %d subscriptions, batch %d × %d", n, p.Batch, p.Pairs)
+			rate, err := e.publishWindow(ctx, base+"/v1/topics/"+url.PathEscape(topic)+"/messages", p)
+			if err != nil {
+				return res, err
+			}
+			fs := FanoutSubs{Subscriptions: n, PublishMsgsPerS: round(rate, 0)}
+			if fp.SendMsgsPerS > 0 {
+				fs.PublishRatio = round(rate/fp.SendMsgsPerS, 3)
+			}
+			drain, err := e.drainWindow(ctx, base, groups, p.Batch)
+			if err != nil {
+				return res, err
+			}
+			fs.GroupDrainMsgsPerS = round(drain/float64(n), 0)
+			if fp.PlainDrainMsgsPerS > 0 {
+				fs.DrainRatio = round(fs.GroupDrainMsgsPerS/fp.PlainDrainMsgsPerS, 3)
+			}
+			e.logf("  %.0f published msgs/s (%.2f of sends), each group drains %.0f msgs/s (%.2f of the plain queue)",
+				fs.PublishMsgsPerS, fs.PublishRatio, fs.GroupDrainMsgsPerS, fs.DrainRatio)
+			for _, g := range groups {
+				if err := e.deleteLeftovers(ctx, g); err != nil {
+					return res, err
+				}
+			}
+			fp.Subs = append(fp.Subs, fs)
+		}
+		fp.SendMsgsPerS, fp.PlainDrainMsgsPerS = round(fp.SendMsgsPerS, 0), round(fp.PlainDrainMsgsPerS, 0)
+		res.Points = append(res.Points, fp)
+	}
+	for _, fp := range res.Points {
+		last := fp.Subs[len(fp.Subs)-1]
+		switch {
+		case fp.Batch == 1:
+			res.PublishRatioB1x16 = last.PublishRatio
+		default:
+			res.PublishRatioB100x4 = last.PublishRatio
+		}
+		if res.DrainRatioMin == 0 || last.DrainRatio < res.DrainRatioMin {
+			res.DrainRatioMin = last.DrainRatio
+		}
+	}
+	if res.StorageRatio, res.StorageNote, err = e.fanoutStorage(ctx, base); err != nil {
+		return res, err
+	}
+	if res.WakeP50MS, err = e.fanoutWake(ctx, base); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func batchSuffix(batch int) string {
+	if batch > 1 {
+		return "/batch"
+	}
+	return ""
+}
+
+// fanoutRequest is a send's or a publish's body: one message, or a batch
+// of n under "messages".
+func fanoutRequest(n int) []byte {
+	msg := `{"body":"` + fanoutBody + `"}`
+	if n == 1 {
+		return []byte(msg)
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"messages":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(msg)
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+// createTopic creates topic with n subscribed queues and returns them.
+func (e *env) createTopic(ctx context.Context, base, topic string, n int) ([]string, error) {
+	tu := base + "/v1/topics/" + url.PathEscape(topic)
+	if err := e.http.do(ctx, http.MethodPut, tu, []byte(`{}`), http.StatusCreated, nil); err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	groups := make([]string, n)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("%s-g%d", topic, i)
+		if err := e.http.do(ctx, http.MethodPut, tu+"/subscriptions/"+url.PathEscape(groups[i]), nil,
+			http.StatusCreated, nil); err != nil {
+			return nil, fmt.Errorf("subscribe %s: %w", groups[i], err)
+		}
+	}
+	return groups, nil
+}
+
+// publishWindow runs p.Pairs producers posting batches of p.Batch to u for
+// the warm-up and one measured window, and returns messages per second in
+// the window. Nothing consumes meanwhile.
+func (e *env) publishWindow(ctx context.Context, u string, p Point) (float64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	body := fanoutRequest(p.Batch)
+	var done atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range p.Pairs {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if err := e.http.do(ctx, http.MethodPost, u, body, http.StatusCreated, nil); err != nil {
+					if ctx.Err() == nil {
+						once.Do(func() { firstErr = err })
+						cancel()
+					}
+					return
+				}
+				done.Add(int64(p.Batch))
+			}
+		})
+	}
+	rate := e.window(ctx, &done)
+	cancel()
+	wg.Wait()
+	return rate, firstErr
+}
+
+// window waits out the warm-up and returns the rate of counter over one
+// measured window (0 when ctx ended first).
+func (e *env) window(ctx context.Context, counter *atomic.Int64) float64 {
+	if !sleepCtx(ctx, e.o.Warmup) {
+		return 0
+	}
+	c0, t0 := counter.Load(), time.Now()
+	if !sleepCtx(ctx, e.o.Duration) {
+		return 0
+	}
+	return float64(counter.Load()-c0) / time.Since(t0).Seconds()
+}
+
+// drainWindow receives and acks from each queue with fanoutConsumers
+// consumers of batch at once, and returns the messages acked per second
+// over all of them in one measured window.
+func (e *env) drainWindow(ctx context.Context, base string, queues []string, batch int) (float64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var done atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for _, q := range queues {
+		for range fanoutConsumers {
+			r := newReceiver(e.http, base, q, batch, 0)
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					got, err := r.receive(ctx)
+					if err == nil && len(got.Messages) > 0 {
+						handles := make([]string, len(got.Messages))
+						for i, m := range got.Messages {
+							handles[i] = m.ReceiptHandle
+						}
+						var n int
+						n, err = r.ack(ctx, handles)
+						done.Add(int64(n))
+					}
+					if err != nil {
+						if ctx.Err() == nil {
+							once.Do(func() { firstErr = err })
+							cancel()
+						}
+						return
+					}
+				}
+			})
+		}
+	}
+	rate := e.window(ctx, &done)
+	cancel()
+	wg.Wait()
+	return rate, firstErr
+}
+
+// relationBytes is the size of every table and index of the skipq schema.
+func (e *env) relationBytes(ctx context.Context) (int64, error) {
+	var n int64
+	err := e.mon.QueryRow(ctx, monitorMark+`SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
+JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'skipq' AND c.relkind = 'r'`).Scan(&n)
+	return n, err
+}
+
+// fanoutStorage is the bytes per message published to 10 subscriptions
+// over the bytes per message sent to one queue: fanoutStorageN of each, in
+// batches of 100, measured as the growth of the schema's tables and
+// indexes before anything consumes them.
+func (e *env) fanoutStorage(ctx context.Context, base string) (float64, string, error) {
+	measure := func(u string) (float64, error) {
+		e.checkpoint(ctx)
+		before, err := e.relationBytes(ctx)
+		if err != nil {
+			return 0, err
+		}
+		body := fanoutRequest(100)
+		for range fanoutStorageN / 100 {
+			if err := e.http.do(ctx, http.MethodPost, u, body, http.StatusCreated, nil); err != nil {
+				return 0, err
+			}
+		}
+		after, err := e.relationBytes(ctx)
+		return float64(after-before) / fanoutStorageN, err
+	}
+	plain := queueName("fanout-storage-plain")
+	if err := e.http.createQueue(ctx, base, plain, ""); err != nil {
+		return 0, "", err
+	}
+	perSend, err := measure(queuePath(base, plain) + "/messages/batch")
+	if err != nil {
+		return 0, "", fmt.Errorf("storage of sends: %w", err)
+	}
+	topic := queueName("fanout-storage")
+	if _, err := e.createTopic(ctx, base, topic, 10); err != nil {
+		return 0, "", err
+	}
+	perPublish, err := measure(base + "/v1/topics/" + url.PathEscape(topic) + "/messages")
+	if err != nil {
+		return 0, "", fmt.Errorf("storage of publishes: %w", err)
+	}
+	note := fmt.Sprintf("%.0f bytes a message sent to one queue, %.0f a message published to 10 subscriptions (%d of each, 1 KiB bodies, tables and indexes before consumption)",
+		perSend, perPublish, fanoutStorageN)
+	e.logf("fanout: %s", note)
+	return round(perPublish/perSend, 3), note, nil
+}
+
+// fanoutWake is the p50, in ms, of a publish's answer to the answer of a
+// receive waiting on each of 10 subscribed queues.
+func (e *env) fanoutWake(ctx context.Context, base string) (float64, error) {
+	topic := queueName("fanout-wake")
+	groups, err := e.createTopic(ctx, base, topic, 10)
+	if err != nil {
+		return 0, err
+	}
+	pu := base + "/v1/topics/" + url.PathEscape(topic) + "/messages"
+	var lat []float64
+	for range fanoutWakeSamples {
+		arrived := make(chan time.Time, len(groups))
+		var wg sync.WaitGroup
+		for _, g := range groups {
+			r := newReceiver(e.http, base, g, 1, 5)
+			wg.Go(func() {
+				got, err := r.receive(ctx)
+				if err == nil && len(got.Messages) == 1 {
+					arrived <- time.Now()
+					_, _ = r.ack(ctx, []string{got.Messages[0].ReceiptHandle})
+				}
+			})
+		}
+		if err := e.waitForWaiters(ctx, []string{base}, len(groups), 5*time.Second); err != nil {
+			return 0, err
+		}
+		if err := e.http.do(ctx, http.MethodPost, pu, fanoutRequest(1), http.StatusCreated, nil); err != nil {
+			return 0, err
+		}
+		published := time.Now()
+		wg.Wait()
+		close(arrived)
+		for at := range arrived {
+			lat = append(lat, float64(at.Sub(published).Microseconds())/1000)
+		}
+	}
+	if len(lat) == 0 {
+		return 0, fmt.Errorf("no waiting receiver got a published message")
+	}
+	slices.Sort(lat)
+	p50 := round(quantile(lat, 0.5), 3)
+	e.logf("fanout: a publish to 10 subscriptions wakes their receivers, p50 %.2f ms (%d samples)", p50, len(lat))
+	return p50, nil
+}
+
+// FanoutResult is the fanout scenario: the topics contract's ratios, and
+// the points they come from.
+type FanoutResult struct {
+	PublishRatioB1x16  float64       `json:"publish_ratio_b1x16"`
+	PublishRatioB100x4 float64       `json:"publish_ratio_b100x4"`
+	DrainRatioMin      float64       `json:"drain_ratio_min"`
+	StorageRatio       float64       `json:"storage_ratio"`
+	StorageNote        string        `json:"storage_note"`
+	WakeP50MS          float64       `json:"wake_p50_ms"`
+	Points             []FanoutPoint `json:"points"`
+}
+
+// FanoutPoint is one batch × publishers point: sends to one queue and its
+// drain, then each subscription count.
+type FanoutPoint struct {
+	Batch              int          `json:"batch"`
+	Publishers         int          `json:"publishers"`
+	SendMsgsPerS       float64      `json:"send_msgs_per_s"`
+	PlainDrainMsgsPerS float64      `json:"plain_drain_msgs_per_s"`
+	Subs               []FanoutSubs `json:"subscriptions"`
+}
+
+// FanoutSubs is one subscription count of a point: messages published per
+// second, and how fast each group drained with fanoutConsumers consumers
+// (all groups at once).
+type FanoutSubs struct {
+	Subscriptions      int     `json:"subscriptions"`
+	PublishMsgsPerS    float64 `json:"publish_msgs_per_s"`
+	PublishRatio       float64 `json:"publish_ratio"`
+	GroupDrainMsgsPerS float64 `json:"group_drain_msgs_per_s"`
+	DrainRatio         float64 `json:"drain_ratio"`
+}
+
+func writeFanout(w io.Writer, f *FanoutResult) {
+	fmt.Fprintf(w, "fanout: topics, 1 KiB bodies, %d consumers per group (and on the plain queue)\n", fanoutConsumers)
+	fmt.Fprintf(w, "  %5s %5s  %10s %10s  %4s %10s %7s %10s %7s\n", "batch", "pubs", "send/s", "drain/s", "subs", "publish/s", "ratio", "group/s", "ratio")
+	for _, p := range f.Points {
+		for _, s := range p.Subs {
+			fmt.Fprintf(w, "  %5d %5d  %10.0f %10.0f  %4d %10.0f %7.2f %10.0f %7.2f\n", p.Batch, p.Publishers,
+				p.SendMsgsPerS, p.PlainDrainMsgsPerS, s.Subscriptions, s.PublishMsgsPerS, s.PublishRatio,
+				s.GroupDrainMsgsPerS, s.DrainRatio)
+		}
+	}
+	fmt.Fprintf(w, "  storage: %s; ratio %.2f\n  wake p50 with 10 subscriptions: %.2f ms\n", f.StorageNote, f.StorageRatio, f.WakeP50MS)
+}

@@ -1,0 +1,92 @@
+-- name: TopicCreate :one
+-- A new topic; no row when one of the name exists (TopicUpdate then).
+INSERT INTO skipq.topics (tenant, name, fifo, dedup_window_seconds, retain_seconds)
+VALUES (@tenant, @name, @fifo, @dedup_window_seconds, @retain_seconds)
+ON CONFLICT ON CONSTRAINT topics_tenant_name_key DO NOTHING
+RETURNING id;
+
+-- name: TopicUpdate :one
+-- The settings a topic may change (fifo is fixed at creation).
+UPDATE skipq.topics
+SET dedup_window_seconds = coalesce(sqlc.narg('dedup_window_seconds')::integer, dedup_window_seconds),
+    retain_seconds = coalesce(sqlc.narg('retain_seconds')::integer, retain_seconds),
+    updated_at = now()
+WHERE tenant = @tenant AND name = @name
+RETURNING fifo;
+
+-- name: TopicGet :one
+-- A topic with its subscription count and counters: those the worker
+-- folded in, plus the publishes' rows not yet folded.
+SELECT t.id, t.name, t.fifo, t.dedup_window_seconds, t.retain_seconds, t.created_at, t.updated_at,
+       (SELECT count(*) FROM skipq.topic_subscriptions s JOIN skipq.queues q ON q.id = s.queue_id
+        WHERE s.topic_id = t.id)::integer AS subscriptions,
+       (t.published + coalesce(c.published, 0))::bigint AS published,
+       (t.delivered + coalesce(c.delivered, 0))::bigint AS delivered,
+       (t.unrouted + coalesce(c.unrouted, 0))::bigint AS unrouted
+FROM skipq.topics t
+CROSS JOIN LATERAL (SELECT sum(x.published) AS published, sum(x.delivered) AS delivered,
+                           sum(x.unrouted) AS unrouted
+                    FROM skipq.topic_counts x WHERE x.topic_id = t.id) c
+WHERE t.tenant = @tenant AND t.name = @name;
+
+-- name: TopicList :many
+-- Keyset pagination over the (tenant, name) unique index, as QueueList.
+SELECT t.id, t.name, t.fifo, t.dedup_window_seconds, t.retain_seconds, t.created_at, t.updated_at,
+       (SELECT count(*) FROM skipq.topic_subscriptions s JOIN skipq.queues q ON q.id = s.queue_id
+        WHERE s.topic_id = t.id)::integer AS subscriptions,
+       (t.published + coalesce(c.published, 0))::bigint AS published,
+       (t.delivered + coalesce(c.delivered, 0))::bigint AS delivered,
+       (t.unrouted + coalesce(c.unrouted, 0))::bigint AS unrouted
+FROM skipq.topics t
+CROSS JOIN LATERAL (SELECT sum(x.published) AS published, sum(x.delivered) AS delivered,
+                           sum(x.unrouted) AS unrouted
+                    FROM skipq.topic_counts x WHERE x.topic_id = t.id) c
+WHERE t.tenant = @tenant AND t.name > @after::text
+ORDER BY t.name
+LIMIT @max_topics;
+
+-- name: TopicSubscriptionList :many
+-- A topic's subscriptions whose queue exists, by queue name.
+SELECT q.name AS queue, s.filter, s.created_at
+FROM skipq.topic_subscriptions s JOIN skipq.queues q ON q.id = s.queue_id
+WHERE s.topic_id = @topic_id
+ORDER BY q.name;
+
+-- name: TopicSubscribe :one
+SELECT skipq.topic_subscribe(@tenant, @topic, @queue, sqlc.narg('filter')::jsonb, @max_subscriptions)::text;
+
+-- name: TopicUnsubscribe :one
+-- Ends a subscription, or (queue NULL) deletes the topic; whether there
+-- was one.
+SELECT skipq.topic_unsubscribe(@tenant, @topic, sqlc.narg('queue')::text)::boolean;
+
+-- name: TopicBodies :many
+-- The stored bodies of topic copies, by the ids their tags name.
+SELECT id, body FROM skipq.topic_bodies WHERE id = ANY(@ids::bigint[]);
+
+-- name: TopicMessageAcross :many
+-- One published message in each group of a topic: its copy in the group's
+-- queue (its state there), else its dead letter from that queue, else
+-- nothing (gone).
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
+SELECT q.name AS queue,
+       CASE WHEN m.queue_id IS NOT NULL
+            THEN skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)
+            WHEN d.dead THEN 'dead_lettered' ELSE 'gone' END::text AS state,
+       coalesce(m.receive_count, 0)::integer AS receive_count,
+       m.visible_at
+FROM skipq.topics tp
+CROSS JOIN t
+JOIN skipq.topic_subscriptions s ON s.topic_id = tp.id
+JOIN skipq.queues q ON q.id = s.queue_id
+LEFT JOIN skipq.messages m ON m.queue_id = q.id AND m.message_id = @message_id
+    AND (m.expires_at IS NULL OR m.expires_at > t.now)
+CROSS JOIN LATERAL (SELECT EXISTS (
+    SELECT 1 FROM skipq.messages x JOIN skipq.queues xq ON xq.id = x.queue_id
+    WHERE x.message_id = @message_id AND xq.tenant = tp.tenant
+      AND x.re_routed_from = q.name AND x.dead_lettered_at IS NOT NULL) AS dead) d
+WHERE tp.tenant = @tenant AND tp.name = @topic
+ORDER BY q.name;
+
+-- name: TopicUpkeep :one
+SELECT skipq.topic_upkeep(@after, @max_bodies)::bigint;
