@@ -46,7 +46,7 @@ func TestRunShape(t *testing.T) {
 	// can complete nothing in a short window; one more run tells that from
 	// a bench that is broken.
 	for _, p := range rep.Lifecycle {
-		if p.HTTPMsgsPerS <= 0 || p.RawMsgsPerS <= 0 {
+		if p.HTTPMsgsPerS <= 0 || p.RawMsgsPerS <= 0 || p.PgmqShapeMsgsPerS <= 0 {
 			t.Logf("a lifecycle point completed nothing (%+v); running once more", p)
 			rep = run()
 			break
@@ -80,7 +80,7 @@ func TestRunShape(t *testing.T) {
 	}
 	for _, p := range points {
 		m, _ := p.(map[string]any)
-		for _, k := range []string{"batch", "pairs", "http_msgs_per_s", "raw_msgs_per_s", "ratio"} {
+		for _, k := range []string{"batch", "pairs", "http_msgs_per_s", "raw_msgs_per_s", "ratio", "pgmq_shape_msgs_per_s", "pgmq_shape_ratio"} {
 			positive("lifecycle[]."+k, m[k])
 		}
 	}
