@@ -89,11 +89,17 @@ func toBrowsed(m service.BrowsedMessage) wire.Message {
 
 // writeMessages answers 200 {"messages": [...]} (a receive).
 func writeMessages(c *gin.Context, msgs []service.Message) {
-	writePage(c, len(msgs), func(i int) wire.Message {
+	writeMessagesThen(c, msgs, "")
+}
+
+// writeMessagesThen is writeMessages with more fields after the messages:
+// tail is their JSON (`"name":value,…`), or "" for none.
+func writeMessagesThen(c *gin.Context, msgs []service.Message, tail string) {
+	writeObject(c, len(msgs), func(i int) wire.Message {
 		m := toMessage(msgs[i])
 		msgs[i] = service.Message{} // m holds the body until it is written
 		return m
-	}, "")
+	}, tail)
 }
 
 // writePage answers 200 with a wire.MessagePage, encoding one message at a
@@ -103,6 +109,17 @@ func writeMessages(c *gin.Context, msgs []service.Message) {
 // body can be collected once written while the rest is still being sent.
 // A write error means the client left; there is no one to tell.
 func writePage(c *gin.Context, n int, item func(i int) wire.Message, next string) {
+	tail := ""
+	if next != "" {
+		cursor, _ := json.Marshal(next) // a string always marshals
+		tail = `"nextCursor":` + string(cursor)
+	}
+	writeObject(c, n, item, tail)
+}
+
+// writeObject is writePage's answer with tail (`"name":value,…`, or "")
+// after the messages.
+func writeObject(c *gin.Context, n int, item func(i int) wire.Message, tail string) {
 	c.Header("Content-Type", "application/json; charset=utf-8")
 	c.Status(http.StatusOK)
 	w := c.Writer
@@ -124,9 +141,8 @@ func writePage(c *gin.Context, n int, item func(i int) wire.Message, next string
 		}
 	}
 	end := "]}\n"
-	if next != "" {
-		cursor, _ := json.Marshal(next) // a string always marshals
-		end = `],"nextCursor":` + string(cursor) + "}\n"
+	if tail != "" {
+		end = "]," + tail + "}\n"
 	}
 	_, _ = io.WriteString(w, end)
 }

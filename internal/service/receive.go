@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,15 +127,53 @@ func (s *Service) ReceiveSQS(ctx context.Context, tenant, queue string, o Receiv
 	return msgs, nil
 }
 
+// AckAndReceive acks handles and then receives as Receive does: the ack and
+// the first claim are one transaction and one round trip (a consumer's "ack
+// these, give me more"), so the claim already sees what the ack freed. The
+// ack is settled whatever the receive then finds; its result is per handle,
+// as Ack's (a malformed or stale handle fails alone). Should the first claim
+// find nothing, the receive waits as Receive does, the ack committed.
+func (s *Service) AckAndReceive(ctx context.Context, tenant, queue string, handles []string, o ReceiveOptions) ([]Message, SettleResult, error) {
+	if err := s.validateReceive(queue, o, 1); err != nil {
+		return nil, SettleResult{}, err
+	}
+	if len(handles) > MaxReceiptHandles {
+		return nil, SettleResult{}, Invalid(Issue{Path: "ack", Message: fmt.Sprintf("must hold at most %d handles", MaxReceiptHandles)})
+	}
+	rs := parseReceipts(handles)
+	if len(rs.tokens) == 0 {
+		msgs, err := s.poll(ctx, tenant, queue, o, s.claim)
+		return msgs, rs.result(nil), err
+	}
+	var res SettleResult
+	first := func(ctx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, bool, error) {
+		msgs, more, acked, err := s.claimAfterAck(ctx, tenant, queue, max, o, rs)
+		res = acked
+		return msgs, more, err
+	}
+	msgs, err := s.poll(ctx, tenant, queue, o, first)
+	return msgs, res, err
+}
+
 func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOptions, minVisibility int) ([]Message, error) {
 	if err := s.validateReceive(queue, o, minVisibility); err != nil {
 		return nil, err
 	}
+	return s.poll(ctx, tenant, queue, o, s.claim)
+}
+
+// claimFunc makes one claim of a receive: its messages, and whether more
+// may be available.
+type claimFunc func(ctx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, bool, error)
+
+// poll receives with first as its first claim and plain claims after it:
+// if first finds nothing it waits, parked in the hub, up to the wait.
+func (s *Service) poll(ctx context.Context, tenant, queue string, o ReceiveOptions, first claimFunc) ([]Message, error) {
 	max := 1
 	if o.MaxMessages != nil {
 		max = *o.MaxMessages
 	}
-	msgs, _, err := s.claim(ctx, tenant, queue, max, o)
+	msgs, _, err := first(ctx, tenant, queue, max, o)
 	if err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
@@ -210,29 +250,70 @@ const claimTimeout = 10 * time.Second
 func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, bool, error) {
 	ctx, cancel := context.WithTimeout(reqCtx, claimTimeout)
 	defer cancel()
-	budget, overhead := int64(s.limits.MaxResponseBytes), messageOverhead(queue)
 	var rows []db.SkipqMessage
 	var err error
-	mode := "claim"
-	switch {
-	case o.IsPeek:
-		mode = "peek"
-	case o.AutoAck:
-		mode = "delete"
-	}
+	mode := claimMode(o)
 	if mode == "claim" && max == 1 {
 		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds)
 	} else {
 		// skipq.message_claim runs the claim of the queue's kind and
 		// returns the rows in answer order.
-		rows, err = s.direct.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
-			VisibilitySeconds: int32Ptr(o.VisibilitySeconds), MaxMessages: int32(max),
-			MaxPerGroup: intOr(o.MaxMessagesPerGroup, 1), MaxResponseBytes: budget, MessageOverhead: overhead,
-			Mode: mode, KeyID: keyIDOf(ctx)})
+		rows, err = s.direct.MessageClaim(ctx, s.claimParams(ctx, tenant, queue, max, o, mode))
 		if o.AutoAck {
 			autoAcked(rows, s.nowOr(time.Now()))
 		}
 	}
+	return s.claimed(reqCtx, tenant, queue, max, o, rows, err)
+}
+
+// claimMode is the mode skipq.message_claim runs for a receive's options.
+func claimMode(o ReceiveOptions) string {
+	switch {
+	case o.IsPeek:
+		return "peek"
+	case o.AutoAck:
+		return "delete"
+	}
+	return "claim"
+}
+
+// claimParams are one receive's claim of up to max messages.
+func (s *Service) claimParams(ctx context.Context, tenant, queue string, max int, o ReceiveOptions, mode string) db.MessageClaimParams {
+	return db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
+		VisibilitySeconds: int32Ptr(o.VisibilitySeconds), MaxMessages: int32(max),
+		MaxPerGroup: intOr(o.MaxMessagesPerGroup, 1), MaxResponseBytes: int64(s.limits.MaxResponseBytes),
+		MessageOverhead: messageOverhead(queue), Mode: mode, KeyID: keyIDOf(ctx)}
+}
+
+// claimAfterAck is claim behind an ack of rs, in one transaction and round
+// trip (db.AckThenClaim); never shared with other requests' claims or acks.
+func (s *Service) claimAfterAck(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions, rs receipts) ([]Message, bool, SettleResult, error) {
+	ctx, cancel := context.WithTimeout(reqCtx, claimTimeout)
+	defer cancel()
+	var keyID int64 // 0: none
+	if id := keyIDOf(ctx); id != nil {
+		keyID = *id
+	}
+	acked, rows, err := db.AckThenClaim(ctx, s.pool, "",
+		db.MessageAckByReceiptParams{QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens,
+			KeyIds: slices.Repeat([]int64{keyID}, len(rs.tokens)), Now: s.now()},
+		s.claimParams(ctx, tenant, queue, max, o, claimMode(o)))
+	var res SettleResult // on an error nothing was acked either
+	if err == nil {
+		res = rs.result(s.ackedRows(ctx, acked))
+		if o.AutoAck {
+			autoAcked(rows, s.nowOr(time.Now()))
+		}
+	}
+	msgs, more, err := s.claimed(reqCtx, tenant, queue, max, o, rows, err)
+	return msgs, more, res, err
+}
+
+// claimed turns a claim's rows (or its error) into a receive's messages,
+// and whether more may be available: the claim took max messages or
+// stopped at the response budget.
+func (s *Service) claimed(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions, rows []db.SkipqMessage, err error) ([]Message, bool, error) {
+	budget, overhead := int64(s.limits.MaxResponseBytes), messageOverhead(queue)
 	if err != nil {
 		if errors.Is(reqCtx.Err(), context.Canceled) {
 			return nil, false, nil // the client left; nothing was claimed

@@ -167,6 +167,13 @@ func (s *Service) runAcks(ctx context.Context, st statements, calls []*settleCal
 	if err != nil {
 		return failed(ctx, st, calls, err, s.runAcks)
 	}
+	m.answer(calls, s.ackedRows(ctx, rows))
+	return nil
+}
+
+// ackedRows wakes receivers for what an ack statement freed, counts what it
+// removed, and returns which deliveries it settled.
+func (s *Service) ackedRows(ctx context.Context, rows []db.MessageAckByReceiptRow) map[settledKey]bool {
 	changed := map[settledKey]bool{}
 	acked := map[int64]int{}
 	unblocked := map[int64]int{}
@@ -182,9 +189,8 @@ func (s *Service) runAcks(ctx context.Context, st statements, calls []*settleCal
 	for id, n := range unblocked {
 		s.hub.Publish(id, n)
 	}
-	m.answer(calls, changed)
 	s.observeByID(ctx, acked, s.obs.MessagesAcked)
-	return nil
+	return changed
 }
 
 func (s *Service) runNacks(ctx context.Context, st statements, calls []*settleCall) (blocked []*settleCall) {
