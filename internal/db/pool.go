@@ -216,16 +216,22 @@ var LockBoundedTxOptions = pgx.TxOptions{BeginQuery: "BEGIN; " + planSettings + 
 
 // piped runs one statement behind setup, a statement of set_config(...,
 // true) calls, in one pipeline: Postgres runs both as one implicit
-// transaction, so the settings reach exactly that statement.
+// transaction, so the settings reach exactly that statement. trailer, when
+// not empty, is a statement without arguments run after it in the same
+// transaction (its result is read and dropped when the batch closes).
 type piped struct {
-	pool  *pgxpool.Pool
-	setup string
+	pool    *pgxpool.Pool
+	setup   string
+	trailer string
 }
 
 func (p piped) send(ctx context.Context, sql string, args []any) pgx.BatchResults {
 	b := &pgx.Batch{}
 	b.Queue(p.setup)
 	b.Queue(sql, args...)
+	if p.trailer != "" {
+		b.Queue(p.trailer)
+	}
 	return p.pool.SendBatch(ctx, b)
 }
 

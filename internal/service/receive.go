@@ -258,12 +258,24 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 	} else {
 		// skipq.message_claim runs the claim of the queue's kind and
 		// returns the rows in answer order.
-		rows, err = s.direct.MessageClaim(ctx, s.claimParams(ctx, tenant, queue, max, o, mode))
+		rows, err = s.claimQueries(mode).MessageClaim(ctx, s.claimParams(ctx, tenant, queue, max, o, mode))
 		if o.AutoAck {
 			autoAcked(rows, s.nowOr(time.Now()))
 		}
 	}
 	return s.claimed(reqCtx, tenant, queue, max, o, rows, err)
+}
+
+// claimQueries runs a receive's own claim of mode, committing as it must: a
+// claim-and-delete is an ack, and a peek changes nothing.
+func (s *Service) claimQueries(mode string) *db.Queries {
+	switch mode {
+	case "delete":
+		return s.autoAcks
+	case "peek":
+		return s.direct
+	}
+	return s.batchClaims
 }
 
 // claimMode is the mode skipq.message_claim runs for a receive's options.
@@ -294,7 +306,12 @@ func (s *Service) claimAfterAck(reqCtx context.Context, tenant, queue string, ma
 	if id := keyIDOf(ctx); id != nil {
 		keyID = *id
 	}
-	acked, rows, err := db.AckThenClaim(ctx, s.pool, "",
+	// The transaction holds an ack: it commits as acks do.
+	setup := ""
+	if s.commits.ack != db.CommitDurable {
+		setup = db.AsyncCommitSetup
+	}
+	acked, rows, err := db.AckThenClaim(ctx, s.pool, setup,
 		db.MessageAckByReceiptParams{QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens,
 			KeyIds: slices.Repeat([]int64{keyID}, len(rs.tokens)), Now: s.now()},
 		s.claimParams(ctx, tenant, queue, max, o, claimMode(o)))
