@@ -97,6 +97,29 @@ func TestRunShape(t *testing.T) {
 	}
 }
 
+// TestAckInReceiveShape runs one lifecycle point whose HTTP consumers ack
+// with their next receive: every message sent is acked that way (the run
+// fails on an ack that settled fewer than it carried), and the report
+// says which consumers ran. It asserts no speed.
+func TestAckInReceiveShape(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Options{
+		DatabaseURL:  testdb.New(t),
+		Scenarios:    []string{bench.Lifecycle},
+		Duration:     time.Second,
+		Warmup:       300 * time.Millisecond,
+		Matrix:       []bench.Point{{Batch: 10, Pairs: 2}},
+		AckInReceive: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Setup.AckInReceive || len(rep.Lifecycle) != 1 || rep.Lifecycle[0].HTTPMsgsPerS <= 0 {
+		t.Fatalf("setup %+v, lifecycle %+v", rep.Setup, rep.Lifecycle)
+	}
+}
+
 // TestHeadsShape runs the heads scenario at tiny sizes and checks SPEC §8's
 // JSON object: exactly its keys, the counts asked for, positive figures,
 // and ratios that are the p50s' quotients. It asserts no speed.

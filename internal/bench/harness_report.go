@@ -42,6 +42,7 @@ type Setup struct {
 	WarmupS          float64           `json:"warmup_s"`
 	Quick            bool              `json:"quick"`
 	PgStatStatements bool              `json:"pg_stat_statements"`
+	AckInReceive     bool              `json:"ack_in_receive"` // HTTP consumers ack with their next receive
 }
 
 // Target is one SPEC §8 target and whether this run met it.
@@ -150,7 +151,11 @@ func (r Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "skipq-bench: PostgreSQL %s (fsync=%s, synchronous_commit=%s, shared_buffers=%s), %d CPUs, %d node(s)%s\n",
 		s.Postgres, s.Settings["fsync"], s.Settings["synchronous_commit"], s.Settings["shared_buffers"], s.CPUs, s.Nodes,
 		map[bool]string{true: " (external)", false: " (in-process)"}[s.External])
-	fmt.Fprintf(w, "each measured run: %.0f s after %.1f s of warm-up\n\n", s.DurationS, s.WarmupS)
+	fmt.Fprintf(w, "each measured run: %.0f s after %.1f s of warm-up\n", s.DurationS, s.WarmupS)
+	if s.AckInReceive {
+		fmt.Fprintf(w, "HTTP consumers ack what they got with their next receive (--ack-in-receive)\n")
+	}
+	fmt.Fprintln(w)
 
 	if len(r.Lifecycle) > 0 {
 		writeLifecycle(w, r.Lifecycle)

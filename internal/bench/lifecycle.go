@@ -38,7 +38,7 @@ func (e *env) lifecycle(ctx context.Context) ([]LifecyclePoint, error) {
 			prof = e.o.CPUProfile
 		}
 		e.logf("lifecycle batch %d × %d pairs over HTTP", p.Batch, p.Pairs)
-		if lp.HTTPMsgsPerS, lp.HTTP, err = e.drive(ctx, newHTTPWorkload(e.http, ns, q, p), p, prof); err != nil {
+		if lp.HTTPMsgsPerS, lp.HTTP, err = e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, e.o.AckInReceive), p, prof); err != nil {
 			return out, fmt.Errorf("HTTP batch %d × %d: %w", p.Batch, p.Pairs, err)
 		}
 		if err := e.deleteLeftovers(ctx, q); err != nil {

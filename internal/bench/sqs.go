@@ -157,7 +157,7 @@ func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
 		}
 		e.checkpoint(ctx)
 		e.logf("sqs batch %d × %d pairs over the native HTTP API", p.Batch, p.Pairs)
-		if sp.HTTPMsgsPerS, _, err = e.drive(ctx, newHTTPWorkload(e.http, ns, nq, p), p, nil); err != nil {
+		if sp.HTTPMsgsPerS, _, err = e.drive(ctx, newHTTPWorkload(e.http, ns, nq, p, e.o.AckInReceive), p, nil); err != nil {
 			return nil, fmt.Errorf("native batch %d × %d: %w", p.Batch, p.Pairs, err)
 		}
 		if err := e.deleteLeftovers(ctx, nq); err != nil {
