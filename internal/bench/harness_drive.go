@@ -138,6 +138,7 @@ func (e *env) drive(ctx context.Context, w workload, p Point, profile io.Writer)
 	}
 	stats := pr.stop(ctx)
 	stats.Acked = a1 - a0
+	stats.perMessage()
 	rate := float64(a1-a0) / t1.Sub(t0).Seconds()
 
 	// Drain: no more sends; receivers take what is left (up to 3 s).

@@ -1,10 +1,12 @@
 package handlers
 
 import (
+	"bufio"
 	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
+	"sync"
 	"unsafe"
 
 	"github.com/gin-gonic/gin"
@@ -117,12 +119,27 @@ func writePage(c *gin.Context, n int, item func(i int) wire.Message, next string
 	writeObject(c, n, item, tail)
 }
 
+// pageBufferBytes is how much of a page writeObject gathers before it
+// hands it to net/http. A body of unknown length goes out in chunks of
+// what net/http's own 2 KiB buffer held, each a write to the socket once
+// the connection's 4 KiB buffer is full: a receive of 100 messages (about
+// 70 KB) took some 17 writes, now 3, and as many fewer chunk headers.
+const pageBufferBytes = 32 << 10
+
+var pageBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, pageBufferBytes) }}
+
 // writeObject is writePage's answer with tail (`"name":value,…`, or "")
 // after the messages.
 func writeObject(c *gin.Context, n int, item func(i int) wire.Message, tail string) {
 	c.Header("Content-Type", "application/json; charset=utf-8")
 	c.Status(http.StatusOK)
-	w := c.Writer
+	w := pageBuffers.Get().(*bufio.Writer)
+	w.Reset(c.Writer)
+	defer func() {
+		_ = w.Flush() // an error means the client left
+		w.Reset(nil)
+		pageBuffers.Put(w)
+	}()
 	enc := json.NewEncoder(w)
 	// Bodies are JSON strings, not HTML: escaping <, > and & would make
 	// them up to 6 times longer for nothing.
@@ -130,13 +147,15 @@ func writeObject(c *gin.Context, n int, item func(i int) wire.Message, tail stri
 	if _, err := io.WriteString(w, `{"messages":[`); err != nil {
 		return
 	}
+	var m wire.Message // one variable for every message: one allocation for the page, not one per message
 	for i := range n {
 		if i > 0 {
 			if _, err := io.WriteString(w, ","); err != nil {
 				return
 			}
 		}
-		if err := enc.Encode(item(i)); err != nil {
+		m = item(i)
+		if err := enc.Encode(&m); err != nil {
 			return
 		}
 	}
