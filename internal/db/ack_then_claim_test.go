@@ -55,7 +55,7 @@ func TestAckThenClaimIsOneTransaction(t *testing.T) {
 		t.Fatalf("%d messages after a failed claim, want 2: the ack before it must be undone", n)
 	}
 
-	acked, claimed, err := db.AckThenClaim(ctx, pool, db.AsyncCommitSetup, ack, claim)
+	acked, claimed, err := db.AckThenClaim(ctx, pool, db.AckThenClaimSetup(true, db.CommitAsync), ack, claim)
 	if err != nil {
 		t.Fatal(err)
 	}

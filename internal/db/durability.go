@@ -1,6 +1,8 @@
 package db
 
 import (
+	"strings"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -72,6 +74,20 @@ func committing(p piped, c Commit) piped {
 	return p
 }
 
-// AsyncCommitSetup is the setup statement of AckThenClaim for a transaction
-// that may commit without waiting for the flush.
-const AsyncCommitSetup = "SELECT " + asyncCommit
+// AckThenClaimSetup is the setup statement of AckThenClaim: the shared
+// lock timeout when lockBounded (as LockBounded's), and a commit as c says
+// (CommitAsyncUnlessMoved is CommitAsync here: an ack and a claim move
+// nothing); "" for neither.
+func AckThenClaimSetup(lockBounded bool, c Commit) string {
+	var calls []string
+	if lockBounded {
+		calls = append(calls, lockBoundedCall)
+	}
+	if c != CommitDurable {
+		calls = append(calls, asyncCommit)
+	}
+	if len(calls) == 0 {
+		return ""
+	}
+	return "SELECT " + strings.Join(calls, ", ")
+}

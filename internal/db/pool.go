@@ -200,8 +200,12 @@ func (p Planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 // its own, where waiting is right.
 const SharedLockTimeout = 20 * time.Millisecond
 
-// lockBounded sets lock_timeout for the rest of the transaction it runs in.
-var lockBounded = fmt.Sprintf("SELECT set_config('lock_timeout', '%dms', true)", SharedLockTimeout.Milliseconds())
+// lockBoundedCall sets lock_timeout for the rest of the transaction it
+// runs in; lockBounded is the statement of it.
+var (
+	lockBoundedCall = fmt.Sprintf("set_config('lock_timeout', '%dms', true)", SharedLockTimeout.Milliseconds())
+	lockBounded     = "SELECT " + lockBoundedCall
+)
 
 // LockBounded runs each statement as it is (no plan settings: the functions
 // it calls carry their own) with lock_timeout at SharedLockTimeout, set for

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -254,7 +253,7 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 	var err error
 	mode := claimMode(o)
 	if mode == "claim" && max == 1 {
-		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds)
+		rows, _, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, nil)
 	} else {
 		// skipq.message_claim runs the claim of the queue's kind and
 		// returns the rows in answer order.
@@ -298,28 +297,27 @@ func (s *Service) claimParams(ctx context.Context, tenant, queue string, max int
 }
 
 // claimAfterAck is claim behind an ack of rs, in one transaction and round
-// trip (db.AckThenClaim); never shared with other requests' claims or acks.
+// trip (db.AckThenClaim). A single-message claim shares it with other
+// requests' (claimShared), acks and all; a larger one runs alone.
 func (s *Service) claimAfterAck(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions, rs receipts) ([]Message, bool, SettleResult, error) {
 	ctx, cancel := context.WithTimeout(reqCtx, claimTimeout)
 	defer cancel()
-	var keyID int64 // 0: none
-	if id := keyIDOf(ctx); id != nil {
-		keyID = *id
-	}
-	// The transaction holds an ack: it commits as acks do.
-	setup := ""
-	if s.commits.ack != db.CommitDurable {
-		setup = db.AsyncCommitSetup
-	}
-	acked, rows, err := db.AckThenClaim(ctx, s.pool, setup,
-		db.MessageAckByReceiptParams{QueueIds: rs.queueIDs, Sequences: rs.sequences, Tokens: rs.tokens,
-			KeyIds: slices.Repeat([]int64{keyID}, len(rs.tokens)), Now: s.now()},
-		s.claimParams(ctx, tenant, queue, max, o, claimMode(o)))
+	mode := claimMode(o)
+	var rows []db.SkipqMessage
 	var res SettleResult // on an error nothing was acked either
-	if err == nil {
-		res = rs.result(s.ackedRows(ctx, acked))
-		if o.AutoAck {
-			autoAcked(rows, s.nowOr(time.Now()))
+	var err error
+	if mode == "claim" && max == 1 {
+		rows, res, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, &rs)
+	} else {
+		var acked []db.MessageAckByReceiptRow
+		m := merge([]*settleCall{{rs: rs, args: settleArgs{keyID: keyIDOf(ctx)}}})
+		acked, rows, err = db.AckThenClaim(ctx, s.pool, db.AckThenClaimSetup(false, s.commits.ack),
+			m.ackParams(s.now()), s.claimParams(ctx, tenant, queue, max, o, mode))
+		if err == nil {
+			res = rs.result(s.ackedRows(ctx, acked))
+			if o.AutoAck {
+				autoAcked(rows, s.nowOr(time.Now()))
+			}
 		}
 	}
 	msgs, more, err := s.claimed(reqCtx, tenant, queue, max, o, rows, err)
@@ -493,6 +491,7 @@ type claimCall struct {
 	tenant, queue string
 	keyID         *int64 // recorded in the history of what it receives
 	visibility    *int
+	ack           *settleCall // handles to ack first (AckAndReceive), and the result; nil for none
 	rows          []db.SkipqMessage
 	err           error
 }
@@ -505,12 +504,24 @@ func claimSize(*claimCall) int { return 1 }
 // served by one claim. Receives of more than one message claim on their
 // own: they already share a commit among their messages, and splitting a
 // batch would have to respect each request's response budget.
-func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibility *int) ([]db.SkipqMessage, error) {
+//
+// With ack (AckAndReceive), those handles are acked first in the same
+// transaction: the shared claim of such calls runs behind one ack of all
+// their handles (db.AckThenClaim), and each call gets its own handles'
+// result.
+func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibility *int, ack *receipts) ([]db.SkipqMessage, SettleResult, error) {
 	call := &claimCall{tenant: tenant, queue: queue, keyID: keyIDOf(ctx), visibility: visibility}
-	if err := s.claims.do(ctx, call); err != nil {
-		return nil, err
+	if ack != nil {
+		call.ack = &settleCall{rs: *ack, args: settleArgs{keyID: call.keyID}}
 	}
-	return call.rows, call.err
+	if err := s.claims.do(ctx, call); err != nil {
+		return nil, SettleResult{}, err
+	}
+	var res SettleResult
+	if call.ack != nil && call.err == nil {
+		res = call.ack.res
+	}
+	return call.rows, res, call.err
 }
 
 // runClaims claims, per queue and visibility, as many messages as there are
@@ -546,10 +557,29 @@ func (s *Service) runClaims(ctx context.Context, st statements, calls []*claimCa
 	}
 	for _, k := range order {
 		group := groups[k]
-		rows, err := st.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
+		claim := db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
 			MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility), MaxPerGroup: 1,
 			MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
-			MessageOverhead:  messageOverhead(k.queue), Mode: "claim", KeyID: group[0].keyID})
+			MessageOverhead:  messageOverhead(k.queue), Mode: "claim", KeyID: group[0].keyID}
+		var acks []*settleCall
+		for _, c := range group {
+			if c.ack != nil {
+				acks = append(acks, c.ack)
+			}
+		}
+		var rows []db.SkipqMessage
+		var err error
+		if len(acks) == 0 {
+			rows, err = st.q.MessageClaim(ctx, claim)
+		} else {
+			// The group's acks, all in one statement, ahead of its claim
+			// and in its transaction.
+			m := merge(acks)
+			var acked []db.MessageAckByReceiptRow
+			if acked, rows, err = db.AckThenClaim(ctx, s.pool, st.ackClaimSetup, m.ackParams(s.now()), claim); err == nil {
+				m.answer(acks, s.ackedRows(ctx, acked))
+			}
+		}
 		switch {
 		case st.outsideLock(err):
 			blocked = append(blocked, group...)

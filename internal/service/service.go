@@ -115,6 +115,9 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	s.nacks = s.settleSharer(s.runNacks, s.commits.nack, lockWaiters)
 	s.extends = s.settleSharer(s.runExtends, s.commits.extend, lockWaiters)
 	sharedClaims, ownClaims := s.committing(s.commits.claim)
+	// A claim behind an ack commits as the ack does.
+	sharedClaims.ackClaimSetup = db.AckThenClaimSetup(true, s.commits.ack)
+	ownClaims.ackClaimSetup = db.AckThenClaimSetup(false, s.commits.ack)
 	s.batchClaims = db.New(db.Committing(pool, s.commits.claim))
 	s.autoAcks = db.New(db.Committing(pool, s.commits.ack))
 	s.sends = &sharer[sendCall]{maxItems: sharedSendBytes, size: sendSize, lockWaiters: lockWaiters,
@@ -157,6 +160,8 @@ type statements struct {
 	// lockBounded: a lock wait longer than db.SharedLockTimeout fails the
 	// statement, which stored nothing (outsideLock).
 	lockBounded bool
+	// ackClaimSetup is db.AckThenClaim's setup in this set (claims only).
+	ackClaimSetup string
 }
 
 // outsideLock reports whether err is a lock-bounded statement's lock wait

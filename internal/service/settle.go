@@ -160,10 +160,15 @@ func failed(ctx context.Context, st statements, calls []*settleCall, err error,
 	return blocked
 }
 
+// ackParams are the ack statement's arguments for m's handles.
+func (m merged) ackParams(now *time.Time) db.MessageAckByReceiptParams {
+	return db.MessageAckByReceiptParams{QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens,
+		KeyIds: m.keyIDsOrZero(), Now: now}
+}
+
 func (s *Service) runAcks(ctx context.Context, st statements, calls []*settleCall) (blocked []*settleCall) {
 	m := merge(calls)
-	rows, err := st.q.MessageAckByReceipt(ctx, db.MessageAckByReceiptParams{
-		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, KeyIds: m.keyIDsOrZero(), Now: s.now()})
+	rows, err := st.q.MessageAckByReceipt(ctx, m.ackParams(s.now()))
 	if err != nil {
 		return failed(ctx, st, calls, err, s.runAcks)
 	}
