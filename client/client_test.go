@@ -245,15 +245,19 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Unlock()
 
-	if strings.HasPrefix(r.URL.Path, "/v1/receipts/") {
+	if strings.HasPrefix(r.URL.Path, "/v1/receipts/") || isReceive(r.URL.Path) {
 		var in struct {
 			ReceiptHandle  string   `json:"receiptHandle"`
 			ReceiptHandles []string `json:"receiptHandles"`
+			Ack            []string `json:"ack"` // a receive's acks
 		}
 		_ = json.Unmarshal(body, &in)
 		hs := in.ReceiptHandles
 		if in.ReceiptHandle != "" {
 			hs = []string{in.ReceiptHandle}
+		}
+		if isReceive(r.URL.Path) {
+			hs = in.Ack
 		}
 		r = r.WithContext(context.WithValue(r.Context(), handlesKey{}, hs))
 	}
@@ -289,9 +293,17 @@ func closeConn(w http.ResponseWriter) {
 	conn.Close()
 }
 
-// record notes which handles a receipt route settled.
+// isReceive reports whether a request path is a receive's.
+func isReceive(p string) bool { return strings.HasSuffix(p, "/messages/receive") }
+
+// record notes which handles a receipt route settled, and the acks a
+// receive carried ("ack"), as the ack route's: each failed entry of those
+// counts as a 404 of the ack route, the answer a single-form ack of that
+// handle would have had.
 func (p *proxy) record(resp *http.Response) error {
-	if !strings.HasPrefix(resp.Request.URL.Path, "/v1/receipts/") {
+	receive := isReceive(resp.Request.URL.Path)
+	handles, _ := resp.Request.Context().Value(handlesKey{}).([]string)
+	if !strings.HasPrefix(resp.Request.URL.Path, "/v1/receipts/") && (!receive || len(handles) == 0) {
 		return nil
 	}
 	route := path.Base(resp.Request.URL.Path)
@@ -300,19 +312,32 @@ func (p *proxy) record(resp *http.Response) error {
 		return err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(raw))
-	handles, _ := resp.Request.Context().Value(handlesKey{}).([]string)
 	var out struct {
 		Failed []struct {
 			ReceiptHandle string `json:"receiptHandle"`
 		} `json:"failed"`
 	}
-	_ = json.Unmarshal(raw, &out)
+	if receive {
+		route = "ack"
+		var received struct {
+			Acked json.RawMessage `json:"acked"`
+		}
+		_ = json.Unmarshal(raw, &received)
+		_ = json.Unmarshal(received.Acked, &out)
+	} else {
+		_ = json.Unmarshal(raw, &out)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.statuses[route] == nil {
 		p.statuses[route] = map[int]int{}
 	}
-	p.statuses[route][resp.StatusCode]++
+	if receive {
+		p.statuses[route][http.StatusNotFound] += len(out.Failed)
+		p.statuses[route][resp.StatusCode] += len(handles) - len(out.Failed)
+	} else {
+		p.statuses[route][resp.StatusCode]++
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil
 	}
@@ -1405,7 +1430,7 @@ func TestConsumeNacksOnErrorAndPanic(t *testing.T) {
 	if n := p.count("POST /v1/receipts/nack"); n != 2 {
 		t.Errorf("%d nacks, want 2", n)
 	}
-	if n := p.count("POST /v1/receipts/ack"); n != 3 {
+	if n := len(p.settles("ack")); n != 3 { // on the ack route, or carried by a receive
 		t.Errorf("%d acks, want 3", n)
 	}
 	for h, n := range p.settles("ack", "nack", "requeue") {

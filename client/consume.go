@@ -65,7 +65,11 @@ const minReceiveBackoff = 100 * time.Millisecond
 //   - A handler that returns nil acks its message; an error or a panic
 //     (recovered and logged with its stack) nacks it. A message the handler
 //     settled itself is not settled again. Every message is settled at
-//     most once, after its handler returned.
+//     most once, after its handler returned. When the receive loop is
+//     waiting for a free handler, which a finishing handler lets go, the
+//     ack rides on that next receive (AckAndReceive: one request and one
+//     commit for both); such a receive answers at once instead of
+//     long-polling and is never abandoned, so its acks get their answer.
 //   - While a handler runs, its message's lease is extended every third of
 //     VisibilitySeconds. If the server answers receipt_stale (the lease was
 //     lost, e.g. after a long network outage) the loss is logged and
@@ -79,7 +83,7 @@ const minReceiveBackoff = 100 * time.Millisecond
 //     the rest of its group's batch are nacked, so they come back in order.
 //     No two messages of one group are ever handled at once.
 //
-// When ctx is done, Consume stops receiving (a receive in flight is
+// When ctx is done, Consume stops receiving (a long-poll in flight is
 // abandoned), waits for running handlers (up to ShutdownTimeout, then
 // cancels their context and waits for them to return), settles each as
 // above, and returns nil. A message that arrived from a receive after ctx
@@ -129,9 +133,12 @@ func (c *Client) Consume(ctx context.Context, queue string, handler Handler, opt
 	var wg sync.WaitGroup
 	var fatal error
 	failures := 0
+	acks := &pendingAcks{}
+	defer acks.flush(bg, c, log) // acks left when receiving stopped
 
 receiving:
 	for {
+		acks.between()
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -151,9 +158,22 @@ receiving:
 				break more
 			}
 		}
-		msgs, err := c.Receive(ctx, queue, ReceiveOptions{MaxMessages: n,
-			VisibilitySeconds: &o.VisibilitySeconds, WaitSeconds: &o.WaitSeconds,
+		handles := acks.take()
+		rctx, wait, cancel := ctx, &o.WaitSeconds, context.CancelFunc(func() {})
+		if len(handles) > 0 {
+			// A receive that carries acks answers at once rather than
+			// long-poll (an empty queue costs the next, ackless receive),
+			// and a stop does not cut it off: its acks get their answer.
+			rctx, cancel = context.WithTimeout(bg, settleTimeout)
+			wait = new(0)
+		}
+		msgs, acked, err := c.AckAndReceive(rctx, queue, handles, ReceiveOptions{MaxMessages: n,
+			VisibilitySeconds: &o.VisibilitySeconds, WaitSeconds: wait,
 			MaxMessagesPerGroup: o.MaxMessagesPerGroup})
+		cancel()
+		if len(handles) > 0 {
+			ackedWith(bg, c, handles, acked, err, log)
+		}
 		for range n - len(msgs) {
 			<-slots
 		}
@@ -193,10 +213,11 @@ receiving:
 		failures = 0
 		for _, run := range groupRuns(msgs) {
 			wg.Go(func() {
-				c.processRun(handlerCtx, bg, run, handler, lease, log, func() { <-slots })
+				c.processRun(handlerCtx, bg, run, handler, lease, log, acks, func() { <-slots })
 			})
 		}
 	}
+	acks.stop()
 
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -235,7 +256,7 @@ func groupRuns(msgs []*Received) [][]*Received {
 // each is settled. The messages waiting their turn keep their lease. After
 // a message whose handler failed, the rest of the run is nacked unhandled:
 // handling them would put them before it.
-func (c *Client) processRun(handlerCtx, bg context.Context, run []*Received, handler Handler, lease time.Duration, log *slog.Logger, done func()) {
+func (c *Client) processRun(handlerCtx, bg context.Context, run []*Received, handler Handler, lease time.Duration, log *slog.Logger, acks *pendingAcks, done func()) {
 	stops := make([]func(), len(run))
 	for i, m := range run[1:] {
 		hbCtx, stop := context.WithCancel(bg)
@@ -250,7 +271,7 @@ func (c *Client) processRun(handlerCtx, bg context.Context, run []*Received, han
 		if stops[i] != nil {
 			stops[i]() // its own heartbeat takes over in process
 		}
-		ok := c.process(handlerCtx, bg, m, handler, lease, log)
+		ok := c.process(handlerCtx, bg, m, handler, lease, log, acks)
 		done()
 		if !ok && i+1 < len(run) {
 			rest := run[i+1:]
@@ -269,9 +290,10 @@ func (c *Client) processRun(handlerCtx, bg context.Context, run []*Received, han
 }
 
 // process runs the handler on one message while heartbeating its lease, then
-// settles it unless it was settled already. It reports whether the handler
-// succeeded.
-func (c *Client) process(handlerCtx, bg context.Context, m *Received, handler Handler, lease time.Duration, log *slog.Logger) bool {
+// settles it unless it was settled already: an ack rides on the next
+// receive when one is about to be sent (pendingAcks). It reports whether
+// the handler succeeded.
+func (c *Client) process(handlerCtx, bg context.Context, m *Received, handler Handler, lease time.Duration, log *slog.Logger, acks *pendingAcks) bool {
 	log = log.With("messageId", m.MessageID, "receiveCount", m.ReceiveCount)
 	hbCtx, stopHeartbeat := context.WithCancel(bg)
 	hbDone := make(chan struct{})
@@ -289,6 +311,9 @@ func (c *Client) process(handlerCtx, bg context.Context, m *Received, handler Ha
 	ctx, cancel := context.WithTimeout(bg, settleTimeout)
 	defer cancel()
 	if err == nil {
+		if acks.offer(m) {
+			return true
+		}
 		if err := m.Ack(ctx); err != nil {
 			log.Error("skipq: ack failed; the message will be delivered again", "err", err)
 		}
@@ -299,6 +324,98 @@ func (c *Client) process(handlerCtx, bg context.Context, m *Received, handler Ha
 		log.Error("skipq: nack failed; the message becomes available when its lease ends", "err", err)
 	}
 	return false
+}
+
+// pendingAcks carry the acks of handled messages to the consumer loop's
+// next receive, which sends them along (AckAndReceive): one request and one
+// commit for "ack these, give me more". They are only taken while the loop
+// waits for a free handler, that is right before its next receive, which
+// the handler's own finish lets go; while a receive is out (a long-poll may
+// wait WaitSeconds), a handler acks on its own, so no ack waits on a
+// long-poll.
+type pendingAcks struct {
+	mu      sync.Mutex
+	open    bool // the loop is between receives
+	handles []string
+}
+
+// between marks the loop as waiting for a handler: acks offered now go with
+// the next receive.
+func (p *pendingAcks) between() {
+	p.mu.Lock()
+	p.open = true
+	p.mu.Unlock()
+}
+
+// offer takes m's ack for the next receive, settling m on the client's
+// side, and reports whether it did (false: ack it now).
+func (p *pendingAcks) offer(m *Received) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.open || len(p.handles) >= MaxHandles || m.ReceiptHandle == "" {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state != stateOpen {
+		return false
+	}
+	m.state = stateSettled // never sent again by m, so never settled twice
+	p.handles = append(p.handles, m.ReceiptHandle)
+	return true
+}
+
+// take returns the acks for the receive the loop is sending, and closes
+// the window until the receive returned.
+func (p *pendingAcks) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open = false
+	h := p.handles
+	p.handles = nil
+	return h
+}
+
+// stop closes the window for good: receiving stopped (flush acks what is
+// left).
+func (p *pendingAcks) stop() {
+	p.mu.Lock()
+	p.open = false
+	p.mu.Unlock()
+}
+
+// flush acks what no receive carried (receiving stopped first).
+func (p *pendingAcks) flush(bg context.Context, c *Client, log *slog.Logger) {
+	p.mu.Lock()
+	h := p.handles
+	p.handles = nil
+	p.mu.Unlock()
+	if len(h) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(bg, settleTimeout)
+	defer cancel()
+	if _, err := c.AckAll(ctx, h); err != nil {
+		log.Error("skipq: ack failed; the messages will be delivered again", "err", err, "messages", len(h))
+	}
+}
+
+// ackedWith reports the acks a receive carried. A receive that failed may
+// or may not have acked them (a 429 or 503 did not: the client retried it
+// and then gave up; a lost connection leaves it unknown), so they are
+// acked again on their own: one the receive did ack answers receipt_stale.
+func ackedWith(bg context.Context, c *Client, handles []string, acked SettleResult, err error, log *slog.Logger) {
+	if err == nil {
+		for _, f := range acked.Failed {
+			log.Error("skipq: ack failed; the message will be delivered again", "code", f.Code, "err", f.Message)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(bg, settleTimeout)
+	defer cancel()
+	if _, err := c.AckAll(ctx, handles); err != nil {
+		log.Error("skipq: ack failed; the messages will be delivered again", "err", err, "messages", len(handles))
+	}
 }
 
 // runHandler calls handler, turning a panic into an error.

@@ -268,11 +268,30 @@ type ReceiveOptions struct {
 // returns every claimed message together with the error, so that the
 // caller can still settle them.
 func (c *Client) Receive(ctx context.Context, queue string, opts ReceiveOptions) ([]*Received, error) {
-	ws, err := c.receive(ctx, queue, wire.ReceiveRequest{MaxMessages: maxMessages(opts.MaxMessages),
+	msgs, _, err := c.AckAndReceive(ctx, queue, nil, opts)
+	return msgs, err
+}
+
+// AckAndReceive acks handles (at most MaxHandles) and receives as Receive
+// does, in one request: the server acks them in the same transaction as
+// the receive's first claim ("ack these, give me more"), so a consumer
+// pays one request and one commit instead of two. The result says how each
+// handle went, as AckAll's does (a stale handle is a failed entry, not an
+// error). With no handles it is Receive.
+//
+// Retries are Receive's (429 and 503 only: the server did nothing). After
+// any other error the ack may or may not have been done, and acking the
+// handles again is safe: one already acked answers receipt_stale.
+func (c *Client) AckAndReceive(ctx context.Context, queue string, handles []string, opts ReceiveOptions) ([]*Received, SettleResult, error) {
+	in := wire.ReceiveRequest{MaxMessages: maxMessages(opts.MaxMessages),
 		VisibilitySeconds: opts.VisibilitySeconds, WaitSeconds: opts.WaitSeconds, AutoAck: opts.AutoAck,
-		MaxMessagesPerGroup: optional(opts.MaxMessagesPerGroup)})
+		MaxMessagesPerGroup: optional(opts.MaxMessagesPerGroup)}
+	if len(handles) > 0 {
+		in.Ack = handles
+	}
+	ws, acked, err := c.receive(ctx, queue, in)
 	if err != nil {
-		return nil, err
+		return nil, acked, err
 	}
 	out := make([]*Received, 0, len(ws))
 	var decodeErr error
@@ -283,7 +302,7 @@ func (c *Client) Receive(ctx context.Context, queue string, opts ReceiveOptions)
 		}
 		out = append(out, &Received{StoredMessage: m, ReceiptHandle: deref(w.ReceiptHandle), c: c})
 	}
-	return out, decodeErr
+	return out, acked, decodeErr
 }
 
 // PeekOptions tune Peek.
@@ -295,18 +314,24 @@ type PeekOptions struct {
 // Peek returns available messages without changing them: no receipt handle,
 // counts unchanged. Like a receive it waits when nothing is available.
 func (c *Client) Peek(ctx context.Context, queue string, opts PeekOptions) ([]StoredMessage, error) {
-	ws, err := c.receive(ctx, queue, wire.ReceiveRequest{MaxMessages: maxMessages(opts.MaxMessages), WaitSeconds: opts.WaitSeconds, IsPeek: true})
+	ws, _, err := c.receive(ctx, queue, wire.ReceiveRequest{MaxMessages: maxMessages(opts.MaxMessages), WaitSeconds: opts.WaitSeconds, IsPeek: true})
 	if err != nil {
 		return nil, err
 	}
 	return storedAll(ws)
 }
 
-func (c *Client) receive(ctx context.Context, queue string, in wire.ReceiveRequest) ([]wire.Message, error) {
-	var out wire.MessagePage
+// receive sends one receive request; the ack's result is empty (not nil)
+// when it gave no handles.
+func (c *Client) receive(ctx context.Context, queue string, in wire.ReceiveRequest) ([]wire.Message, SettleResult, error) {
+	var out wire.ReceiveResult
 	_, err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/messages/receive",
 		body: in, out: &out, retry: retryNoConnErrors})
-	return out.Messages, err
+	acked := SettleResult{Failed: []SettleFailure{}}
+	if out.Acked != nil {
+		acked = *out.Acked
+	}
+	return out.Messages, acked, err
 }
 
 // maxMessages is a receive's maxMessages on the wire: 0 is not sent (the

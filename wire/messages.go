@@ -76,6 +76,17 @@ type ReceiveRequest struct {
 	// MaxMessagesPerGroup (FIFO queues, 1 … 10, default 1): how many of a
 	// group's first messages one receive takes.
 	MaxMessagesPerGroup *int `json:"maxMessagesPerGroup,omitempty"`
+	// Ack (at most 1024 receipt handles) is settled first, in the same
+	// transaction as the receive's first claim; the answer's Acked says
+	// how each went.
+	Ack []string `json:"ack,omitempty"`
+}
+
+// ReceiveResult answers a receive: the claimed messages (possibly none)
+// and, when the request gave Ack, the ack's result.
+type ReceiveResult struct {
+	Messages []Message     `json:"messages"`
+	Acked    *SettleResult `json:"acked,omitempty"`
 }
 
 // Message is a stored message: what a receive, peek, browse, lookup or

@@ -44,7 +44,7 @@ func TestWireTypesMatchOpenAPI(t *testing.T) {
 		"SendRequest": wire.SendRequest{}, "SendBatchRequest": wire.SendBatchRequest{},
 		"SendResult": wire.SendResult{}, "SendBatchResult": wire.SendBatchResult{},
 		"SendEachResult": wire.SendEachResult{}, "SendEachEntry": wire.SendEachEntry{}, "EntryError": wire.EntryError{},
-		"ReceiveRequest": wire.ReceiveRequest{}, "Message": wire.Message{}, "ReceiveResult": wire.MessagePage{},
+		"ReceiveRequest": wire.ReceiveRequest{}, "Message": wire.Message{}, "ReceiveResult": wire.ReceiveResult{},
 		"BrowsedMessage": wire.Message{}, "BrowsedMessagePage": wire.MessagePage{}, "MessagePage": wire.MessagePage{},
 		"SettleRequest": wire.SettleRequest{}, "VisibilityRequest": wire.VisibilityRequest{},
 		"RequeueRequest": wire.RequeueRequest{}, "SettleResult": wire.SettleResult{},
@@ -66,8 +66,7 @@ func TestWireTypesMatchOpenAPI(t *testing.T) {
 // optional are fields a wire type carries for some routes only (omitted
 // when empty), which the schemas of the other routes do not list.
 var optional = map[string][]string{
-	"Message":       {"state", "visibleAt", "ackedAt"}, // browsing and lookup only
-	"ReceiveResult": {"nextCursor"},                    // a receive has no next page
+	"Message": {"state", "visibleAt", "ackedAt"}, // browsing and lookup only
 }
 
 type comparer struct {

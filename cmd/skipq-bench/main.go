@@ -127,6 +127,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	points := fs.String("points", "", "lifecycle points as BATCHxPAIRS, comma-separated (default 1x1,1x4,1x16,100x1,100x4,100x16; --quick 1x4,100x4)")
 	headsDelayed := fs.Int("heads-delayed", 0, "delayed messages ahead of the heads cycle (default 1000000; 100000 with --quick)")
 	headsInFlight := fs.Int("heads-in-flight", 0, "in-flight messages ahead of the heads cycle (default 100000; 20000 with --quick)")
+	ackInReceive := fs.Bool("ack-in-receive", false, "HTTP consumers ack what they got with their next receive (\"ack\" of the receive) instead of an ack request")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one HTTP lifecycle window to this file: the batch-1 point with the most pairs (none: the first point)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -138,12 +139,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: bench takes no arguments (got %q)", errUsage, fs.Args())
 	}
 	opts := bench.Options{
-		Quick:       *quick,
-		Duration:    *duration,
-		DatabaseURL: *dbURL,
-		Nodes:       *nodes,
-		APIKey:      os.Getenv("SKIPQ_API_KEY"),
-		Progress:    stderr,
+		Quick:        *quick,
+		Duration:     *duration,
+		DatabaseURL:  *dbURL,
+		Nodes:        *nodes,
+		APIKey:       os.Getenv("SKIPQ_API_KEY"),
+		Progress:     stderr,
+		AckInReceive: *ackInReceive,
 	}
 	if *duration < 0 || (*duration > 0 && *duration < 100*time.Millisecond) {
 		return fmt.Errorf("%w: --duration must be at least 100ms", errUsage)

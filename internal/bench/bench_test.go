@@ -46,7 +46,7 @@ func TestRunShape(t *testing.T) {
 	// can complete nothing in a short window; one more run tells that from
 	// a bench that is broken.
 	for _, p := range rep.Lifecycle {
-		if p.HTTPMsgsPerS <= 0 || p.RawMsgsPerS <= 0 {
+		if p.HTTPMsgsPerS <= 0 || p.RawMsgsPerS <= 0 || p.PgmqShapeMsgsPerS <= 0 {
 			t.Logf("a lifecycle point completed nothing (%+v); running once more", p)
 			rep = run()
 			break
@@ -80,7 +80,7 @@ func TestRunShape(t *testing.T) {
 	}
 	for _, p := range points {
 		m, _ := p.(map[string]any)
-		for _, k := range []string{"batch", "pairs", "http_msgs_per_s", "raw_msgs_per_s", "ratio"} {
+		for _, k := range []string{"batch", "pairs", "http_msgs_per_s", "raw_msgs_per_s", "ratio", "pgmq_shape_msgs_per_s", "pgmq_shape_ratio"} {
 			positive("lifecycle[]."+k, m[k])
 		}
 	}
@@ -94,6 +94,29 @@ func TestRunShape(t *testing.T) {
 	positive("rss_mb_peak", got["rss_mb_peak"])
 	if testing.Verbose() {
 		rep.WriteText(os.Stderr)
+	}
+}
+
+// TestAckInReceiveShape runs one lifecycle point whose HTTP consumers ack
+// with their next receive: every message sent is acked that way (the run
+// fails on an ack that settled fewer than it carried), and the report
+// says which consumers ran. It asserts no speed.
+func TestAckInReceiveShape(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Options{
+		DatabaseURL:  testdb.New(t),
+		Scenarios:    []string{bench.Lifecycle},
+		Duration:     time.Second,
+		Warmup:       300 * time.Millisecond,
+		Matrix:       []bench.Point{{Batch: 10, Pairs: 2}},
+		AckInReceive: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Setup.AckInReceive || len(rep.Lifecycle) != 1 || rep.Lifecycle[0].HTTPMsgsPerS <= 0 {
+		t.Fatalf("setup %+v, lifecycle %+v", rep.Setup, rep.Lifecycle)
 	}
 }
 

@@ -60,4 +60,9 @@
 // comparable. It takes only two things from skipq's schema: a queue id (a row
 // of skipq.queues) and its sequence numbers (skipq.message_sequence). Change
 // it only as a new baseline, on purpose, and say so in docs/PERFORMANCE.md.
+//
+// pgmq_shape.go is the second baseline of the lifecycle scenario: the same
+// lifecycle in pgmq's shapes (a table per queue, its read and delete),
+// written as well as the project can. The lifecycle's targets compare HTTP
+// with the stronger of the two at each point.
 package bench

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/internal/node"
@@ -149,24 +150,27 @@ func (w *rawWorkload) consume(ctx context.Context, i int) (int, error) {
 		awaitSend(ctx, w.avail)
 		return 0, nil
 	}
-	var n int64
-	if len(seqs) == 1 {
-		tag, err := w.pool.Exec(ctx, rawAck1, w.queueID, seqs[0])
-		if err != nil {
-			return 0, err
-		}
-		n = tag.RowsAffected()
+	return deleteClaimed(ctx, w.pool, "raw ack", rawAck1, rawAckBatch, seqs, w.queueID)
+}
+
+// deleteClaimed deletes what a baseline's consumer claimed (one by key, more
+// by array; keyFirst are the arguments before the key) and checks that all
+// of it went.
+func deleteClaimed(ctx context.Context, pool *pgxpool.Pool, what, one, many string, keys []int64, keyFirst ...any) (int, error) {
+	var tag pgconn.CommandTag
+	var err error
+	if len(keys) == 1 {
+		tag, err = pool.Exec(ctx, one, append(keyFirst, keys[0])...)
 	} else {
-		tag, err := w.pool.Exec(ctx, rawAckBatch, w.queueID, seqs)
-		if err != nil {
-			return 0, err
-		}
-		n = tag.RowsAffected()
+		tag, err = pool.Exec(ctx, many, append(keyFirst, keys)...)
 	}
-	if int(n) != len(seqs) {
-		return int(n), fmt.Errorf("raw ack deleted %d of %d claimed messages", n, len(seqs))
+	if err != nil {
+		return 0, err
 	}
-	return int(n), nil
+	if n := int(tag.RowsAffected()); n != len(keys) {
+		return n, fmt.Errorf("%s deleted %d of %d claimed messages", what, n, len(keys))
+	}
+	return len(keys), nil
 }
 
 // claim runs a claim and reads what a consumer would use.
@@ -191,14 +195,40 @@ func (w *rawWorkload) claim(ctx context.Context, sql string, args ...any) ([]int
 }
 
 // rawLifecycle runs one point of the raw baseline on a fresh queue (tenant
-// bench-raw) with its own pool, opened before the run starts: a connection
-// per worker up to a node's pool size (16), the database connections skipq
-// gets. More only adds contention: at 16 pairs, 32 connections claiming at
-// the queue's head spent their time in Lock:transactionid and
-// LWLock:BufferContent waits and completed fewer messages than 16.
+// bench-raw).
 func (e *env) rawLifecycle(ctx context.Context, p Point) (float64, *RunStats, error) {
+	return e.baselineRun(ctx, p, rawApp, func(pool *pgxpool.Pool) (workload, string, func(context.Context) error, error) {
+		q := queueName(fmt.Sprintf("raw-b%d-p%d", p.Batch, p.Pairs))
+		w := &rawWorkload{pool: pool, batch: p.Batch, avail: make(chan struct{}, 4*p.Pairs), body: []byte(payload)}
+		if _, err := pool.Exec(ctx, frozenBaselineSchema); err != nil {
+			return nil, "", nil, fmt.Errorf("raw table: %w", err)
+		}
+		if err := pool.QueryRow(ctx, `INSERT INTO skipq.queues (tenant, name) VALUES ('bench-raw', $1) RETURNING id`, q).Scan(&w.queueID); err != nil {
+			return nil, "", nil, fmt.Errorf("raw queue: %w", err)
+		}
+		empty := func(ctx context.Context) error {
+			if _, err := e.mon.Exec(ctx, monitorMark+`DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1`, w.queueID); err != nil {
+				return fmt.Errorf("empty %s: %w", q, err)
+			}
+			return nil
+		}
+		return w, rawVacuum, empty, nil
+	})
+}
+
+// baselineRun runs one point of a plain-SQL baseline with its own pool,
+// opened before the run starts: a connection per worker up to a node's pool
+// size (16), the database connections skipq gets. More only adds
+// contention: at 16 pairs, 32 connections claiming at the queue's head
+// spent their time in Lock:transactionid and LWLock:BufferContent waits and
+// completed fewer messages than 16. prepare makes the baseline's table and
+// workload on the pool; its vacuum statement runs on skipq's worker
+// schedule during the run, and its cleanup after it.
+func (e *env) baselineRun(ctx context.Context, p Point, app string,
+	prepare func(*pgxpool.Pool) (w workload, vacuum string, cleanup func(context.Context) error, err error),
+) (float64, *RunStats, error) {
 	conns := int32(min(2*p.Pairs, node.DefaultConfig().DBMaxConns))
-	pool, err := newPool(ctx, e.dbURL, rawApp, conns)
+	pool, err := newPool(ctx, e.dbURL, app, conns)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -206,33 +236,29 @@ func (e *env) rawLifecycle(ctx context.Context, p Point) (float64, *RunStats, er
 	if err := warmPool(ctx, pool, int(conns)); err != nil {
 		return 0, nil, err
 	}
-	q := queueName(fmt.Sprintf("raw-b%d-p%d", p.Batch, p.Pairs))
-	w := &rawWorkload{pool: pool, batch: p.Batch, avail: make(chan struct{}, 4*p.Pairs), body: []byte(payload)}
-	if _, err := pool.Exec(ctx, frozenBaselineSchema); err != nil {
-		return 0, nil, fmt.Errorf("raw table: %w", err)
-	}
-	if err := pool.QueryRow(ctx, `INSERT INTO skipq.queues (tenant, name) VALUES ('bench-raw', $1) RETURNING id`, q).Scan(&w.queueID); err != nil {
-		return 0, nil, fmt.Errorf("raw queue: %w", err)
+	w, vacuum, cleanup, err := prepare(pool)
+	if err != nil {
+		return 0, nil, err
 	}
 	e.checkpoint(ctx)
 	runCtx, stopVacuum := context.WithCancel(ctx)
 	var vacuumed sync.WaitGroup
-	vacuumed.Go(func() { vacuumEvery(runCtx, pool, worker.VacuumPeriod) })
+	vacuumed.Go(func() { vacuumEvery(runCtx, pool, vacuum, worker.VacuumPeriod) })
 	rate, stats, err := e.drive(ctx, w, p, nil)
 	stopVacuum()
 	vacuumed.Wait()
 	if err != nil {
 		return 0, nil, err
 	}
-	if _, err := e.mon.Exec(ctx, monitorMark+`DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1`, w.queueID); err != nil {
-		return 0, nil, fmt.Errorf("empty %s: %w", q, err)
+	if err := cleanup(ctx); err != nil {
+		return 0, nil, err
 	}
 	return rate, stats, nil
 }
 
-// vacuumEvery vacuums the baseline's table on skipq's worker schedule until
-// ctx ends.
-func vacuumEvery(ctx context.Context, pool *pgxpool.Pool, period time.Duration) {
+// vacuumEvery runs a baseline's vacuum statement on skipq's worker schedule
+// until ctx ends.
+func vacuumEvery(ctx context.Context, pool *pgxpool.Pool, vacuum string, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -240,7 +266,7 @@ func vacuumEvery(ctx context.Context, pool *pgxpool.Pool, period time.Duration) 
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_, _ = pool.Exec(ctx, rawVacuum)
+			_, _ = pool.Exec(ctx, vacuum)
 		}
 	}
 }

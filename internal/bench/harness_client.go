@@ -157,6 +157,9 @@ type receiveResponse struct {
 		ReceiptHandle string `json:"receiptHandle"`
 		Body          string `json:"body"`
 	} `json:"messages"`
+	Acked *struct {
+		Succeeded int `json:"succeeded"`
+	} `json:"acked"`
 }
 
 // receive returns the receipt handles (and bodies) of what one receive got.
@@ -168,6 +171,41 @@ func (r *receiver) receive(ctx context.Context) (*receiveResponse, error) {
 	return &out, nil
 }
 
+// ackAndReceive receives as receive does, acking handles first in the same
+// request ("ack" of the receive). It returns what it got and how many of
+// handles were removed.
+func (r *receiver) ackAndReceive(ctx context.Context, handles []string) (*receiveResponse, int, error) {
+	if len(handles) == 0 {
+		got, err := r.receive(ctx)
+		return got, 0, err
+	}
+	b := append(r.body[:len(r.body)-1:len(r.body)-1], `,"ack":`...)
+	b = appendHandles(b, handles)
+	b = append(b, '}')
+	var out receiveResponse
+	if err := r.c.do(ctx, http.MethodPost, r.url, b, http.StatusOK, &out); err != nil {
+		return nil, 0, err
+	}
+	if out.Acked == nil {
+		return nil, 0, fmt.Errorf("a receive with ack answered no acked: %d messages", len(out.Messages))
+	}
+	return &out, out.Acked.Succeeded, nil
+}
+
+// appendHandles appends handles as a JSON array.
+func appendHandles(b []byte, handles []string) []byte {
+	b = append(b, '[')
+	for i, h := range handles {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, h...) // base64url: nothing to escape
+		b = append(b, '"')
+	}
+	return append(b, ']')
+}
+
 // ack settles handles: the single form for one, the list form for more.
 // It returns how many were removed.
 func (r *receiver) ack(ctx context.Context, handles []string) (int, error) {
@@ -177,16 +215,9 @@ func (r *receiver) ack(ctx context.Context, handles []string) (int, error) {
 		b = append(b, handles[0]...)
 		b = append(b, `"}`...)
 	} else {
-		b = append(b, `{"receiptHandles":[`...)
-		for i, h := range handles {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, '"')
-			b = append(b, h...) // base64url: nothing to escape
-			b = append(b, '"')
-		}
-		b = append(b, "]}"...)
+		b = append(b, `{"receiptHandles":`...)
+		b = appendHandles(b, handles)
+		b = append(b, '}')
 	}
 	var out struct {
 		Succeeded int `json:"succeeded"`

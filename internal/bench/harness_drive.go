@@ -138,6 +138,7 @@ func (e *env) drive(ctx context.Context, w workload, p Point, profile io.Writer)
 	}
 	stats := pr.stop(ctx)
 	stats.Acked = a1 - a0
+	stats.perMessage()
 	rate := float64(a1-a0) / t1.Sub(t0).Seconds()
 
 	// Drain: no more sends; receivers take what is left (up to 3 s).
@@ -167,14 +168,17 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 // httpWorkload is the lifecycle over skipq's HTTP API: pair i sends to and
-// receives from node i mod N.
+// receives from node i mod N. With ackInReceive (Options.AckInReceive) a
+// consumer acks what it got with its next receive ("ack" of the receive)
+// instead of a request of its own.
 type httpWorkload struct {
-	senders   []*sender
-	receivers []*receiver
+	senders      []*sender
+	receivers    []*receiver
+	ackInReceive bool
 }
 
-func newHTTPWorkload(c *client, ns *nodes, queue string, p Point) *httpWorkload {
-	w := &httpWorkload{}
+func newHTTPWorkload(c *client, ns *nodes, queue string, p Point, ackInReceive bool) *httpWorkload {
+	w := &httpWorkload{ackInReceive: ackInReceive}
 	for i := range p.Pairs {
 		w.senders = append(w.senders, newSender(c, ns.at(i), queue, p.Batch))
 		w.receivers = append(w.receivers, newReceiver(c, ns.at(i), queue, p.Batch, 1))
@@ -189,6 +193,20 @@ func (w *httpWorkload) produce(ctx context.Context, i int) (int, error) {
 
 func (w *httpWorkload) consume(ctx context.Context, i int) (int, error) {
 	r := w.receivers[i]
+	if w.ackInReceive {
+		got, n, err := r.ackAndReceive(ctx, r.handles)
+		if err != nil {
+			return 0, err
+		}
+		if n != len(r.handles) {
+			return n, fmt.Errorf("ack settled %d of %d fresh receipt handles", n, len(r.handles))
+		}
+		r.handles = r.handles[:0]
+		for _, m := range got.Messages {
+			r.handles = append(r.handles, m.ReceiptHandle)
+		}
+		return n, nil
+	}
 	got, err := r.receive(ctx)
 	if err != nil || len(got.Messages) == 0 {
 		return 0, err

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -22,6 +23,7 @@ type probe struct {
 	e        *env
 	start    time.Time
 	cpu0     cpuSnap
+	self0    time.Duration // selfCPU at the start
 	db0      dbCounters
 	stmts0   map[int64]stmtStat
 	waits    map[string]int
@@ -33,6 +35,7 @@ type probe struct {
 func (e *env) startProbe(ctx context.Context) *probe {
 	p := &probe{e: e, start: time.Now(), waits: map[string]int{}}
 	p.cpu0 = e.cpuSnapshot(ctx)
+	p.self0 = selfCPU()
 	p.db0 = e.dbCounters(ctx)
 	p.stmts0 = e.statements(ctx)
 	wctx, cancel := context.WithCancel(ctx)
@@ -69,8 +72,14 @@ func (p *probe) stop(ctx context.Context) *RunStats {
 	e := p.e
 	secs := time.Since(p.start).Seconds()
 	rs := &RunStats{Seconds: round(secs, 2)}
-	rs.CPU = p.cpu0.share(e.cpuSnapshot(ctx))
+	self1 := selfCPU()
+	cpu1 := e.cpuSnapshot(ctx)
+	rs.CPU = p.cpu0.share(cpu1)
 	e.noteCPU(rs.CPU)
+	rs.selfCPU = self1 - p.self0
+	if p.cpu0.postgresOK && cpu1.postgresOK {
+		rs.postgresCPU = time.Duration(cpu1.postgres-p.cpu0.postgres) * time.Second / clockTicks
+	}
 	db1 := e.dbCounters(ctx)
 	if p.db0.ok && db1.ok {
 		rs.CommitsPerS = round(float64(db1.commits-p.db0.commits)/secs, 0)
@@ -495,18 +504,55 @@ func statusKB(key string) int64 {
 	return 0
 }
 
+// clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times: 100
+// on every Linux the bench runs on.
+const clockTicks = 100
+
+// selfCPU is the CPU time (user and system) this process used so far, to
+// the microsecond.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// CPUPerMessage is a window's CPU time per acked message, in microseconds.
+type CPUPerMessage struct {
+	// Bench is this process's: for an HTTP run the in-process nodes and
+	// their load generators (HTTP clients), for a plain-SQL run its load
+	// generators (pgx clients) alone.
+	Bench float64 `json:"bench_process"`
+	// Postgres is the database server's processes' (to the clock tick,
+	// 10 ms), 0 when the server is not on this machine.
+	Postgres float64 `json:"postgres"`
+}
+
+// perMessage fills rs.CPUPerMessage once rs.Acked is known.
+func (rs *RunStats) perMessage() {
+	if rs.Acked <= 0 {
+		return
+	}
+	us := func(d time.Duration) float64 { return round(float64(d.Microseconds())/float64(rs.Acked), 1) }
+	rs.CPUPerMessage = CPUPerMessage{Bench: us(rs.selfCPU), Postgres: us(rs.postgresCPU)}
+}
+
 // RunStats is the evidence of one measured window.
 type RunStats struct {
-	Seconds        float64     `json:"seconds"`
-	Acked          int64       `json:"acked"`
-	CPU            CPUShare    `json:"cpu"`
-	ActiveBackends float64     `json:"active_backends"` // average busy backends
-	Waits          []Share     `json:"waits"`           // of busy backend samples
-	CommitsPerS    float64     `json:"commits_per_s"`
-	FsyncsPerS     float64     `json:"fsyncs_per_s"`
-	WALMBPerS      float64     `json:"wal_mb_per_s"`
-	StatementsPerS float64     `json:"statements_per_s"`
-	Statements     []Statement `json:"statements"` // top by execution time
+	Seconds float64  `json:"seconds"`
+	Acked   int64    `json:"acked"`
+	CPU     CPUShare `json:"cpu"`
+	// CPUPerMessage is the CPU time per acked message of the window.
+	CPUPerMessage        CPUPerMessage `json:"cpu_us_per_message"`
+	selfCPU, postgresCPU time.Duration
+	ActiveBackends       float64     `json:"active_backends"` // average busy backends
+	Waits                []Share     `json:"waits"`           // of busy backend samples
+	CommitsPerS          float64     `json:"commits_per_s"`
+	FsyncsPerS           float64     `json:"fsyncs_per_s"`
+	WALMBPerS            float64     `json:"wal_mb_per_s"`
+	StatementsPerS       float64     `json:"statements_per_s"`
+	Statements           []Statement `json:"statements"` // top by execution time
 	// skipq.messages: vacuums (auto or not) that finished in the window,
 	// and dead tuples at its end (pg_stat_user_tables, which lags ~1 s).
 	Vacuums    int64 `json:"vacuums"`

@@ -99,6 +99,11 @@ type Options struct {
 	HeadsInFlight  int           // in-flight messages ahead of the heads cycle
 	HeadsSamples   int           // measured heads cycles per queue
 
+	// AckInReceive makes the HTTP lifecycle's consumers ack what they got
+	// with their next receive ("ack" of the receive) rather than with an
+	// ack request of their own.
+	AckInReceive bool
+
 	ClusterDir string    // the private cluster's home (default .skipq/bench)
 	CPUProfile io.Writer // CPU profile of the HTTP window of the batch-1 lifecycle point with the most pairs (none: the first point)
 	Progress   io.Writer // one line per step; nil = quiet

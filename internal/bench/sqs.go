@@ -177,7 +177,7 @@ func (e *env) nativeBeside(ctx context.Context, ns *nodes, kind string, p Point)
 	}
 	e.checkpoint(ctx)
 	e.logf("%s batch %d × %d pairs over the native HTTP API", kind, p.Batch, p.Pairs)
-	msgsPerS, _, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p), p, nil)
+	msgsPerS, _, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, e.o.AckInReceive), p, nil)
 	if err != nil {
 		return 0, fmt.Errorf("native batch %d × %d: %w", p.Batch, p.Pairs, err)
 	}

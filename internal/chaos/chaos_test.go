@@ -145,6 +145,7 @@ func TestChaos(t *testing.T) {
 		work.Go(func() {
 			for n := 0; ctx.Err() == nil && !closed(drained); n++ {
 				q := queues[n%len(queues)]
+				crashes := book.crashCount()
 				status, body := c.post(ctx, "/v1/queues/"+q+"/messages/receive",
 					map[string]any{"maxMessages": 50, "waitSeconds": 1, "visibilitySeconds": leaseSeconds})
 				if status != http.StatusOK {
@@ -158,7 +159,7 @@ func TestChaos(t *testing.T) {
 					continue
 				}
 				by := map[string][]*delivery{}
-				for _, d := range book.received(q, got.Messages) {
+				for _, d := range book.received(q, crashes, got.Messages) {
 					a := chooseAction(q, d.id)
 					by[a] = append(by[a], d)
 				}
@@ -204,6 +205,7 @@ func TestChaos(t *testing.T) {
 				sig, how = syscall.SIGKILL, "kill -9 of every PostgreSQL process"
 			}
 			t.Logf("fault: crashing PostgreSQL (%s)", how)
+			book.crashed()
 			if err := pg.Crash(sig); err != nil {
 				t.Fatal(err)
 			}
@@ -234,10 +236,10 @@ func TestChaos(t *testing.T) {
 		"SELECT count(*) FROM (SELECT message_id FROM skipq.messages GROUP BY message_id HAVING count(*) > 1) d").Scan(&multiQueue); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d acked_then_redelivered=%d redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d"+
+	fmt.Printf("chaos: sent=%d acked=%d lost=%d double_acked=%d acked_then_redelivered=%d redeliveries=%d crash_redeliveries=%d node_kills=%d pg_restarts=%d backend_terminations=%d acks_answer_lost=%d left_in_queue=%d"+
 		" server_errors=%d hangs=%d audit_mismatch=%d early_redeliveries=%d early_delayed=%d over_delivered=%d"+
 		" nacks=%d releases=%d requeues=%d dead_lettered=%d delayed=%d\n",
-		sentN.Load(), v.acked, v.lost, v.doubleAcked, ackedThenRedelivered, book.redeliveries, kills, pgRestarts, terminations, v.acksAnswerLost, left,
+		sentN.Load(), v.acked, v.lost, v.doubleAcked, ackedThenRedelivered, book.redeliveries, book.crashRedeliveries, kills, pgRestarts, terminations, v.acksAnswerLost, left,
 		c.serverErrors.Load(), c.hangs.Load(), v.auditMismatch, v.earlyRedeliveries, v.earlyDelayed, v.overDelivered,
 		v.nacked, v.released, v.requeued, v.deadLettered, v.delayed)
 	for _, s := range c.samples {
@@ -252,7 +254,7 @@ func TestChaos(t *testing.T) {
 	case v.lost > 0:
 		t.Fatalf("%d messages lost (no ack in the audit), e.g. %v", v.lost, v.lostSample)
 	case book.repeated > 0:
-		t.Fatalf("%d deliveries repeated a receiveCount (not explained by an expired lease)", book.repeated)
+		t.Fatalf("%d deliveries repeated a receiveCount (not explained by a crash of PostgreSQL)", book.repeated)
 	case v.earlyDelayed > 0:
 		t.Fatalf("%d messages were delivered before their delay ended (see the log)", v.earlyDelayed)
 	case v.overDelivered > 0:

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,16 +138,27 @@ type delivery struct {
 	action            string     // "ack", … once a settle is sent
 	outcome           outcome
 	audited           bool // the audit holds the settle of this delivery
+	// crashes before its receive was sent, and when its answer came
+	// (ledger.crashes): a crash in between may have undone its claim.
+	crashesBefore, crashesAfter int64
 }
 
 type msgKey struct{ queue, id string }
 
 // ledger is the consumers' record of every delivery and settle.
 type ledger struct {
-	mu           sync.Mutex
-	byMessage    map[msgKey][]*delivery
-	repeated     int // deliveries that repeated their message's receiveCount
-	redeliveries int
+	mu        sync.Mutex
+	byMessage map[msgKey][]*delivery
+	// repeated counts deliveries that repeated their message's
+	// receiveCount with no crash of PostgreSQL to explain it; after one,
+	// crashRedeliveries: a claim commits without waiting for the disk
+	// (docs/RELIABILITY.md, "Durability by need"), so a crash may undo a
+	// claim whose answer arrived, and the message comes again with that
+	// receiveCount. Redeliveries of an undone claim are not double acks:
+	// the undone delivery's handle is stale.
+	repeated, crashRedeliveries int
+	redeliveries                int
+	crashes                     atomic.Int64 // crashes of PostgreSQL (and failovers) begun so far
 }
 
 func newLedger() *ledger { return &ledger{byMessage: map[msgKey][]*delivery{}} }
@@ -159,18 +171,37 @@ type received struct {
 	DelayedTo     *time.Time `json:"delayedTo"`
 }
 
-// received records a receive's messages. Every delivery of a message in a
-// queue must carry a new receiveCount: a second delivery with the same count
-// would be two receivers holding one lease.
-func (l *ledger) received(queue string, ms []received) []*delivery {
+// crashed marks a crash of PostgreSQL (or a failover) as begun: claims
+// answered before it may be undone.
+func (l *ledger) crashed() { l.crashes.Add(1) }
+
+// crashCount is ledger.crashes now: read it before sending a receive and
+// give it to received.
+func (l *ledger) crashCount() int64 { return l.crashes.Load() }
+
+// undone reports whether a crash may have undone p's claim before d was
+// claimed: one began after p's receive was sent and before d's answer came.
+func undone(p, d *delivery) bool { return d.crashesAfter > p.crashesBefore }
+
+// received records a receive's messages; crashesBefore is crashCount read
+// before the receive was sent. Every delivery of a message in a queue must
+// carry a new receiveCount: a second delivery with the same count would be
+// two receivers holding one lease, unless a crash undid the first one's
+// claim.
+func (l *ledger) received(queue string, crashesBefore int64, ms []received) []*delivery {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]*delivery, len(ms))
 	for i, m := range ms {
-		d := &delivery{queue: queue, id: m.MessageID, handle: m.ReceiptHandle, count: m.ReceiveCount, until: m.VisibleUntil, delayedTo: m.DelayedTo}
+		d := &delivery{queue: queue, id: m.MessageID, handle: m.ReceiptHandle, count: m.ReceiveCount, until: m.VisibleUntil,
+			delayedTo: m.DelayedTo, crashesBefore: crashesBefore, crashesAfter: l.crashes.Load()}
 		k := msgKey{queue, m.MessageID}
 		for _, p := range l.byMessage[k] {
-			if p.count == d.count {
+			switch {
+			case p.count != d.count:
+			case undone(p, d):
+				l.crashRedeliveries++
+			default:
 				l.repeated++
 			}
 		}
@@ -183,10 +214,13 @@ func (l *ledger) received(queue string, ms []received) []*delivery {
 	return out
 }
 
+// find is the delivery of a message with receiveCount count: the last one,
+// should a crash have undone the claim of an earlier one with that count.
 func (l *ledger) find(queue, id string, count int) *delivery {
-	for _, d := range l.byMessage[msgKey{queue, id}] {
-		if d.count == count {
-			return d
+	ds := l.byMessage[msgKey{queue, id}]
+	for i := len(ds) - 1; i >= 0; i-- {
+		if ds[i].count == count {
+			return ds[i]
 		}
 	}
 	return nil
@@ -284,7 +318,9 @@ type verdict struct {
 func (v *verdict) checkLeases(l *ledger) {
 	for k, ds := range l.byMessage {
 		ds = slices.Clone(ds)
-		slices.SortFunc(ds, func(a, b *delivery) int { return a.count - b.count })
+		// Stable: deliveries of one count (a claim a crash undid, then the
+		// claim that replaced it) stay in the order they came.
+		slices.SortStableFunc(ds, func(a, b *delivery) int { return a.count - b.count })
 		for _, d := range ds {
 			if d.delayedTo != nil && d.until.Add(-leaseSeconds*time.Second).Before(*d.delayedTo) {
 				v.earlyDelayed++
@@ -294,6 +330,9 @@ func (v *verdict) checkLeases(l *ledger) {
 		}
 		for i := 1; i < len(ds); i++ {
 			p, d := ds[i-1], ds[i]
+			if p.count == d.count && undone(p, d) {
+				continue // p's claim was undone by a crash: its lease never was (ledger.crashRedeliveries)
+			}
 			gaveBack := (p.action == "nack" || p.action == "release") && p.outcome != stale
 			claimed := d.until.Add(-leaseSeconds * time.Second)
 			if !gaveBack && claimed.Before(p.until) {

@@ -199,8 +199,12 @@ func (p planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 // its own, where waiting is right.
 const SharedLockTimeout = 20 * time.Millisecond
 
-// lockBounded sets lock_timeout for the rest of the transaction it runs in.
-var lockBounded = fmt.Sprintf("SELECT set_config('lock_timeout', '%dms', true)", SharedLockTimeout.Milliseconds())
+// lockBoundedCall sets lock_timeout for the rest of the transaction it
+// runs in; lockBounded is the statement of it.
+var (
+	lockBoundedCall = fmt.Sprintf("set_config('lock_timeout', '%dms', true)", SharedLockTimeout.Milliseconds())
+	lockBounded     = "SELECT " + lockBoundedCall
+)
 
 // LockBounded runs each statement as it is (no plan settings: the functions
 // it calls carry their own) with lock_timeout at SharedLockTimeout, set for
@@ -215,16 +219,22 @@ var LockBoundedTxOptions = pgx.TxOptions{BeginQuery: "BEGIN; " + planSettings + 
 
 // piped runs one statement behind setup, a statement of set_config(...,
 // true) calls, in one pipeline: Postgres runs both as one implicit
-// transaction, so the settings reach exactly that statement.
+// transaction, so the settings reach exactly that statement. trailer, when
+// not empty, is a statement without arguments run after it in the same
+// transaction (its result is read and dropped when the batch closes).
 type piped struct {
-	pool  *pgxpool.Pool
-	setup string
+	pool    *pgxpool.Pool
+	setup   string
+	trailer string
 }
 
 func (p piped) send(ctx context.Context, sql string, args []any) pgx.BatchResults {
 	b := &pgx.Batch{}
 	b.Queue(p.setup)
 	b.Queue(sql, args...)
+	if p.trailer != "" {
+		b.Queue(p.trailer)
+	}
 	return p.pool.SendBatch(ctx, b)
 }
 

@@ -197,10 +197,22 @@ func (h *api) receive(c *gin.Context) {
 		abortWith(c, http.StatusForbidden, "access_denied", "receiving needs a write key; a read key may only peek", nil)
 		return
 	}
-	msgs, err := h.svc.Receive(c.Request.Context(), tenant(c), c.Param("queue"), service.ReceiveOptions(req))
+	o := service.ReceiveOptions{MaxMessages: req.MaxMessages, VisibilitySeconds: req.VisibilitySeconds,
+		WaitSeconds: req.WaitSeconds, IsPeek: req.IsPeek, AutoAck: req.AutoAck, MaxMessagesPerGroup: req.MaxMessagesPerGroup}
+	if req.Ack == nil {
+		msgs, err := h.svc.Receive(c.Request.Context(), tenant(c), c.Param("queue"), o)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		writeMessages(c, msgs)
+		return
+	}
+	msgs, acked, err := h.svc.AckAndReceive(c.Request.Context(), tenant(c), c.Param("queue"), req.Ack, o)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	writeMessages(c, msgs)
+	tail, _ := json.Marshal(settleResult(acked)) // plain values always marshal
+	writeMessagesThen(c, msgs, `"acked":`+string(tail))
 }

@@ -32,7 +32,8 @@ type Config struct {
 	Auth                string // "required" or "off"
 	Migrate             bool
 	Role                Role
-	WorkerVacuum        bool // the worker vacuums the messages and ready tables between autovacuum rounds
+	WorkerVacuum        bool   // the worker vacuums the messages and ready tables between autovacuum rounds
+	AckDurability       string // "sync" (acks wait for the WAL flush) or "async"
 	DBMaxConns          int
 	MaxRequestBytes     int64
 	MaxInflightBytes    int64   // request body bytes the node holds at once, all routes; 0 = inflightPerRequest × MaxRequestBytes
@@ -74,6 +75,7 @@ func DefaultConfig() Config {
 		Auth:            "required",
 		Migrate:         true,
 		Role:            RoleAll,
+		AckDurability:   "sync",
 		WorkerVacuum:    true,
 		Console:         true,
 		DBMaxConns:      16,
@@ -110,6 +112,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	str(&c.Auth, "auth", "API-key auth: required or off")
 	boolean(&c.Migrate, "migrate", "apply pending migrations at start")
 	boolean(&c.WorkerVacuum, "worker-vacuum", "the worker vacuums the messages and ready tables when dead rows pile up")
+	str(&c.AckDurability, "ack-durability", "sync: an ack is answered once its commit is flushed; async: without waiting (a database crash may deliver again messages acked in its last moments)")
 	boolean(&c.Console, "console", "serve the web console at /console/")
 	str(&c.ConsoleSecret, "console-secret", "at least 32 characters, the same on every node: signs console sessions; default derived from the SigV4 master key, else random per process (prefer the variable: flags show in ps)")
 	str((*string)(&c.Role), "role", "what this node runs: all, api or worker")
@@ -186,6 +189,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Auth != "required" && c.Auth != "off" {
 		errs = append(errs, fmt.Errorf("SKIPQ_AUTH must be required or off, not %q", c.Auth))
+	}
+	if c.AckDurability != "sync" && c.AckDurability != "async" {
+		errs = append(errs, fmt.Errorf("SKIPQ_ACK_DURABILITY must be sync or async, not %q", c.AckDurability))
 	}
 	if c.Role != RoleAll && c.Role != RoleAPI && c.Role != RoleWorker {
 		errs = append(errs, fmt.Errorf("SKIPQ_ROLE must be all, api or worker, not %q", c.Role))

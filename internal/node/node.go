@@ -46,7 +46,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 
 	var svc *service.Service
 	m := metrics.New(pool, func() wake.LongPollStats { return svc.Hub().Stats() })
-	svc = service.New(pool, service.Options{Limits: cfg.Limits, Log: log, Observer: m})
+	svc = service.New(pool, service.Options{Limits: cfg.Limits, Log: log, Observer: m, AsyncAcks: cfg.AckDurability == "async"})
 	keys := auth.New(pool, 0)
 	sqsState := sqsstate.New(pool, svc, log)
 	hub := svc.Hub()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"time"
@@ -125,15 +126,53 @@ func (s *Service) ReceiveSQS(ctx context.Context, tenant, queue string, o Receiv
 	return msgs, nil
 }
 
+// AckAndReceive acks handles and then receives as Receive does: the ack and
+// the first claim are one transaction and one round trip (a consumer's "ack
+// these, give me more"), so the claim already sees what the ack freed. The
+// ack is settled whatever the receive then finds; its result is per handle,
+// as Ack's (a malformed or stale handle fails alone). Should the first claim
+// find nothing, the receive waits as Receive does, the ack committed.
+func (s *Service) AckAndReceive(ctx context.Context, tenant, queue string, handles []string, o ReceiveOptions) ([]Message, SettleResult, error) {
+	if err := s.validateReceive(queue, o, 1); err != nil {
+		return nil, SettleResult{}, err
+	}
+	if len(handles) > MaxReceiptHandles {
+		return nil, SettleResult{}, Invalid(Issue{Path: "ack", Message: fmt.Sprintf("must hold at most %d handles", MaxReceiptHandles)})
+	}
+	rs := parseReceipts(handles)
+	if len(rs.tokens) == 0 {
+		msgs, err := s.poll(ctx, tenant, queue, o, s.claim)
+		return msgs, rs.result(nil), err
+	}
+	var res SettleResult
+	first := func(ctx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, bool, error) {
+		msgs, more, acked, err := s.claimAfterAck(ctx, tenant, queue, max, o, rs)
+		res = acked
+		return msgs, more, err
+	}
+	msgs, err := s.poll(ctx, tenant, queue, o, first)
+	return msgs, res, err
+}
+
 func (s *Service) receive(ctx context.Context, tenant, queue string, o ReceiveOptions, minVisibility int) ([]Message, error) {
 	if err := s.validateReceive(queue, o, minVisibility); err != nil {
 		return nil, err
 	}
+	return s.poll(ctx, tenant, queue, o, s.claim)
+}
+
+// claimFunc makes one claim of a receive: its messages, and whether more
+// may be available.
+type claimFunc func(ctx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, bool, error)
+
+// poll receives with first as its first claim and plain claims after it:
+// if first finds nothing it waits, parked in the hub, up to the wait.
+func (s *Service) poll(ctx context.Context, tenant, queue string, o ReceiveOptions, first claimFunc) ([]Message, error) {
 	max := 1
 	if o.MaxMessages != nil {
 		max = *o.MaxMessages
 	}
-	msgs, _, err := s.claim(ctx, tenant, queue, max, o)
+	msgs, _, err := first(ctx, tenant, queue, max, o)
 	if err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
@@ -210,36 +249,93 @@ const claimTimeout = 10 * time.Second
 func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions) ([]Message, bool, error) {
 	ctx, cancel := context.WithTimeout(reqCtx, claimTimeout)
 	defer cancel()
-	budget, overhead := int64(s.limits.MaxResponseBytes), messageOverhead(queue)
 	var rows []db.SkipqMessage
 	var err error
-	mode := "claim"
-	switch {
-	case o.IsPeek:
-		mode = "peek"
-	case o.AutoAck:
-		mode = "delete"
-	}
+	mode := claimMode(o)
 	if mode == "claim" && max == 1 {
-		rows, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds)
+		rows, _, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, nil)
 	} else {
 		// skipq.message_claim runs the claim of the queue's kind and
 		// returns the rows in answer order.
-		rows, err = s.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
-			VisibilitySeconds: int32Ptr(o.VisibilitySeconds), MaxMessages: int32(max),
-			MaxPerGroup: intOr(o.MaxMessagesPerGroup, 1), MaxResponseBytes: budget, MessageOverhead: overhead,
-			Mode: mode, KeyID: keyIDOf(ctx)})
+		rows, err = s.claimQueries(mode).MessageClaim(ctx, s.claimParams(ctx, tenant, queue, max, o, mode))
 		if o.AutoAck {
 			autoAcked(rows, s.nowOr(time.Now()))
 		}
 	}
+	return s.claimed(reqCtx, tenant, queue, max, o, rows, err)
+}
+
+// claimQueries runs a receive's own claim of mode, committing as it must: a
+// claim-and-delete is an ack, and a peek changes nothing.
+func (s *Service) claimQueries(mode string) *db.Queries {
+	switch mode {
+	case "delete":
+		return s.autoAcks
+	case "peek":
+		return s.q
+	}
+	return s.batchClaims
+}
+
+// claimMode is the mode skipq.message_claim runs for a receive's options.
+func claimMode(o ReceiveOptions) string {
+	switch {
+	case o.IsPeek:
+		return "peek"
+	case o.AutoAck:
+		return "delete"
+	}
+	return "claim"
+}
+
+// claimParams are one receive's claim of up to max messages.
+func (s *Service) claimParams(ctx context.Context, tenant, queue string, max int, o ReceiveOptions, mode string) db.MessageClaimParams {
+	return db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
+		VisibilitySeconds: int32Ptr(o.VisibilitySeconds), MaxMessages: int32(max),
+		MaxPerGroup: intOr(o.MaxMessagesPerGroup, 1), MaxResponseBytes: int64(s.limits.MaxResponseBytes),
+		MessageOverhead: messageOverhead(queue), Mode: mode, KeyID: keyIDOf(ctx)}
+}
+
+// claimAfterAck is claim behind an ack of rs, in one transaction and round
+// trip (db.AckThenClaim). A single-message claim shares it with other
+// requests' (claimShared), acks and all; a larger one runs alone.
+func (s *Service) claimAfterAck(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions, rs receipts) ([]Message, bool, SettleResult, error) {
+	ctx, cancel := context.WithTimeout(reqCtx, claimTimeout)
+	defer cancel()
+	mode := claimMode(o)
+	var rows []db.SkipqMessage
+	var res SettleResult // on an error nothing was acked either
+	var err error
+	if mode == "claim" && max == 1 {
+		rows, res, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, &rs)
+	} else {
+		var acked []db.MessageAckByReceiptRow
+		m := merge([]*settleCall{{rs: rs, args: settleArgs{keyID: keyIDOf(ctx)}}})
+		acked, rows, err = db.AckThenClaim(ctx, s.pool, db.AckThenClaimSetup(false, s.commits.ack),
+			m.ackParams(s.now()), s.claimParams(ctx, tenant, queue, max, o, mode))
+		if err == nil {
+			res = rs.result(s.ackedRows(ctx, acked))
+			if o.AutoAck {
+				autoAcked(rows, s.nowOr(time.Now()))
+			}
+		}
+	}
+	msgs, more, err := s.claimed(reqCtx, tenant, queue, max, o, rows, err)
+	return msgs, more, res, err
+}
+
+// claimed turns a claim's rows (or its error) into a receive's messages,
+// and whether more may be available: the claim took max messages or
+// stopped at the response budget.
+func (s *Service) claimed(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions, rows []db.SkipqMessage, err error) ([]Message, bool, error) {
+	budget, overhead := int64(s.limits.MaxResponseBytes), messageOverhead(queue)
 	if err != nil {
 		if errors.Is(reqCtx.Err(), context.Canceled) {
 			return nil, false, nil // the client left; nothing was claimed
 		}
 		return nil, false, fromDB("receive", err)
 	}
-	if err := s.fillTopicBodies(ctx, pointers(rows)...); err != nil {
+	if err := s.fillTopicBodies(reqCtx, pointers(rows)...); err != nil {
 		return nil, false, err
 	}
 	var size int64
@@ -399,6 +495,7 @@ type claimCall struct {
 	tenant, queue string
 	keyID         *int64 // recorded in the history of what it receives
 	visibility    *int
+	ack           *settleCall // handles to ack first (AckAndReceive), and the result; nil for none
 	rows          []db.SkipqMessage
 	err           error
 }
@@ -411,12 +508,24 @@ func claimSize(*claimCall) int { return 1 }
 // served by one claim. Receives of more than one message claim on their
 // own: they already share a commit among their messages, and splitting a
 // batch would have to respect each request's response budget.
-func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibility *int) ([]db.SkipqMessage, error) {
+//
+// With ack (AckAndReceive), those handles are acked first in the same
+// transaction: the shared claim of such calls runs behind one ack of all
+// their handles (db.AckThenClaim), and each call gets its own handles'
+// result.
+func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibility *int, ack *receipts) ([]db.SkipqMessage, SettleResult, error) {
 	call := &claimCall{tenant: tenant, queue: queue, keyID: keyIDOf(ctx), visibility: visibility}
-	if err := s.claims.do(ctx, call); err != nil {
-		return nil, err
+	if ack != nil {
+		call.ack = &settleCall{rs: *ack, args: settleArgs{keyID: call.keyID}}
 	}
-	return call.rows, call.err
+	if err := s.claims.do(ctx, call); err != nil {
+		return nil, SettleResult{}, err
+	}
+	var res SettleResult
+	if call.ack != nil && call.err == nil {
+		res = call.ack.res
+	}
+	return call.rows, res, call.err
 }
 
 // runClaims claims, per queue and visibility, as many messages as there are
@@ -452,10 +561,29 @@ func (s *Service) runClaims(ctx context.Context, st statements, calls []*claimCa
 	}
 	for _, k := range order {
 		group := groups[k]
-		rows, err := st.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
+		claim := db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
 			MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility), MaxPerGroup: 1,
 			MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
-			MessageOverhead:  messageOverhead(k.queue), Mode: "claim", KeyID: group[0].keyID})
+			MessageOverhead:  messageOverhead(k.queue), Mode: "claim", KeyID: group[0].keyID}
+		var acks []*settleCall
+		for _, c := range group {
+			if c.ack != nil {
+				acks = append(acks, c.ack)
+			}
+		}
+		var rows []db.SkipqMessage
+		var err error
+		if len(acks) == 0 {
+			rows, err = st.q.MessageClaim(ctx, claim)
+		} else {
+			// The group's acks, all in one statement, ahead of its claim
+			// and in its transaction.
+			m := merge(acks)
+			var acked []db.MessageAckByReceiptRow
+			if acked, rows, err = db.AckThenClaim(ctx, s.pool, st.ackClaimSetup, m.ackParams(s.now()), claim); err == nil {
+				m.answer(acks, s.ackedRows(ctx, acked))
+			}
+		}
 		switch {
 		case st.outsideLock(err):
 			blocked = append(blocked, group...)

@@ -22,19 +22,25 @@ type Service struct {
 	q    *db.Queries // each statement run as package db decides (db.Open)
 	// shared and own are where the statements that concurrent requests
 	// share run: in the sharer, under a lock timeout, and, for a call whose
-	// shared statement met a lock held outside it, on its own.
+	// shared statement met a lock held outside it, on its own. They commit
+	// durably; commits holds the ways a claim, a settle and an autoAck
+	// receive commit (docs/RELIABILITY.md, "Durability by need").
 	shared, own statements
-	limits      Limits
-	log         *slog.Logger
-	hub         *wake.Hub
-	acks        *sharer[settleCall]
-	nacks       *sharer[settleCall]
-	extends     *sharer[settleCall]
-	sends       *sharer[sendCall]
-	publishes   *sharer[publishCall]
-	claims      *sharer[claimCall]
-	names       queueNames
-	obs         Observer
+	commits     commitModes
+	// batchClaims and autoAcks run the claims that receives of more than
+	// one message, and autoAck receives, make on their own.
+	batchClaims, autoAcks *db.Queries
+	limits                Limits
+	log                   *slog.Logger
+	hub                   *wake.Hub
+	acks                  *sharer[settleCall]
+	nacks                 *sharer[settleCall]
+	extends               *sharer[settleCall]
+	sends                 *sharer[sendCall]
+	publishes             *sharer[publishCall]
+	claims                *sharer[claimCall]
+	names                 queueNames
+	obs                   Observer
 	// now, when set, replaces the database clock in every time-based rule
 	// (tests move time instead of sleeping).
 	now func() *time.Time
@@ -48,6 +54,30 @@ type Options struct {
 	Clock func() time.Time
 	// Observer is told what happened to messages (nil: nobody).
 	Observer Observer
+	// AsyncAcks lets acks (and autoAck receives) commit without waiting for
+	// the WAL flush (SKIPQ_ACK_DURABILITY=async): a crash of the database
+	// may then deliver again a message whose ack was answered in its last
+	// moments.
+	AsyncAcks bool
+}
+
+// commitModes are how each kind of change commits. Sends, moves (requeue,
+// redrive, dead-lettering) and the worker's statements always wait for
+// the flush; what may not is what a crash can only undo into an earlier
+// redelivery, which at-least-once delivery allows.
+type commitModes struct {
+	claim  db.Commit // claims, and a release's way back to available
+	extend db.Commit
+	nack   db.Commit // durable after all when it moved or discarded a message
+	ack    db.Commit // acks and autoAck receives: durable unless Options.AsyncAcks
+}
+
+func newCommitModes(asyncAcks bool) commitModes {
+	m := commitModes{claim: db.CommitAsync, extend: db.CommitAsync, nack: db.CommitAsyncUnlessMoved, ack: db.CommitDurable}
+	if asyncAcks {
+		m.ack = db.CommitAsync
+	}
+	return m
 }
 
 // New builds a Service on a pool. Its long-poll hub (Hub) is started by the
@@ -59,14 +89,15 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 	}
 	q := db.Open(pool)
 	s := &Service{
-		pool:   pool,
-		q:      q,
-		shared: statements{q: db.New(db.LockBounded(pool)), tx: db.LockBoundedTxOptions, lockBounded: true},
-		own:    statements{q: q, tx: db.TxOptions},
-		limits: opts.Limits,
-		log:    log,
-		now:    func() *time.Time { return nil },
-		obs:    opts.Observer,
+		pool:    pool,
+		q:       q,
+		shared:  statements{q: db.New(db.LockBounded(pool)), tx: db.LockBoundedTxOptions, lockBounded: true},
+		own:     statements{q: q, tx: db.TxOptions},
+		commits: newCommitModes(opts.AsyncAcks),
+		limits:  opts.Limits,
+		log:     log,
+		now:     func() *time.Time { return nil },
+		obs:     opts.Observer,
 	}
 	if s.obs == nil {
 		s.obs = nopObserver{}
@@ -75,9 +106,15 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 		s.now = func() *time.Time { t := opts.Clock(); return &t }
 	}
 	lockWaiters := semaphore.NewWeighted(lockWaitConns(pool))
-	s.acks = s.settleSharer(s.runAcks, lockWaiters)
-	s.nacks = s.settleSharer(s.runNacks, lockWaiters)
-	s.extends = s.settleSharer(s.runExtends, lockWaiters)
+	s.acks = s.settleSharer(s.runAcks, s.commits.ack, lockWaiters)
+	s.nacks = s.settleSharer(s.runNacks, s.commits.nack, lockWaiters)
+	s.extends = s.settleSharer(s.runExtends, s.commits.extend, lockWaiters)
+	sharedClaims, ownClaims := s.committing(s.commits.claim)
+	// A claim behind an ack commits as the ack does.
+	sharedClaims.ackClaimSetup = db.AckThenClaimSetup(true, s.commits.ack)
+	ownClaims.ackClaimSetup = db.AckThenClaimSetup(false, s.commits.ack)
+	s.batchClaims = db.New(db.Committing(pool, s.commits.claim))
+	s.autoAcks = db.New(db.Committing(pool, s.commits.ack))
 	s.sends = &sharer[sendCall]{maxItems: sharedSendBytes, size: sendSize, lockWaiters: lockWaiters,
 		queue: func(c *sendCall) string { return c.tenant + "/" + c.queue },
 		run:   func(ctx context.Context, calls []*sendCall) []*sendCall { return s.runSends(ctx, s.shared, calls) },
@@ -90,8 +127,10 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 		alone: func(ctx context.Context, c *publishCall) { s.publishAlone(ctx, s.own, c) }}
 	s.claims = &sharer[claimCall]{maxItems: sharedClaimCalls, size: claimSize, lockWaiters: lockWaiters,
 		queue: func(c *claimCall) string { return c.tenant + "/" + c.queue },
-		run:   func(ctx context.Context, calls []*claimCall) []*claimCall { return s.runClaims(ctx, s.shared, calls) },
-		alone: func(ctx context.Context, c *claimCall) { s.runClaims(ctx, s.own, []*claimCall{c}) }}
+		run: func(ctx context.Context, calls []*claimCall) []*claimCall {
+			return s.runClaims(ctx, sharedClaims, calls)
+		},
+		alone: func(ctx context.Context, c *claimCall) { s.runClaims(ctx, ownClaims, []*claimCall{c}) }}
 	s.hub = wake.NewHub(newNodeID(), pool, log, opts.Limits.MaxWaiters)
 	return s
 }
@@ -122,6 +161,8 @@ type statements struct {
 	// lockBounded: a lock wait longer than db.SharedLockTimeout fails the
 	// statement, which stored nothing (outsideLock).
 	lockBounded bool
+	// ackClaimSetup is db.AckThenClaim's setup in this set (claims only).
+	ackClaimSetup string
 }
 
 // outsideLock reports whether err is a lock-bounded statement's lock wait
@@ -143,12 +184,23 @@ func lockWaitConns(pool *pgxpool.Pool) int64 {
 }
 
 // settleSharer shares acks, nacks or extends, run by run with the lock
-// timeout, and alone without.
-func (s *Service) settleSharer(run func(context.Context, statements, []*settleCall) []*settleCall, lockWaiters *semaphore.Weighted) *sharer[settleCall] {
+// timeout, and alone without, committing as c says.
+func (s *Service) settleSharer(run func(context.Context, statements, []*settleCall) []*settleCall, c db.Commit, lockWaiters *semaphore.Weighted) *sharer[settleCall] {
+	shared, own := s.committing(c)
 	return &sharer[settleCall]{maxItems: sharedSettleHandles, size: settleSize, lockWaiters: lockWaiters,
 		queue: settleQueue,
-		run:   func(ctx context.Context, calls []*settleCall) []*settleCall { return run(ctx, s.shared, calls) },
-		alone: func(ctx context.Context, c *settleCall) { run(ctx, s.own, []*settleCall{c}) }}
+		run:   func(ctx context.Context, calls []*settleCall) []*settleCall { return run(ctx, shared, calls) },
+		alone: func(ctx context.Context, c *settleCall) { run(ctx, own, []*settleCall{c}) }}
+}
+
+// committing is s.shared and s.own for statements that commit as c says
+// (each statement alone: neither is used for transactions of several).
+func (s *Service) committing(c db.Commit) (shared, own statements) {
+	if c == db.CommitDurable {
+		return s.shared, s.own
+	}
+	return statements{q: db.New(db.LockBoundedCommitting(s.pool, c)), tx: db.LockBoundedTxOptions, lockBounded: true},
+		statements{q: db.New(db.Committing(s.pool, c)), tx: db.TxOptions}
 }
 
 // inTx runs fn in one transaction (again, should it meet a transaction

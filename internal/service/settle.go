@@ -148,13 +148,25 @@ func failed(ctx context.Context, st statements, calls []*settleCall, err error,
 	return blocked
 }
 
+// ackParams are the ack statement's arguments for m's handles.
+func (m merged) ackParams(now *time.Time) db.MessageAckByReceiptParams {
+	return db.MessageAckByReceiptParams{QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens,
+		KeyIds: m.keyIDs, Now: now}
+}
+
 func (s *Service) runAcks(ctx context.Context, st statements, calls []*settleCall) (blocked []*settleCall) {
 	m := merge(calls)
-	rows, err := st.q.MessageAckByReceipt(ctx, db.MessageAckByReceiptParams{
-		QueueIds: m.queueIDs, Sequences: m.sequences, Tokens: m.tokens, KeyIds: m.keyIDs, Now: s.now()})
+	rows, err := st.q.MessageAckByReceipt(ctx, m.ackParams(s.now()))
 	if err != nil {
 		return failed(ctx, st, calls, err, s.runAcks)
 	}
+	m.answer(calls, s.ackedRows(ctx, rows))
+	return nil
+}
+
+// ackedRows wakes receivers for what an ack statement freed, counts what it
+// removed, and returns which deliveries it settled.
+func (s *Service) ackedRows(ctx context.Context, rows []db.MessageAckByReceiptRow) map[settledKey]bool {
 	changed := map[settledKey]bool{}
 	acked := map[int64]int{}
 	unblocked := map[int64]int{}
@@ -170,9 +182,8 @@ func (s *Service) runAcks(ctx context.Context, st statements, calls []*settleCal
 	for id, n := range unblocked {
 		s.hub.Publish(id, n)
 	}
-	m.answer(calls, changed)
 	s.observeByID(ctx, acked, s.obs.MessagesAcked)
-	return nil
+	return changed
 }
 
 func (s *Service) runNacks(ctx context.Context, st statements, calls []*settleCall) (blocked []*settleCall) {
