@@ -22,7 +22,7 @@ BEGIN
     PERFORM skipq.send_check(p_queue, p_bodies, v_metadata, v_tags, p_delay_seconds, p_expiration_seconds,
                              p_max_receive_count, p_dead_letter_queue, p_message_ids, v_client, p_group_ids);
 
-    -- A queue created by a send with groups is FIFO (SPEC §12).
+    -- A queue created by a send with groups is FIFO (docs/FIFO.md).
     INSERT INTO skipq.queues (tenant, name, fifo)
     SELECT p_tenant, p_queue, p_group_ids IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_group_ids) g WHERE g IS NOT NULL)
     WHERE NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = p_tenant AND e.name = p_queue)
