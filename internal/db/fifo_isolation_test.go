@@ -182,27 +182,3 @@ func TestSendDoesNotWaitForAClaimOfItsGroup(t *testing.T) {
 		t.Fatalf("a send to G while a claim of G is open: %v %+v (a timeout means it waited)", err, rows)
 	}
 }
-
-// A transaction outside skipq that holds a group's first message (an
-// application's FOR UPDATE in its own SQL, say) costs a receiver that
-// group only: a receive of one message passes G, whose head it cannot
-// lock, and takes H's -- it does not answer empty while H is ready.
-func TestClaimOfOnePassesAGroupWhoseHeadIsHeldOutside(t *testing.T) {
-	f := setupFIFO(t)
-	rows := sendGrouped(t, f.q, []string{"g1", "g2", "h1"}, []string{"G", "G", "H"})
-	tx, _ := f.begin(t)
-	if _, err := tx.Exec(context.Background(),
-		"SELECT 1 FROM skipq.messages WHERE queue_id = $1 AND sequence = $2 FOR UPDATE", rows[0].QueueID, rows[0].Sequence); err != nil {
-		t.Fatal(err)
-	}
-	got := claimGrouped(t, f.q, 1, 1)
-	if len(got) != 1 || got[0].MessageID != "h1" {
-		t.Fatalf("with G's head held outside, a claim of one took %+v, want H's h1", got)
-	}
-	if err := tx.Rollback(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if got := claimGrouped(t, f.q, 10, 10); len(got) != 2 || got[0].MessageID != "g1" || got[1].MessageID != "g2" {
-		t.Fatalf("after the outside transaction ended, a claim took %+v, want G's g1 and g2 in order", got)
-	}
-}

@@ -43,16 +43,6 @@ BEGIN
                               WHERE (h.queue_id::text || '/' || h.group_id) = (g.queue_id::text || '/' || g.group_id)
                                 AND h.group_id IS NOT NULL
                               ORDER BY h.sequence LIMIT 1) h
-          -- The head itself, locked here, where a group counts towards the
-          -- LIMIT: a head held by a transaction outside (an application's
-          -- FOR UPDATE) drops its group from the walk, which goes on to the
-          -- next; locked only in statement 2, it took one of the LIMIT's
-          -- places and a receive of one answered empty with other groups
-          -- ready. Two claims never split a group: each locks the head
-          -- before the group row, so whoever holds the head has the group.
-          CROSS JOIN LATERAL (SELECT 1 FROM skipq.messages l
-                              WHERE l.queue_id = g.queue_id AND l.sequence = h.sequence
-                              FOR UPDATE SKIP LOCKED) l
           WHERE g.queue_id = q.id
             AND g.leased_until <= coalesce(p_now, clock_timestamp())
             AND h.ready AND (h.expires_at IS NULL OR h.expires_at > coalesce(p_now, clock_timestamp()))
