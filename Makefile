@@ -96,7 +96,7 @@ lint:
 
 # test: the loop to run often. Lint, vet, check that sqlc's generated code
 # and internal/migrations/current/ are current, run every test of every package
-# against a real PostgreSQL, then stop the shared test cluster whether the
+# (but skipq-bench's scenario tests, which `check` runs) against a real PostgreSQL, then stop the shared test cluster whether the
 # tests passed or not, keeping the first failure's exit status.
 test: postgres-bin pgbouncer-bin browser-bin lint
 	go vet ./...
@@ -109,8 +109,9 @@ test: postgres-bin pgbouncer-bin browser-bin lint
 # check: the slow suites, which CI runs after `make test` (.ci/run): the HTTP
 # API suite (apitest) a second time with the nodes' database URL, a plain
 # one, through PgBouncer in transaction-pooling mode and their LISTEN
-# connection direct (internal/node/nodetest), the concurrent packages under the race
-# detector (RACE_PACKAGES), the fault test once (make chaos's TestChaos,
+# connection direct (internal/node/nodetest), skipq-bench's scenario tests
+# (SKIPQ_TEST_BENCH=1, about a minute and a half), the concurrent packages
+# under the race detector (RACE_PACKAGES), the fault test once (make chaos's TestChaos,
 # about 50 s: 100,000 messages through killed nodes, two PostgreSQL crashes
 # and terminated backends), the failover and online-migration tests once
 # (make failover, about 1 minute); then the cluster stops as in `test`.
@@ -118,6 +119,8 @@ check: postgres-bin pgbouncer-bin
 	@status=0; \
 	echo "SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./internal/apitest/"; \
 	SKIPQ_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./internal/apitest/ || status=$$?; \
+	echo "SKIPQ_TEST_BENCH=1 go test -count=1 ./internal/bench/"; \
+	SKIPQ_TEST_BENCH=1 go test -count=1 -timeout 20m ./internal/bench/ || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
 	echo "go test -race $(RACE_PACKAGES)"; \
 	go test -race -count=1 -timeout 20m $(RACE_PACKAGES) || { s=$$?; [ $$status != 0 ] || status=$$s; }; \
 	echo "go test -tags chaos -run TestChaos ./internal/chaos/"; \
