@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/handlers"
@@ -67,12 +69,52 @@ func requireRole(ctx context.Context, min int) error {
 	return nil
 }
 
-func (s *Server) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, err := s.admit(ctx, info.FullMethod)
-	if err != nil {
-		return nil, err
+// admittingMethods is desc with each unary method's handler made to admit
+// the call (admit) before it reads the request. grpc-go hands a unary
+// handler its request still unread (dec), but the generated handlers read
+// it before they run the interceptors: an interceptor that refused an
+// unknown caller would do so only after holding its message, of up to the
+// size limit, in memory. Each call is also observed (observeUnary) and
+// its message held in the node's budget of request bytes (holdRequest).
+func (s *Server) admittingMethods(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
+	admitting := *desc
+	admitting.Methods = slices.Clone(desc.Methods)
+	for i, m := range admitting.Methods {
+		method := "/" + desc.ServiceName + "/" + m.MethodName
+		handle := m.Handler
+		admitting.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (resp any, err error) {
+			defer s.observeUnary(method, time.Now(), &err)
+			ctx, err = s.admit(ctx, method)
+			if err != nil {
+				return nil, err
+			}
+			release := func() {}
+			defer func() { release() }()
+			return handle(srv, ctx, func(req any) error {
+				if err := dec(req); err != nil {
+					return err
+				}
+				held, err := s.holdRequest(req)
+				release = held
+				return err
+			}, nil)
+		}
 	}
-	return handler(ctx, req)
+	return &admitting
+}
+
+// holdRequest takes a message just read from the node's budget of request
+// bytes and returns its release.
+func (s *Server) holdRequest(req any) (func(), error) {
+	m, ok := req.(proto.Message)
+	if !ok {
+		return func() {}, nil
+	}
+	release, err := s.cfg.RequestBytes.Hold(int64(proto.Size(m)))
+	if err != nil {
+		return func() {}, statusOf(err)
+	}
+	return release, nil
 }
 
 func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -80,25 +122,37 @@ func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if err != nil {
 		return err
 	}
-	return handler(srv, &limitedStream{ServerStream: ss, ctx: ctx, limits: s.limitsOf(ctx), keyID: identityOf(ctx).keyID})
+	stream := &limitedStream{ServerStream: ss, s: s, ctx: ctx, limits: s.limitsOf(ctx), keyID: identityOf(ctx).keyID, release: func() {}}
+	defer func() { stream.release() }()
+	return handler(srv, stream)
 }
 
 // limitedStream is a call's stream with its identity in its context; each
 // request read from it spends a token of the caller's rate limit, as each
-// HTTP request does.
+// HTTP request does, and is held in the node's budget of request bytes
+// until the next one is read or the call ends.
 type limitedStream struct {
 	grpc.ServerStream
-	ctx    context.Context
-	limits handlers.CallerLimits
-	keyID  int64
+	s       *Server
+	ctx     context.Context
+	limits  handlers.CallerLimits
+	keyID   int64
+	release func()
 }
 
 func (l *limitedStream) Context() context.Context { return l.ctx }
 
 func (l *limitedStream) RecvMsg(m any) error {
+	l.release()
+	l.release = func() {}
 	if err := l.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
+	release, err := l.s.holdRequest(m)
+	if err != nil {
+		return err
+	}
+	l.release = release
 	if ok, wait := l.limits.Allow(l.keyID); !ok {
 		return rateLimited(wait)
 	}

@@ -1,7 +1,6 @@
 package kubemq
 
 import (
-	"context"
 	"runtime/debug"
 	"time"
 
@@ -13,16 +12,13 @@ import (
 // observeUnary and observeStream time every call for the node's metrics
 // (outermost, so refusals of auth and limits count too), and turn a panic
 // in a call into INTERNAL for that call alone: grpc-go would let it end
-// the node.
-func (s *Server) observeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-	start := time.Now()
-	defer func() {
-		if p := recover(); p != nil {
-			err = s.panicked(info.FullMethod, p)
-		}
-		s.observe(info.FullMethod, err, start)
-	}()
-	return handler(ctx, req)
+// the node. observeUnary is deferred by the unary handlers
+// (admittingMethods) with the call's start and its error.
+func (s *Server) observeUnary(method string, start time.Time, err *error) {
+	if p := recover(); p != nil {
+		*err = s.panicked(method, p)
+	}
+	s.observe(method, *err, start)
 }
 
 func (s *Server) observeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {

@@ -33,7 +33,8 @@ import (
 const ServerVersion = "2.4.0"
 
 // MaxRequestBytes is the largest gRPC message the endpoint reads, as a
-// KubeMQ server's default body limit.
+// KubeMQ server's default body limit, unless the node's whole budget of
+// request bytes in flight is smaller (Config.RequestBytes).
 const MaxRequestBytes = 100 << 20
 
 // Config is what the endpoint needs from the node.
@@ -42,6 +43,10 @@ type Config struct {
 	Keys    *auth.Keys // nil only with AuthOff
 	// Limiters are the node's per-caller buckets, shared with HTTP.
 	Limiters *handlers.Limiters
+	// RequestBytes is the node's budget of request bytes in flight, shared
+	// with HTTP: each message read takes its size from it until its call
+	// (or, in a stream, the next message) is done. Nil bounds nothing.
+	RequestBytes *service.BodyBudget
 	// TLS, when set, serves TLS; nil serves plaintext.
 	TLS *tls.Config
 	Log *slog.Logger
@@ -69,18 +74,20 @@ func New(svc *service.Service, cfg Config) *Server {
 	host, _ := os.Hostname()
 	s := &Server{svc: svc, cfg: cfg, started: time.Now(), host: host, closing: make(chan struct{})}
 	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		// grpc-go refuses a longer message from its length prefix, unread.
+		grpc.MaxRecvMsgSize(int(min(MaxRequestBytes, cfg.RequestBytes.Size()))),
 		// The Go SDK pings every 10 s even without calls in flight; grpc-go
 		// would answer pings more often than every 5 minutes with GOAWAY.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(s.observeUnary, s.authUnary),
+		// Unary calls are observed and admitted by admittingMethods, which
+		// runs before the request is read; no unary interceptor would.
 		grpc.ChainStreamInterceptor(s.observeStream, s.authStream),
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
 	s.grpc = grpc.NewServer(opts...)
-	kubemqpb.RegisterKubemqServer(s.grpc, &api{s: s})
+	s.grpc.RegisterService(s.admittingMethods(&kubemqpb.Kubemq_ServiceDesc), &api{s: s})
 	return s
 }
 

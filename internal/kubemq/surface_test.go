@@ -6,13 +6,16 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/skipq/skipq/internal/auth"
 	"github.com/skipq/skipq/internal/db"
@@ -240,5 +243,69 @@ func TestDatabaseAway(t *testing.T) {
 	wantCode(t, err, codes.Unavailable)
 	if took := time.Since(start); took > 15*time.Second {
 		t.Fatalf("answering UNAVAILABLE took %s", took)
+	}
+}
+
+// rawCodec sends bytes already encoded, so that a test's client does not
+// allocate while the node's allocations are counted.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// TestUnknownCallersAreRefusedUnread sends a 50 MiB message without a key
+// and with an unknown one: the node answers UNAUTHENTICATED without reading
+// it (the process allocates far less than the message while refusing it),
+// and a known key's message past the node's budget of request bytes in
+// flight is refused from its length.
+func TestUnknownCallersAreRefusedUnread(t *testing.T) {
+	e := newNode(t, func(c *node.Config) {
+		c.Auth = "required"
+		c.MaxRequestBytes = 1 << 20
+		c.MaxInflightBytes = 60 << 20
+	})
+	pool, err := db.NewPool(context.Background(), e.DB, db.PoolOptions{MaxConns: 2, ConnectTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	_, writer, err := auth.New(pool, 0).Create(context.Background(), "acme", "write", "writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	encode := func(size int) []byte {
+		b, err := proto.Marshal(&kubemqpb.QueueMessage{ClientID: clientID, Channel: "big", Body: make([]byte, size)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	big := encode(50 << 20)
+	send := func(c context.Context, req []byte) error {
+		var resp []byte
+		return e.conn.Invoke(c, kubemqpb.Kubemq_SendQueueMessage_FullMethodName, &req, &resp, grpc.ForceCodec(rawCodec{}))
+	}
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+	}{{"no key", ctx(t)}, {"unknown key", withToken(ctx(t), "sk_unknown")}} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		err := send(c.ctx, big)
+		runtime.ReadMemStats(&after)
+		wantCode(t, err, codes.Unauthenticated)
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 20<<20 {
+			t.Fatalf("%s: the process allocated %d MiB refusing a 50 MiB message", c.name, grew>>20)
+		}
+	}
+
+	wantCode(t, send(withToken(ctx(t), writer), encode(61<<20)), codes.ResourceExhausted)
+	if err := send(withToken(ctx(t), writer), encode(1<<20)); err != nil {
+		t.Fatalf("a 1 MiB message within the budget: %v", err)
 	}
 }

@@ -51,13 +51,13 @@ func (c KubeMQConfig) tlsConfig() (*tls.Config, error) {
 
 // kubemqEndpoint is the node's KubeMQ endpoint, nil when SKIPQ_KUBEMQ_ADDR
 // is empty or the node serves no API.
-func (c Config) kubemqEndpoint(svc *service.Service, keys *auth.Keys, limiters *handlers.Limiters, m *metrics.Metrics, log *slog.Logger) *kubemq.Server {
+func (c Config) kubemqEndpoint(svc *service.Service, keys *auth.Keys, limiters *handlers.Limiters, requestBytes *service.BodyBudget, m *metrics.Metrics, log *slog.Logger) *kubemq.Server {
 	if c.KubeMQ.Addr == "" || !c.Role.ServesAPI() {
 		return nil
 	}
 	tlsConfig, _ := c.KubeMQ.tlsConfig() // validated at start
 	return kubemq.New(svc, kubemq.Config{AuthOff: c.Auth == "off", Keys: keys, Limiters: limiters, TLS: tlsConfig,
-		Log: log, Observe: func(method string, code codes.Code, d time.Duration) {
+		RequestBytes: requestBytes, Log: log, Observe: func(method string, code codes.Code, d time.Duration) {
 			m.ObserveKubeMQCall(method, code.String(), d)
 		}})
 }

@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		// net/http's bare 200 without X-Request-Id.
 		DisableGeneralOptionsHandler: true,
 	}
-	kube := cfg.kubemqEndpoint(svc, keys, limiters, m, log)
+	kube := cfg.kubemqEndpoint(svc, keys, limiters, requestBytes, m, log)
 	var kubeLn net.Listener
 	if kube != nil {
 		if kubeLn, err = net.Listen("tcp", cfg.KubeMQ.Addr); err != nil {

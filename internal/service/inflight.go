@@ -2,6 +2,7 @@ package service
 
 import (
 	"io"
+	"math"
 	"sync"
 
 	"golang.org/x/sync/semaphore"
@@ -21,12 +22,35 @@ const bodyChunk = 64 << 10
 // route: a flood of large requests is refused with ErrBodyBudget instead of
 // taking the node's memory. A nil *BodyBudget bounds nothing.
 type BodyBudget struct {
-	sem *semaphore.Weighted
+	sem  *semaphore.Weighted
+	size int64
 }
 
 // NewBodyBudget returns a budget of bytes request bodies in flight.
 func NewBodyBudget(bytes int64) *BodyBudget {
-	return &BodyBudget{sem: semaphore.NewWeighted(bytes)}
+	return &BodyBudget{sem: semaphore.NewWeighted(bytes), size: bytes}
+}
+
+// Size is the whole budget: no single request larger than it can ever be
+// admitted.
+func (b *BodyBudget) Size() int64 {
+	if b == nil {
+		return math.MaxInt64
+	}
+	return b.size
+}
+
+// Hold reserves n bytes of a request already read (a gRPC message, which
+// its transport reads whole) and returns their release, or fails with
+// ErrBodyBudget, reserving nothing, when they do not fit now.
+func (b *BodyBudget) Hold(n int64) (func(), error) {
+	if b == nil || n <= 0 {
+		return func() {}, nil
+	}
+	if !b.sem.TryAcquire(n) {
+		return nil, ErrBodyBudget
+	}
+	return func() { b.sem.Release(n) }, nil
 }
 
 // Admit reserves a request body of declared length (negative: unknown,
