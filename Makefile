@@ -70,7 +70,7 @@ image:
 # manifests: render deploy/kubernetes/ from the Helm chart's defaults
 # (deploy/helm/skipq); `make test` fails while they differ.
 manifests:
-	SKIPQ_UPDATE_MANIFESTS=1 go test -count=1 -run TestPlainManifestsAreRendered ./deploy/
+	SKIPQ_UPDATE_MANIFESTS=1 go test -count=1 -run TestPlainManifestsAreRendered ./internal/deploycheck/
 
 # bench: skipq-bench, the measurements of docs/PERFORMANCE.md, a command of
 # its own (the server binary carries neither it nor the AWS SDK it drives);

@@ -1,11 +1,12 @@
-// Package deploy_test checks what skipq ships to run it: the Helm chart in
-// helm/skipq, the plain manifests rendered from it in kubernetes/, and
-// compose.yaml. The chart goes through Helm's own lint and template (the
+// Package deploycheck_test checks what skipq ships in deploy/ to run it:
+// the Helm chart in deploy/helm/skipq, the plain manifests rendered from it
+// in deploy/kubernetes/, and deploy/compose.yaml. It lives under internal/
+// so that nothing outside client/, wire and cmd/ looks importable. The chart goes through Helm's own lint and template (the
 // Helm Go module go.mod pins, the one `go tool helm` runs), over its
 // defaults and three variants; every object it renders is decoded strictly
 // into the Kubernetes API types (an unknown or misplaced field fails) and
 // held to the rules docs/DEPLOY.md promises.
-package deploy_test
+package deploycheck_test
 
 import (
 	"fmt"
@@ -27,7 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-const chartDir = "helm/skipq"
+const chartDir = "../../deploy/helm/skipq"
 
 // The oldest Kubernetes the chart supports (Chart.yaml's kubeVersion:
 // lifecycle.preStop.sleep).

@@ -1,4 +1,4 @@
-package deploy_test
+package deploycheck_test
 
 import (
 	"net/url"
@@ -47,7 +47,7 @@ type composeService struct {
 }
 
 func TestComposeFile(t *testing.T) {
-	raw, err := os.ReadFile("compose.yaml")
+	raw, err := os.ReadFile("../../deploy/compose.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestComposeFile(t *testing.T) {
 	}
 
 	// PgBouncer's settings are the chart's, but for the server's address.
-	ini, err := os.ReadFile("compose/pgbouncer.ini")
+	ini, err := os.ReadFile("../../deploy/compose/pgbouncer.ini")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package deploy_test
+package deploycheck_test
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-const manifestsDir = "kubernetes"
+const manifestsDir = "../../deploy/kubernetes"
 
 // manifestsHeader opens every file of kubernetes/.
 const manifestsHeader = "# Rendered from deploy/helm/skipq with its default values (release skipq) by\n" +
