@@ -8,7 +8,7 @@ import (
 )
 
 // Search's walk is a PL/pgSQL function, skipq.message_search_lifecycle_walk
-// (internal/migrations/current/functions/message_search_bounded_walk.sql):
+// (internal/migrations/current/functions/message_search_lifecycle_walk.sql):
 // it stops reading a queue once its matches are complete, which one SQL
 // statement can only say with CTEs inside a LATERAL, and sqlc parses
 // neither those nor a function's table. Written by hand as MessageInsert is;
