@@ -10,6 +10,8 @@ import (
 	"context"
 	"crypto/rand"
 	"embed"
+	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -136,12 +138,39 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, caller Caller) {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 		return
 	}
-	if r.Method == http.MethodPost && !c.sameOrigin(r) {
-		c.fail(w, r, identity{}, http.StatusForbidden,
-			"This request did not come from a console page of this node (its Origin, or its CSRF token, did not check out).")
-		return
+	if r.Method == http.MethodPost {
+		// Read here, so that a form cut off (past the node's budget of
+		// request bytes, or broken) is answered as that, not as the empty
+		// form every later PostFormValue would see.
+		if err := r.ParseForm(); err != nil {
+			c.formUnread(w, r, err)
+			return
+		}
+		if !c.sameOrigin(r) {
+			c.fail(w, r, identity{}, http.StatusForbidden,
+				"This request did not come from a console page of this node (its Origin, or its CSRF token, did not check out).")
+			return
+		}
 	}
 	c.mux.ServeHTTP(w, r)
+}
+
+// formUnread answers a POST whose form could not be read whole: 503 with
+// Retry-After when it would have taken the node's request bytes in flight
+// past SKIPQ_MAX_INFLIGHT_BYTES (as the API answers), 413 past the request
+// limit, 400 otherwise.
+func (c *Console) formUnread(w http.ResponseWriter, r *http.Request, err error) {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, service.ErrBodyBudget):
+		w.Header().Set("Retry-After", "1")
+		c.fail(w, r, identity{}, http.StatusServiceUnavailable, service.ErrBodyBudget.Message)
+	case errors.As(err, &tooLarge):
+		c.fail(w, r, identity{}, http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("The form is larger than this node takes (%d bytes).", tooLarge.Limit))
+	default:
+		c.fail(w, r, identity{}, http.StatusBadRequest, "The form could not be read.")
+	}
 }
 
 // cacheForever serves the static files (no directory listing), cached for

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/internal/auth"
+	"github.com/skipq/skipq/internal/console"
 	"github.com/skipq/skipq/internal/db"
 	"github.com/skipq/skipq/internal/handlers"
 	"github.com/skipq/skipq/internal/metrics"
@@ -55,6 +56,7 @@ func endpointOn(t *testing.T, url string, authOff bool, maxRequest int64, budget
 		Ready: func(*gin.Context) error { return nil },
 		SQS: sqs.New(svc, sqsstate.New(pool, svc, log), sqs.Config{AuthOff: authOff, Keys: keys, MasterKey: testMasterKey, MaxRequestBytes: maxRequest,
 			RequestBytes: budget}),
+		Console: console.New(svc, console.Config{AuthOff: authOff, Keys: keys, Log: log}),
 	}), svc, pool
 }
 
@@ -288,6 +290,14 @@ func TestRequestBytesBudget(t *testing.T) {
 	rec = serve("POST", "/", "application/x-amz-json-1.0", strings.NewReader(sqsSend), -1, "X-Amz-Target", "AmazonSQS.SendMessage")
 	if rec.Code != 503 || rec.Header().Get("X-Amzn-Query-Error") != "ServiceUnavailable;Receiver" {
 		t.Fatalf("chunked SQS past the budget: %d %s", rec.Code, rec.Body)
+	}
+	// The console reads its forms under the same budget: a chunked form
+	// cut off by it is 503 too, not the empty form its fields would read.
+	consoleSend := "body=" + strings.Repeat("a", large)
+	rec = serve("POST", "/console/queues/q/send", "application/x-www-form-urlencoded", strings.NewReader(consoleSend), -1,
+		"Origin", "http://skipq", "HX-Request", "true")
+	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "SKIPQ_MAX_INFLIGHT_BYTES") {
+		t.Fatalf("chunked console form past the budget: %d %s", rec.Code, rec.Body)
 	}
 	small := `{"body":"fits"}`
 	if rec := serve("POST", "/v1/queues/q/messages", "application/json", strings.NewReader(small), int64(len(small))); rec.Code != 201 {
