@@ -193,3 +193,36 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// AppendJSON appends r as encoding/json writes it without HTML escaping
+// (see Message.AppendJSON): a batch send answers one per message.
+func (r *SendResult) AppendJSON(b []byte) []byte {
+	b = append(b, `{"messageId":`...)
+	b = appendString(b, r.MessageID)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendInt(b, r.Sequence, 10)
+	b = append(b, `,"sentAt":`...)
+	b = r.SentAt.appendJSON(b)
+	b = append(b, `,"delayedTo":`...)
+	b = appendTimePtr(b, r.DelayedTo)
+	b = append(b, `,"expiresAt":`...)
+	b = appendTimePtr(b, r.ExpiresAt)
+	b = append(b, `,"duplicate":`...)
+	b = strconv.AppendBool(b, r.Duplicate)
+	return append(b, '}')
+}
+
+// AppendJSON appends r as encoding/json writes it without HTML escaping.
+func (r *SendBatchResult) AppendJSON(b []byte) []byte {
+	if r.Results == nil {
+		return append(b, `{"results":null}`...)
+	}
+	b = append(b, `{"results":[`...)
+	for i := range r.Results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = r.Results[i].AppendJSON(b)
+	}
+	return append(b, "]}"...)
+}

@@ -57,6 +57,20 @@ func TestAppendJSONIsEncodingJSON(t *testing.T) {
 	}
 }
 
+func TestSendResultAppendJSONIsEncodingJSON(t *testing.T) {
+	now := At(time.Date(2026, 12, 2, 4, 5, 6, 789_000_000, time.UTC))
+	results := []SendResult{
+		{MessageID: "0193a5c4-7f1e-7b3a-9c1d-5e6f7a8b9c0d", Sequence: 7, SentAt: now},
+		{MessageID: "k\"<&>\u2028\xff", Sequence: -1, SentAt: now, DelayedTo: &now, ExpiresAt: &now, Duplicate: true},
+	}
+	for _, r := range []SendBatchResult{{}, {Results: []SendResult{}}, {Results: results}} {
+		want := standardJSON(t, &r)
+		if got := r.AppendJSON(nil); !bytes.Equal(got, want) {
+			t.Errorf("AppendJSON:\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
 func FuzzAppendJSON(f *testing.F) {
 	f.Add("body", "meta", "tag", int64(1))
 	f.Add("\x00\u2028\xff", `"\`, "<>&", int64(-1))

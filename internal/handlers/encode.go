@@ -131,7 +131,7 @@ var pageBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, pa
 // writeObject is writePage's answer with tail (`"name":value,…`, or "")
 // after the messages.
 func writeObject(c *gin.Context, n int, item func(i int) wire.Message, tail string) {
-	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Header("Content-Type", jsonContentType)
 	c.Status(http.StatusOK)
 	w := pageBuffers.Get().(*bufio.Writer)
 	w.Reset(c.Writer)
@@ -185,8 +185,11 @@ func (r plainJSON) Render(w http.ResponseWriter) error {
 }
 
 func (plainJSON) WriteContentType(w http.ResponseWriter) {
-	w.Header()["Content-Type"] = []string{"application/json; charset=utf-8"}
+	w.Header()["Content-Type"] = []string{jsonContentType}
 }
+
+// jsonContentType is every JSON answer's Content-Type.
+const jsonContentType = "application/json; charset=utf-8"
 
 func toHistoryEvent(e service.HistoryEvent) wire.HistoryEvent {
 	return wire.HistoryEvent{
