@@ -604,12 +604,16 @@ func (rs *RunStats) perMessage() {
 	rs.CPUPerMessage = CPUPerMessage{Bench: us(rs.selfCPU), Postgres: us(rs.postgresCPU)}
 	per := func(n int64) float64 { return round(float64(n)/float64(rs.Acked), 3) }
 	rs.PerMessage = DBPerMessage{Commits: per(rs.commits), Fsyncs: per(rs.fsyncs), WALBytes: round(float64(rs.walBytes)/float64(rs.Acked), 0)}
+	pm := func(v float64) float64 { return round(v/float64(rs.Acked), 2) }
 	for name, t := range rs.tables {
+		w := TableWrites{pm(t.Inserted), pm(t.Updated), pm(t.HOTUpdated), pm(t.Deleted)}
+		if w == (TableWrites{}) {
+			continue // a worker's or the other side's leftovers
+		}
 		if rs.PerMessage.Rows == nil {
 			rs.PerMessage.Rows = map[string]TableWrites{}
 		}
-		pm := func(v float64) float64 { return round(v/float64(rs.Acked), 2) }
-		rs.PerMessage.Rows[name] = TableWrites{pm(t.Inserted), pm(t.Updated), pm(t.HOTUpdated), pm(t.Deleted)}
+		rs.PerMessage.Rows[name] = w
 	}
 }
 
