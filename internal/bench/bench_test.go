@@ -83,6 +83,14 @@ func TestRunShape(t *testing.T) {
 		for _, k := range []string{"batch", "pairs", "http_msgs_per_s", "raw_msgs_per_s", "ratio", "pgmq_shape_msgs_per_s", "pgmq_shape_ratio"} {
 			positive("lifecycle[]."+k, m[k])
 		}
+		// What each message cost the database, on every side.
+		for _, side := range []string{"http_stats", "raw_stats", "pgmq_shape_stats"} {
+			stats, _ := m[side].(map[string]any)
+			per, _ := stats["db_per_message"].(map[string]any)
+			for _, k := range []string{"commits", "wal_bytes"} {
+				positive("lifecycle[]."+side+".db_per_message."+k, per[k])
+			}
+		}
 	}
 	lat, _ := got["latency_ms"].(map[string]any)
 	for _, k := range []string{"p50", "p90", "p99", "samples"} {

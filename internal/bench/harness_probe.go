@@ -26,6 +26,7 @@ type probe struct {
 	self0    time.Duration // selfCPU at the start
 	db0      dbCounters
 	stmts0   map[int64]stmtStat
+	tables0  map[string]TableWrites
 	waits    map[string]int
 	samples  int
 	stopWait func()
@@ -38,6 +39,7 @@ func (e *env) startProbe(ctx context.Context) *probe {
 	p.self0 = selfCPU()
 	p.db0 = e.dbCounters(ctx)
 	p.stmts0 = e.statements(ctx)
+	p.tables0 = e.tableWrites(ctx)
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -82,11 +84,13 @@ func (p *probe) stop(ctx context.Context) *RunStats {
 	}
 	db1 := e.dbCounters(ctx)
 	if p.db0.ok && db1.ok {
-		rs.CommitsPerS = round(float64(db1.commits-p.db0.commits)/secs, 0)
+		rs.commits = db1.commits - p.db0.commits
+		rs.CommitsPerS = round(float64(rs.commits)/secs, 0)
 	}
 	if p.db0.walOK && db1.walOK {
-		rs.FsyncsPerS = round(float64(db1.walSync-p.db0.walSync)/secs, 0)
-		rs.WALMBPerS = round(float64(db1.walBytes-p.db0.walBytes)/secs/1e6, 1)
+		rs.fsyncs, rs.walBytes = db1.walSync-p.db0.walSync, db1.walBytes-p.db0.walBytes
+		rs.FsyncsPerS = round(float64(rs.fsyncs)/secs, 0)
+		rs.WALMBPerS = round(float64(rs.walBytes)/secs/1e6, 1)
 	}
 	if p.db0.tableOK && db1.tableOK {
 		rs.Vacuums = db1.vacuums - p.db0.vacuums
@@ -107,6 +111,7 @@ func (p *probe) stop(ctx context.Context) *RunStats {
 		rs.Waits = rs.Waits[:8]
 	}
 	rs.Statements, rs.StatementsPerS = diffStatements(p.stmts0, e.statements(ctx), secs, 6)
+	rs.tables = diffTableWrites(p.tables0, e.tableWrites(ctx))
 	return rs
 }
 
@@ -153,6 +158,58 @@ FROM pg_stat_user_tables WHERE schemaname = 'skipq' AND relname = 'messages'`).S
 	return c
 }
 
+// TableWrites are rows a table gained, changed and lost: cumulative in a
+// snapshot, per acked message in RunStats.
+type TableWrites struct {
+	Inserted   float64 `json:"inserted"`
+	Updated    float64 `json:"updated"`
+	HOTUpdated float64 `json:"hot_updated"` // of Updated: wrote no index entry
+	Deleted    float64 `json:"deleted"`
+}
+
+// tableWrites snapshots the row counters of the tables of skipq and of the
+// baselines (pg_stat_user_tables, which a backend updates when its
+// transaction ends, at most once a second: a window's first and last
+// second blur).
+func (e *env) tableWrites(ctx context.Context) map[string]TableWrites {
+	rows, err := e.mon.Query(ctx, monitorMark+`
+SELECT schemaname || '.' || relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
+FROM pg_stat_user_tables WHERE schemaname IN ('skipq', 'skipq_bench')`)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	out := map[string]TableWrites{}
+	for rows.Next() {
+		var name string
+		var ins, upd, hot, del int64
+		if rows.Scan(&name, &ins, &upd, &hot, &del) == nil {
+			out[name] = TableWrites{float64(ins), float64(upd), float64(hot), float64(del)}
+		}
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return out
+}
+
+// diffTableWrites is what each table's rows did between two snapshots,
+// for the tables something was written to.
+func diffTableWrites(a, b map[string]TableWrites) map[string]TableWrites {
+	if a == nil || b == nil {
+		return nil
+	}
+	out := map[string]TableWrites{}
+	for name, t := range b {
+		p := a[name]
+		d := TableWrites{t.Inserted - p.Inserted, t.Updated - p.Updated, t.HOTUpdated - p.HOTUpdated, t.Deleted - p.Deleted}
+		if d.Inserted+d.Updated+d.Deleted > 0 {
+			out[name] = d
+		}
+	}
+	return out
+}
+
 // stmtStat is one pg_stat_statements entry.
 type stmtStat struct {
 	label   string
@@ -161,6 +218,8 @@ type stmtStat struct {
 	rows    int64
 	hit     int64
 	read    int64
+	walRecs int64
+	walB    int64
 }
 
 // statements snapshots pg_stat_statements for this database, without the
@@ -170,7 +229,8 @@ func (e *env) statements(ctx context.Context) map[int64]stmtStat {
 		return nil
 	}
 	rows, err := e.mon.Query(ctx, monitorMark+`
-SELECT queryid, query, calls, total_exec_time, rows, shared_blks_hit, shared_blks_read
+SELECT queryid, query, calls, total_exec_time, rows, shared_blks_hit, shared_blks_read,
+       wal_records, wal_bytes::bigint
 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND queryid IS NOT NULL AND query NOT LIKE '%skipq-bench monitor%'`)
@@ -183,7 +243,7 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 		var id int64
 		var q string
 		var s stmtStat
-		if rows.Scan(&id, &q, &s.calls, &s.totalMS, &s.rows, &s.hit, &s.read) == nil {
+		if rows.Scan(&id, &q, &s.calls, &s.totalMS, &s.rows, &s.hit, &s.read, &s.walRecs, &s.walB) == nil {
 			s.label = statementLabel(q)
 			out[id] = s
 		}
@@ -228,6 +288,8 @@ func diffStatements(a, b map[int64]stmtStat, secs float64, n int) ([]Statement, 
 			d.rows -= p.rows
 			d.hit -= p.hit
 			d.read -= p.read
+			d.walRecs -= p.walRecs
+			d.walB -= p.walB
 		}
 		if d.calls <= 0 {
 			continue
@@ -240,14 +302,18 @@ func diffStatements(a, b map[int64]stmtStat, secs float64, n int) ([]Statement, 
 		t.rows += d.rows
 		t.hit += d.hit
 		t.read += d.read
+		t.walRecs += d.walRecs
+		t.walB += d.walB
 		byName[d.label] = t
 	}
 	var out []Statement
 	for name, d := range byName {
 		out = append(out, Statement{Name: name, Calls: d.calls, CallsPerS: round(float64(d.calls)/secs, 1),
 			TotalMS: round(d.totalMS, 1), MeanMS: round(d.totalMS/float64(d.calls), 3),
-			RowsPerCall:    round(float64(d.rows)/float64(d.calls), 1),
-			BuffersPerCall: round(float64(d.hit+d.read)/float64(d.calls), 1)})
+			RowsPerCall:       round(float64(d.rows)/float64(d.calls), 1),
+			BuffersPerCall:    round(float64(d.hit+d.read)/float64(d.calls), 1),
+			WALRecordsPerCall: round(float64(d.walRecs)/float64(d.calls), 1),
+			WALBytesPerCall:   round(float64(d.walB)/float64(d.calls), 0)})
 	}
 	for i := range out {
 		out[i].Percent = round(100*out[i].TotalMS/max(totalMS, 1e-9), 1)
@@ -536,6 +602,29 @@ func (rs *RunStats) perMessage() {
 	}
 	us := func(d time.Duration) float64 { return round(float64(d.Microseconds())/float64(rs.Acked), 1) }
 	rs.CPUPerMessage = CPUPerMessage{Bench: us(rs.selfCPU), Postgres: us(rs.postgresCPU)}
+	per := func(n int64) float64 { return round(float64(n)/float64(rs.Acked), 3) }
+	rs.PerMessage = DBPerMessage{Commits: per(rs.commits), Fsyncs: per(rs.fsyncs), WALBytes: round(float64(rs.walBytes)/float64(rs.Acked), 0)}
+	pm := func(v float64) float64 { return round(v/float64(rs.Acked), 2) }
+	for name, t := range rs.tables {
+		w := TableWrites{pm(t.Inserted), pm(t.Updated), pm(t.HOTUpdated), pm(t.Deleted)}
+		if w == (TableWrites{}) {
+			continue // a worker's or the other side's leftovers
+		}
+		if rs.PerMessage.Rows == nil {
+			rs.PerMessage.Rows = map[string]TableWrites{}
+		}
+		rs.PerMessage.Rows[name] = w
+	}
+}
+
+// DBPerMessage is the database's work per acked message of a window: what
+// each message costs, comparable between runs of different speeds.
+type DBPerMessage struct {
+	Commits  float64 `json:"commits"`
+	Fsyncs   float64 `json:"fsyncs"`    // WAL flushes (pg_stat_wal.wal_sync)
+	WALBytes float64 `json:"wal_bytes"` // the whole server's WAL, vacuum's and the worker's included
+	// Rows are the rows each table gained, changed and lost per message.
+	Rows map[string]TableWrites `json:"rows,omitempty"`
 }
 
 // RunStats is the evidence of one measured window.
@@ -546,13 +635,18 @@ type RunStats struct {
 	// CPUPerMessage is the CPU time per acked message of the window.
 	CPUPerMessage        CPUPerMessage `json:"cpu_us_per_message"`
 	selfCPU, postgresCPU time.Duration
-	ActiveBackends       float64     `json:"active_backends"` // average busy backends
-	Waits                []Share     `json:"waits"`           // of busy backend samples
-	CommitsPerS          float64     `json:"commits_per_s"`
-	FsyncsPerS           float64     `json:"fsyncs_per_s"`
-	WALMBPerS            float64     `json:"wal_mb_per_s"`
-	StatementsPerS       float64     `json:"statements_per_s"`
-	Statements           []Statement `json:"statements"` // top by execution time
+	// PerMessage is the database's commits, fsyncs and WAL per acked
+	// message of the window.
+	PerMessage                DBPerMessage `json:"db_per_message"`
+	commits, fsyncs, walBytes int64
+	tables                    map[string]TableWrites
+	ActiveBackends            float64     `json:"active_backends"` // average busy backends
+	Waits                     []Share     `json:"waits"`           // of busy backend samples
+	CommitsPerS               float64     `json:"commits_per_s"`
+	FsyncsPerS                float64     `json:"fsyncs_per_s"`
+	WALMBPerS                 float64     `json:"wal_mb_per_s"`
+	StatementsPerS            float64     `json:"statements_per_s"`
+	Statements                []Statement `json:"statements"` // top by execution time
 	// skipq.messages: vacuums (auto or not) that finished in the window,
 	// and dead tuples at its end (pg_stat_user_tables, which lags ~1 s).
 	Vacuums    int64 `json:"vacuums"`
@@ -586,4 +680,8 @@ type Statement struct {
 	Percent        float64 `json:"percent"` // of the window's statement execution time
 	RowsPerCall    float64 `json:"rows_per_call"`
 	BuffersPerCall float64 `json:"buffers_per_call"`
+	// WAL the statement wrote (pg_stat_statements; a function's inner
+	// statements count in its call).
+	WALRecordsPerCall float64 `json:"wal_records_per_call"`
+	WALBytesPerCall   float64 `json:"wal_bytes_per_call"`
 }

@@ -128,9 +128,10 @@ func writeLifecycle(w io.Writer, ps []LifecyclePoint) {
 			if side.rs == nil || len(side.rs.Statements) == 0 {
 				continue
 			}
-			fmt.Fprintf(w, "  batch %d × %d %s: %.0f commits/s, %.0f fsyncs/s, %.1f MB/s WAL; CPU per message %.0f µs bench process, %.0f µs PostgreSQL; statement time:",
+			pm := side.rs.PerMessage
+			fmt.Fprintf(w, "  batch %d × %d %s: %.0f commits/s, %.0f fsyncs/s, %.1f MB/s WAL; per message %.3f commits, %.3f fsyncs, %.0f bytes WAL, CPU %.0f µs bench process, %.0f µs PostgreSQL; statement time:",
 				p.Batch, p.Pairs, side.name, side.rs.CommitsPerS, side.rs.FsyncsPerS, side.rs.WALMBPerS,
-				side.rs.CPUPerMessage.Bench, side.rs.CPUPerMessage.Postgres)
+				pm.Commits, pm.Fsyncs, pm.WALBytes, side.rs.CPUPerMessage.Bench, side.rs.CPUPerMessage.Postgres)
 			for i, st := range side.rs.Statements {
 				if i == 4 {
 					break

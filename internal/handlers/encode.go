@@ -131,7 +131,7 @@ var pageBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, pa
 // writeObject is writePage's answer with tail (`"name":value,…`, or "")
 // after the messages.
 func writeObject(c *gin.Context, n int, item func(i int) wire.Message, tail string) {
-	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Header("Content-Type", jsonContentType)
 	c.Status(http.StatusOK)
 	w := pageBuffers.Get().(*bufio.Writer)
 	w.Reset(c.Writer)
@@ -140,22 +140,22 @@ func writeObject(c *gin.Context, n int, item func(i int) wire.Message, tail stri
 		w.Reset(nil)
 		pageBuffers.Put(w)
 	}()
-	enc := json.NewEncoder(w)
-	// Bodies are JSON strings, not HTML: escaping <, > and & would make
-	// them up to 6 times longer for nothing.
-	enc.SetEscapeHTML(false)
 	if _, err := io.WriteString(w, `{"messages":[`); err != nil {
 		return
 	}
+	// Each message is appended to one scratch buffer for the page
+	// (wire.Message.AppendJSON: encoding/json's bytes, HTML not escaped --
+	// bodies are JSON strings, not HTML -- and its newline after each).
 	var m wire.Message // one variable for every message: one allocation for the page, not one per message
+	var scratch []byte
 	for i := range n {
+		scratch = scratch[:0]
 		if i > 0 {
-			if _, err := io.WriteString(w, ","); err != nil {
-				return
-			}
+			scratch = append(scratch, ',')
 		}
 		m = item(i)
-		if err := enc.Encode(&m); err != nil {
+		scratch = append(m.AppendJSON(scratch), '\n')
+		if _, err := w.Write(scratch); err != nil {
 			return
 		}
 	}
@@ -185,8 +185,11 @@ func (r plainJSON) Render(w http.ResponseWriter) error {
 }
 
 func (plainJSON) WriteContentType(w http.ResponseWriter) {
-	w.Header()["Content-Type"] = []string{"application/json; charset=utf-8"}
+	w.Header()["Content-Type"] = []string{jsonContentType}
 }
+
+// jsonContentType is every JSON answer's Content-Type.
+const jsonContentType = "application/json; charset=utf-8"
 
 func toHistoryEvent(e service.HistoryEvent) wire.HistoryEvent {
 	return wire.HistoryEvent{

@@ -147,7 +147,8 @@ func (h *api) sendBatch(c *gin.Context) {
 	for i, r := range res {
 		out.Results[i] = toSendResult(r)
 	}
-	answerJSON(c, http.StatusCreated, out)
+	// answerJSON's bytes, appended by hand (wire.SendBatchResult.AppendJSON).
+	c.Data(http.StatusCreated, jsonContentType, append(out.AppendJSON(make([]byte, 0, 160*len(res)+16)), '\n'))
 }
 
 // sendEach answers a batch with "atomic": false (docs/API.md#send): each entry
