@@ -28,9 +28,8 @@ BEGIN
     -- In the claim's order: a standard queue's by sequence, a FIFO
     -- queue's groups in rotation, each group's run in order. The handle as
     -- service/receipt.go encodes it (base64url, no padding; 48 bytes give
-    -- 64 characters, under encode()'s 76 per line). Only a FIFO queue's
-    -- messages answer with their group (a message moved from a FIFO queue
-    -- to a standard one may keep it in its row).
+    -- 64 characters, under encode()'s 76 per line). A group only from a
+    -- FIFO queue, as the standard queue's answer always had none.
     RETURN QUERY
     SELECT translate(encode(int8send(m.queue_id) || int8send(m.sequence) || m.lease_token, 'base64'), '+/', '-_'),
            queue_name, m.message_id, m.sequence,
