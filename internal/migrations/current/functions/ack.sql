@@ -22,7 +22,9 @@ BEGIN
             DETAIL = format('%s of %s handles settled nothing', cardinality(receipt_handles) - a.n,
                             cardinality(receipt_handles));
     END IF;
-    PERFORM skipq.wake_groups(a.q, a.g);
+    IF cardinality(array_remove(a.g, NULL)) > 0 THEN
+        PERFORM skipq.wake_groups(a.q, a.g);
+    END IF;
     RETURN a.n;
 END $$;
 
@@ -40,7 +42,9 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'skipq: receipt_stale' USING ERRCODE = 'SQ404';
     END IF;
-    PERFORM skipq.wake_groups(ARRAY[a.queue_id], ARRAY[a.group_id]);
+    IF a.group_id IS NOT NULL THEN
+        PERFORM skipq.wake_groups(ARRAY[a.queue_id], ARRAY[a.group_id]);
+    END IF;
 END $$;
 
 REVOKE ALL ON FUNCTION skipq.ack(receipt_handles text[]) FROM PUBLIC;

@@ -5,37 +5,41 @@ CREATE OR REPLACE FUNCTION skipq.receive(queue_name text, max_messages integer D
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+    v_fifo boolean;
 BEGIN
-    PERFORM skipq.check(receive.tenant IS NOT NULL AND receive.tenant <> '', 'tenant must not be empty');
-    PERFORM skipq.check_queue_name('queue_name', queue_name);
-    PERFORM skipq.check(max_messages BETWEEN 1 AND 1024, 'max_messages must be between 1 and 1024');
-    PERFORM skipq.check(visibility_seconds IS NULL OR visibility_seconds BETWEEN 1 AND 43200,
-                        'visibility_seconds must be between 1 and 43200');
-    PERFORM skipq.check(max_messages_per_group BETWEEN 1 AND 10, 'max_messages_per_group must be between 1 and 10');
-    IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.tenant = receive.tenant AND q.name = queue_name AND q.fifo) THEN
-        -- A FIFO queue: groups in rotation, each group's run in order, as
-        -- the claim returns them.
-        RETURN QUERY
-        SELECT translate(encode(int8send(m.queue_id) || int8send(m.sequence) || m.lease_token, 'base64'), '+/', '-_'),
-               queue_name, m.message_id, m.sequence,
-               m.group_id, m.client_id, m.metadata, skipq.topic_body(m.body, m.tags), m.body_binary, m.tags, m.sent_at,
-               m.first_received_at, m.receive_count, m.visible_at, m.delayed_to, m.expires_at,
-               m.re_routed_from, m.dead_lettered_at
-        FROM skipq.message_claim_grouped(receive.tenant, queue_name, NULL, visibility_seconds, max_messages,
-                                         max_messages_per_group, 9223372036854775807, 0, 'claim') m;
-        RETURN;
+    IF receive.tenant IS NULL OR receive.tenant = '' THEN
+        RAISE EXCEPTION 'skipq: tenant must not be empty' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    SELECT q.fifo INTO v_fifo FROM skipq.queues q WHERE q.tenant = receive.tenant AND q.name = queue_name;
+    IF NOT FOUND THEN
+        PERFORM skipq.check_queue_name('queue_name', queue_name);
+    END IF;
+    IF max_messages IS NULL OR max_messages NOT BETWEEN 1 AND 1024 THEN
+        RAISE EXCEPTION 'skipq: max_messages must be between 1 and 1024' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF visibility_seconds NOT BETWEEN 1 AND 43200 THEN
+        RAISE EXCEPTION 'skipq: visibility_seconds must be between 1 and 43200' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF max_messages_per_group IS NULL OR max_messages_per_group NOT BETWEEN 1 AND 10 THEN
+        RAISE EXCEPTION 'skipq: max_messages_per_group must be between 1 and 10'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- In the claim's order: a standard queue's by sequence, a FIFO
+    -- queue's groups in rotation, each group's run in order. The handle as
+    -- service/receipt.go encodes it (base64url, no padding; 48 bytes give
+    -- 64 characters, under encode()'s 76 per line). A group only from a
+    -- FIFO queue, as the standard queue's answer always had none.
     RETURN QUERY
-    -- The handle as service/receipt.go encodes it (base64url, no padding;
-    -- 48 bytes give 64 characters, under encode()'s 76 per line).
     SELECT translate(encode(int8send(m.queue_id) || int8send(m.sequence) || m.lease_token, 'base64'), '+/', '-_'),
            queue_name, m.message_id, m.sequence,
-           NULL::text, m.client_id, m.metadata, skipq.topic_body(m.body, m.tags), m.body_binary, m.tags, m.sent_at,
+           CASE WHEN v_fifo THEN m.group_id END, m.client_id, m.metadata,
+           CASE WHEN m.tags ? 'skipq.body' THEN skipq.topic_body(m.body, m.tags) ELSE m.body END,
+           m.body_binary, m.tags, m.sent_at,
            m.first_received_at, m.receive_count, m.visible_at, m.delayed_to, m.expires_at,
            m.re_routed_from, m.dead_lettered_at
     FROM skipq.message_claim(receive.tenant, queue_name, NULL, visibility_seconds, max_messages,
-                             9223372036854775807, 0) m
-    ORDER BY m.sequence;
+                             9223372036854775807, 0, NULL, max_messages_per_group, 'claim') m;
 END $$;
 
 REVOKE ALL ON FUNCTION skipq.receive(queue_name text, max_messages integer, visibility_seconds integer, max_messages_per_group integer, tenant text) FROM PUBLIC;

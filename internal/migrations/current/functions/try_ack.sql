@@ -19,7 +19,9 @@ BEGIN
     SELECT array_agg(m.queue_id) AS q, array_agg(m.sequence) AS s, array_agg(m.lease_token) AS t,
            array_agg(m.group_id) AS g
     INTO a FROM skipq.message_ack(k.q, k.s, k.t) m;
-    PERFORM skipq.wake_groups(a.q, a.g);
+    IF cardinality(array_remove(a.g, NULL)) > 0 THEN
+        PERFORM skipq.wake_groups(a.q, a.g);
+    END IF;
     -- A handle settled if its message went with its token (a stale handle
     -- of the same message, given next to the live one, did not).
     RETURN QUERY
