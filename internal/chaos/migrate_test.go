@@ -198,13 +198,14 @@ func buildPreviousRelease(t *testing.T, root string) (binary, rev, newest string
 	if git("rev-parse", "--is-shallow-repository") == "true" {
 		t.Fatal("the repository is a shallow clone: this test builds the previous release from history (git fetch --unshallow)")
 	}
-	// --follow: a migration renamed to a new number (to keep them
-	// contiguous) was added when it was first written, under its old name.
-	// -M100%: only as a rename with its text unchanged; git's default
-	// similarity took a new migration for a generated file it removed and
-	// resembled (00039 and current/'s walk it drops), and found no add.
+	// The commit that brought the newest migration to this branch: along
+	// the first parents (-m --first-parent: a migration merged from a
+	// helper branch arrives with the merge, whose first parent is the
+	// release before it), across renames with the text unchanged (--follow
+	// -M100%: the move under internal/; git's default similarity took a new
+	// migration for a generated file it removed and resembled).
 	rev = "HEAD"
-	if added := strings.Fields(git("log", "--follow", "-M100%", "--diff-filter=A", "--format=%H", "--", "internal/migrations/"+newest)); len(added) > 0 {
+	if added := strings.Fields(git("log", "-m", "--first-parent", "--follow", "-M100%", "--diff-filter=A", "--format=%H", "--", "internal/migrations/"+newest)); len(added) > 0 {
 		rev = added[len(added)-1] + "^"
 	}
 	rev = git("rev-parse", "--short", rev)
