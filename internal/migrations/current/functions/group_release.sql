@@ -28,15 +28,25 @@ BEGIN
     IF v_q IS NULL THEN
         RETURN;
     END IF;
-    -- The rows locked in key order. Their addresses cannot change while
-    -- this transaction holds them, and the statements below name the rows
-    -- by address: a TID scan is their only plan. Joined to the arrays by
-    -- key, a generic plan made while the table looked empty walked every
-    -- group of every queue once per array element.
+    -- The rows locked in key order, each found by a range probe that only
+    -- the primary key can serve in order (with sorts off, no other index
+    -- competes) and locked by its address (an update since is followed to
+    -- the newest version, whose key is checked). Their addresses cannot
+    -- change while this transaction holds them, and the statements below
+    -- name the rows by address: a TID scan is their only plan. Plans here
+    -- are generic and kept for a connection's life: joined to the arrays
+    -- by key, one made while the table's statistics said it was nearly
+    -- empty walked every group of every queue once per array element, and
+    -- a probe by key could as well walk message_groups_turn_idx over all
+    -- of the queue's groups.
     SELECT array_agg(x.ctid) INTO v_rows
     FROM unnest(v_q, v_g) AS k(q, g)
     CROSS JOIN LATERAL (SELECT x.ctid FROM skipq.message_groups x
-                        WHERE x.queue_id = k.q AND x.group_id = k.g FOR UPDATE) x;
+                        WHERE x.ctid = (SELECT y.ctid FROM skipq.message_groups y
+                                        WHERE (y.queue_id, y.group_id) >= (k.q, k.g)
+                                        ORDER BY y.queue_id, y.group_id LIMIT 1)
+                          AND x.queue_id = k.q AND x.group_id = k.g
+                        FOR UPDATE) x;
     IF v_rows IS NULL THEN
         RETURN;
     END IF;

@@ -19,15 +19,18 @@ DECLARE
     v_pass    integer := 0;
     v_groups  text[];            -- a pass's groups, in rotation order
     v_heads   bigint[];          -- their first messages
+    v_head_rows tid[];           -- and where they are
     v_rows    tid[];             -- their rows, locked
     v_tried   text[] := '{}';    -- every group a pass locked
     v_got     bigint[];          -- a pass's messages, in answer order
+    v_got_msgs tid[];            -- their rows, locked
     v_got_groups text[];
     v_got_rows tid[];
     v_got_bytes bigint;
     v_kept    integer;           -- a pass's messages locked
     v_served  integer;           -- a pass's groups that gave a message
     v_seqs    bigint[] := '{}';  -- the answer
+    v_msgs    tid[] := '{}';     -- its rows
     v_taken   text[] := '{}';    -- its groups
     v_taken_rows tid[] := '{}';  -- their rows
     v_bytes   bigint := 0;       -- its estimated size
@@ -54,11 +57,12 @@ BEGIN
     END IF;
     LOOP
         v_pass := v_pass + 1;
-        SELECT array_agg(s.group_id ORDER BY s.turn), array_agg(s.head ORDER BY s.turn), array_agg(s.row ORDER BY s.turn)
-        INTO v_groups, v_heads, v_rows
-        FROM (SELECT g.group_id, g.turn, g.ctid AS row, h.sequence AS head
+        SELECT array_agg(s.group_id ORDER BY s.turn), array_agg(s.head ORDER BY s.turn),
+               array_agg(s.head_row ORDER BY s.turn), array_agg(s.row ORDER BY s.turn)
+        INTO v_groups, v_heads, v_head_rows, v_rows
+        FROM (SELECT g.group_id, g.turn, g.ctid AS row, h.sequence AS head, h.ctid AS head_row
               FROM skipq.message_groups g
-              CROSS JOIN LATERAL (SELECT h.sequence, h.ready, h.expires_at FROM skipq.messages h
+              CROSS JOIN LATERAL (SELECT h.sequence, h.ctid, h.ready, h.expires_at FROM skipq.messages h
                                   WHERE (h.queue_id::text || '/' || h.group_id) = (g.queue_id::text || '/' || g.group_id)
                                     AND h.group_id IS NOT NULL
                                   ORDER BY h.sequence LIMIT 1) h
@@ -73,52 +77,59 @@ BEGIN
 
         WITH run AS (
             -- One message a group: its first, found above.
-            SELECT x.ord, x.head AS sequence, 1::bigint AS rn
-            FROM unnest(v_heads) WITH ORDINALITY AS x(head, ord)
+            SELECT x.ord, x.head AS sequence, x.head_row AS row, 1::bigint AS rn
+            FROM unnest(v_heads, v_head_rows) WITH ORDINALITY AS x(head, head_row, ord)
             WHERE p_max_per_group = 1
             UNION ALL
-            SELECT x.ord, r.sequence, r.rn
+            SELECT x.ord, r.sequence, r.row, r.rn
             FROM unnest(v_groups) WITH ORDINALITY AS x(group_id, ord)
             CROSS JOIN LATERAL (
-                SELECT h.sequence, row_number() OVER w AS rn,
+                SELECT h.sequence, h.ctid AS row, row_number() OVER w AS rn,
                        bool_and(h.ready AND (h.expires_at IS NULL OR h.expires_at > v_now)) OVER w AS ok
-                FROM (SELECT h.sequence, h.ready, h.expires_at FROM skipq.messages h
+                FROM (SELECT h.ctid, h.sequence, h.ready, h.expires_at FROM skipq.messages h
                       WHERE (h.queue_id::text || '/' || h.group_id) = (q.id::text || '/' || x.group_id)
                         AND h.group_id IS NOT NULL
                       ORDER BY h.sequence LIMIT p_max_per_group) h
                 WINDOW w AS (ORDER BY h.sequence ROWS UNBOUNDED PRECEDING)) r
             WHERE r.ok AND p_max_per_group > 1
         ), locked AS (
-            SELECT r.ord, r.rn, c.sequence, c.size
+            -- Each message by the address the walk saw it at: a TID scan
+            -- whatever the statistics say (a probe by key could as well
+            -- walk another index that leads with queue_id). A newer
+            -- version is followed and rechecked; a slot reused since by
+            -- another row fails the key check.
+            SELECT r.ord, r.rn, c.row, c.sequence, c.size
             FROM run r
             CROSS JOIN LATERAL (
-                SELECT c.sequence,
+                SELECT c.ctid AS row, c.sequence,
                        skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
                            c.client_id, c.re_routed_from) + octet_length(c.group_id) + p_message_overhead AS size
                 FROM skipq.messages c
-                WHERE c.queue_id = q.id AND c.sequence = r.sequence
+                WHERE c.ctid = r.row AND c.queue_id = q.id AND c.sequence = r.sequence
                   AND c.ready AND (c.expires_at IS NULL OR c.expires_at > v_now)
                 FOR UPDATE SKIP LOCKED) c
         ), kept AS (
-            SELECT l.ord, l.sequence, l.size
+            SELECT l.ord, l.row, l.sequence, l.size
             FROM (SELECT l.*, row_number() OVER (PARTITION BY l.ord ORDER BY l.sequence) AS k FROM locked l) l
             WHERE l.k = l.rn
         ), picked AS (
             -- The budget counts what earlier passes took.
-            SELECT w.ord, w.sequence, w.size FROM (
-                SELECT w.ord, w.sequence, w.size, row_number() OVER win + cardinality(v_seqs) AS n,
+            SELECT w.ord, w.row, w.sequence, w.size FROM (
+                SELECT w.ord, w.row, w.sequence, w.size, row_number() OVER win + cardinality(v_seqs) AS n,
                        sum(w.size) OVER win - w.size + v_bytes AS before
                 FROM kept w
                 WINDOW win AS (ORDER BY w.ord, w.sequence ROWS UNBOUNDED PRECEDING)) w
             WHERE w.n <= p_max_messages AND (w.n = 1 OR w.before < p_max_response_bytes)
         )
         SELECT (SELECT array_agg(p.sequence ORDER BY p.ord, p.sequence) FROM picked p),
+               (SELECT array_agg(p.row ORDER BY p.ord, p.sequence) FROM picked p),
                (SELECT array_agg(DISTINCT v_groups[p.ord]) FROM picked p),
                (SELECT array_agg(DISTINCT v_rows[p.ord]) FROM picked p),
                (SELECT coalesce(sum(p.size), 0) FROM picked p),
                (SELECT count(*) FROM kept), (SELECT count(DISTINCT k.ord) FROM kept k)
-        INTO v_got, v_got_groups, v_got_rows, v_got_bytes, v_kept, v_served;
+        INTO v_got, v_got_msgs, v_got_groups, v_got_rows, v_got_bytes, v_kept, v_served;
         v_seqs := v_seqs || coalesce(v_got, '{}');
+        v_msgs := v_msgs || coalesce(v_got_msgs, '{}');
         v_taken := v_taken || coalesce(v_got_groups, '{}');
         v_taken_rows := v_taken_rows || coalesce(v_got_rows, '{}');
         v_bytes := v_bytes + v_got_bytes;
@@ -134,8 +145,8 @@ BEGIN
 
     IF p_mode = 'peek' THEN
         RETURN QUERY
-        SELECT m.* FROM unnest(v_seqs) WITH ORDINALITY AS s(sequence, n)
-        CROSS JOIN LATERAL (SELECT * FROM skipq.messages m WHERE m.queue_id = q.id AND m.sequence = s.sequence) m
+        SELECT m.* FROM unnest(v_msgs) WITH ORDINALITY AS s(row, n)
+        CROSS JOIN LATERAL (SELECT * FROM skipq.messages m WHERE m.ctid = s.row) m
         ORDER BY s.n;
         RETURN;
     END IF;
@@ -165,7 +176,7 @@ BEGIN
                 first_received_at = coalesce(m.first_received_at, v_now),
                 lease_token       = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()),
                 ready             = false
-            WHERE m.queue_id = q.id AND m.sequence = ANY(v_seqs)
+            WHERE m.ctid = ANY(v_msgs)
             RETURNING m.*
         ), traced AS (
             INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
@@ -200,7 +211,7 @@ BEGIN
             DELETE FROM skipq.ready r WHERE r.queue_id = q.id AND r.sequence = ANY(v_seqs)
         ), gone AS (
             DELETE FROM skipq.messages m
-            WHERE m.queue_id = q.id AND m.sequence = ANY(v_seqs)
+            WHERE m.ctid = ANY(v_msgs)
             RETURNING m.*
         ), traced AS (
             INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
