@@ -54,6 +54,7 @@ DECLARE
     v_g     text[];
     v_rows  tid[];
     v_empty tid[];
+    v_free  tid[];
 BEGIN
     -- Called after messages of the given groups left flight or the queue:
     -- deletes the groups left empty and ends the lease of the others that
@@ -87,32 +88,41 @@ BEGIN
         RETURN;
     END IF;
 
-    -- Groups left empty go first: no lease to end on a row about to go.
-    SELECT array_agg(x.ctid) INTO v_empty
+    -- One probe of each group's first ten messages, in a statement after
+    -- the locks (so it sees a settle of the same group that committed
+    -- while this one waited): is the group empty, is anything of it in
+    -- flight. No claim can take the group while its row is held, so the
+    -- judgement stands for the statements below. Empty groups are deleted
+    -- once their advisory lock is try-locked (a sender holding it will add
+    -- a message); the others with nothing in flight get their lease ended.
+    SELECT array_agg(x.ctid) FILTER (
+               WHERE CASE WHEN NOT f.has_messages
+                          THEN pg_try_advisory_xact_lock(skipq.group_lock_key(x.queue_id, x.group_id)) ELSE false END),
+           array_agg(x.ctid) FILTER (WHERE NOT f.in_flight)
+    INTO v_empty, v_free
     FROM skipq.message_groups x
-    WHERE x.ctid = ANY(v_rows)
-      AND CASE WHEN NOT skipq.group_has_messages(x.queue_id, x.group_id)
-               THEN pg_try_advisory_xact_lock(skipq.group_lock_key(x.queue_id, x.group_id)) ELSE false END;
+    CROSS JOIN LATERAL (
+        SELECT count(*) > 0 AS has_messages,
+               coalesce(bool_or(h.lease_token IS NOT NULL AND h.visible_at > clock_timestamp()), false) AS in_flight
+        FROM (SELECT h.lease_token, h.visible_at FROM skipq.messages h
+              WHERE (h.queue_id::text || '/' || h.group_id) = (x.queue_id::text || '/' || x.group_id)
+                AND h.group_id IS NOT NULL
+              ORDER BY h.sequence LIMIT 10) h) f
+    WHERE x.ctid = ANY(v_rows);
     IF v_empty IS NOT NULL THEN
         -- A new snapshot, taken after the try-locks: a sender that held
-        -- one committed before, and its message is seen here.
+        -- one committed before, and its message is seen here (that group
+        -- stays, and its lease is ended below: nothing of it is in flight).
         DELETE FROM skipq.message_groups x
         WHERE x.ctid = ANY(v_empty)
           AND NOT skipq.group_has_messages(x.queue_id, x.group_id);
     END IF;
 
-    -- The others (the rows just deleted are gone for this statement).
+    -- The rows just deleted are gone for this statement.
     RETURN QUERY
     WITH freed AS (
         UPDATE skipq.message_groups x SET leased_until = '-infinity'
-        WHERE x.ctid = ANY(v_rows)
-          AND x.leased_until > clock_timestamp()
-          AND NOT EXISTS (
-              SELECT 1 FROM (SELECT h.lease_token, h.visible_at FROM skipq.messages h
-                             WHERE (h.queue_id::text || '/' || h.group_id) = (x.queue_id::text || '/' || x.group_id)
-                               AND h.group_id IS NOT NULL
-                             ORDER BY h.sequence LIMIT 10) h
-              WHERE h.lease_token IS NOT NULL AND h.visible_at > clock_timestamp())
+        WHERE x.ctid = ANY(v_free) AND x.leased_until > clock_timestamp()
         RETURNING x.queue_id
     )
     SELECT f.queue_id, count(*)::integer FROM freed f GROUP BY f.queue_id;
