@@ -10,19 +10,21 @@
 -- every queue once per given group and ran the in-flight probe for each
 -- pair: an ack of 300 messages read 262,000 buffers (2.8 s) with 900
 -- groups, and the FIFO lifecycle at batch 100 x 4 fell to 67-100 msgs/s in
--- such runs. It now locks the rows by key (a LATERAL probe, whose plan is
--- that probe whatever the statistics) and names them by address in the
--- statements after: a TID scan is their only plan, and a row a transaction
--- holds locked keeps its address. A probe by key is no cure by itself: on
--- statistics that say "one row", every index that leads with the queue id
--- costs the same, and one that walks all of the queue's rows may win (a
--- lookup of a group walked message_groups_turn_idx over the queue's 1,000
--- groups; a message's, messages_queue_sent_idx over its messages). So a
--- group row is found by a range probe on the primary key in its order,
--- which no other index can serve without a sort (sorts are off), and
--- skipq.message_claim_grouped locks each message at the address its walk
--- of messages_group_idx found it (then checks its key) and updates the
--- groups and messages it took by address. skipq.message_ack reads the
+-- such runs. It now locks the rows one by one, in key order, and names
+-- them by address in the statements after: a TID scan is their only plan,
+-- and a row a transaction holds locked keeps its address. A probe by key
+-- is no cure by itself: on statistics that say "one row", every index that
+-- leads with the queue id costs the same, and one that walks all of the
+-- queue's rows may win (a lookup of a group walked message_groups_turn_idx
+-- over the queue's 1,000 groups; a message's, messages_queue_sent_idx over
+-- its messages). So a group row is found by a range probe on the primary
+-- key in its order, which no other index can serve without a sort (sorts
+-- are off), and skipq.message_claim_grouped locks each message at the
+-- address its walk of messages_group_idx found it (then checks its key)
+-- and updates the groups and messages it took by address. group_release
+-- also probes each group's first ten messages once, for "empty" and "in
+-- flight" together, where it called group_has_messages and then probed
+-- again. skipq.message_ack reads the
 -- groups of the messages it acks with such a range probe too (its plain
 -- join was flattened and walked every grouped message per handle); its
 -- standard part, the DELETE by key, is as it was.
