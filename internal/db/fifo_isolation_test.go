@@ -116,6 +116,34 @@ func TestClaimPassesAGroupBeingSettled(t *testing.T) {
 	}
 }
 
+// A transaction outside skipq (an SQL consumer's FOR UPDATE, say) holds
+// group A's first message: a receive of one message passes A, whose group
+// row it took first, and gets B's message instead of an empty answer; A is
+// left receivable, and is served once the row is free.
+func TestClaimPassesAGroupWhoseHeadIsHeldElsewhere(t *testing.T) {
+	f := setupFIFO(t)
+	sent := sendGrouped(t, f.q, []string{"a1", "b1"}, []string{"A", "B"})
+	tx, err := f.pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(context.Background(),
+		"SELECT 1 FROM skipq.messages WHERE queue_id = $1 AND sequence = $2 FOR UPDATE",
+		sent[0].QueueID, sent[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if c := claimGrouped(t, f.q, 1, 1); len(c) != 1 || c[0].MessageID != "b1" {
+		t.Fatalf("while A's head is held a receive of one got %+v, want b1", c)
+	}
+	if err := tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c := claimGrouped(t, f.q, 1, 1); len(c) != 1 || c[0].MessageID != "a1" {
+		t.Fatalf("after the hold ended a receive got %+v, want a1", c)
+	}
+}
+
 // A group's order is commit order (docs/FIFO.md): T1 sends to G and commits last; T2's send
 // to G waits for T1's commit, so T2's message gets the later sequence and
 // is delivered after T1's.

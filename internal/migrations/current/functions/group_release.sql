@@ -14,47 +14,79 @@ CREATE OR REPLACE FUNCTION skipq.group_release(p_queue_ids bigint[], p_group_ids
     AS $$
 #variable_conflict use_column
 DECLARE
-    v_q  bigint[];
-    v_g  text[];
-    v_eq bigint[];
-    v_eg text[];
+    v_q     bigint[];
+    v_g     text[];
+    v_rows  tid[];
+    v_empty tid[];
+    v_free  tid[];
 BEGIN
+    -- Called after messages of the given groups left flight or the queue:
+    -- deletes the groups left empty and ends the lease of the others that
+    -- have nothing in flight. Returns, per queue, how many groups it made
+    -- receivable again.
     SELECT array_agg(k.q ORDER BY k.q, k.g), array_agg(k.g ORDER BY k.q, k.g) INTO v_q, v_g
     FROM (SELECT DISTINCT u.q, u.g FROM unnest(p_queue_ids, p_group_ids) AS u(q, g) WHERE u.g IS NOT NULL) k;
     IF v_q IS NULL THEN
         RETURN;
     END IF;
-    PERFORM 1 FROM unnest(v_q, v_g) AS k(q, g)
-    CROSS JOIN LATERAL (SELECT 1 FROM skipq.message_groups x
-                        WHERE x.queue_id = k.q AND x.group_id = k.g FOR UPDATE) x;
-
-    -- Groups left empty go first: no lease to end on a row about to go.
-    SELECT array_agg(k.q), array_agg(k.g) INTO v_eq, v_eg
+    -- The rows locked in key order, each found by a range probe that only
+    -- the primary key can serve in order (with sorts off, no other index
+    -- competes) and locked by its address (an update since is followed to
+    -- the newest version, whose key is checked). Their addresses cannot
+    -- change while this transaction holds them, and the statements below
+    -- name the rows by address: a TID scan is their only plan. Plans here
+    -- are generic and kept for a connection's life: joined to the arrays
+    -- by key, one made while the table's statistics said it was nearly
+    -- empty walked every group of every queue once per array element, and
+    -- a probe by key could as well walk message_groups_turn_idx over all
+    -- of the queue's groups.
+    SELECT array_agg(x.ctid) INTO v_rows
     FROM unnest(v_q, v_g) AS k(q, g)
-    WHERE CASE WHEN NOT skipq.group_has_messages(k.q, k.g)
-               THEN pg_try_advisory_xact_lock(skipq.group_lock_key(k.q, k.g)) ELSE false END;
-    IF v_eq IS NOT NULL THEN
-        -- A new snapshot, taken after the try-locks: a sender that held
-        -- one committed before, and its message is seen here.
-        DELETE FROM skipq.message_groups x
-        USING unnest(v_eq, v_eg) AS k(q, g)
-        WHERE x.queue_id = k.q AND x.group_id = k.g
-          AND NOT skipq.group_has_messages(k.q, k.g);
+    CROSS JOIN LATERAL (SELECT x.ctid FROM skipq.message_groups x
+                        WHERE x.ctid = (SELECT y.ctid FROM skipq.message_groups y
+                                        WHERE (y.queue_id, y.group_id) >= (k.q, k.g)
+                                        ORDER BY y.queue_id, y.group_id LIMIT 1)
+                          AND x.queue_id = k.q AND x.group_id = k.g
+                        FOR UPDATE) x;
+    IF v_rows IS NULL THEN
+        RETURN;
     END IF;
 
-    -- The others (the rows just deleted are gone for this statement).
+    -- One probe of each group's first ten messages, in a statement after
+    -- the locks (so it sees a settle of the same group that committed
+    -- while this one waited): is the group empty, is anything of it in
+    -- flight. No claim can take the group while its row is held, so the
+    -- judgement stands for the statements below. Empty groups are deleted
+    -- once their advisory lock is try-locked (a sender holding it will add
+    -- a message); the others with nothing in flight get their lease ended.
+    SELECT array_agg(x.ctid) FILTER (
+               WHERE CASE WHEN NOT f.has_messages
+                          THEN pg_try_advisory_xact_lock(skipq.group_lock_key(x.queue_id, x.group_id)) ELSE false END),
+           array_agg(x.ctid) FILTER (WHERE NOT f.in_flight)
+    INTO v_empty, v_free
+    FROM skipq.message_groups x
+    CROSS JOIN LATERAL (
+        SELECT count(*) > 0 AS has_messages,
+               coalesce(bool_or(h.lease_token IS NOT NULL AND h.visible_at > clock_timestamp()), false) AS in_flight
+        FROM (SELECT h.lease_token, h.visible_at FROM skipq.messages h
+              WHERE (h.queue_id::text || '/' || h.group_id) = (x.queue_id::text || '/' || x.group_id)
+                AND h.group_id IS NOT NULL
+              ORDER BY h.sequence LIMIT 10) h) f
+    WHERE x.ctid = ANY(v_rows);
+    IF v_empty IS NOT NULL THEN
+        -- A new snapshot, taken after the try-locks: a sender that held
+        -- one committed before, and its message is seen here (that group
+        -- stays, and its lease is ended below: nothing of it is in flight).
+        DELETE FROM skipq.message_groups x
+        WHERE x.ctid = ANY(v_empty)
+          AND NOT skipq.group_has_messages(x.queue_id, x.group_id);
+    END IF;
+
+    -- The rows just deleted are gone for this statement.
     RETURN QUERY
     WITH freed AS (
         UPDATE skipq.message_groups x SET leased_until = '-infinity'
-        FROM unnest(v_q, v_g) AS k(q, g)
-        WHERE x.queue_id = k.q AND x.group_id = k.g
-          AND x.leased_until > clock_timestamp()
-          AND NOT EXISTS (
-              SELECT 1 FROM (SELECT h.lease_token, h.visible_at FROM skipq.messages h
-                             WHERE (h.queue_id::text || '/' || h.group_id) = (k.q::text || '/' || k.g)
-                               AND h.group_id IS NOT NULL
-                             ORDER BY h.sequence LIMIT 10) h
-              WHERE h.lease_token IS NOT NULL AND h.visible_at > clock_timestamp())
+        WHERE x.ctid = ANY(v_free) AND x.leased_until > clock_timestamp()
         RETURNING x.queue_id
     )
     SELECT f.queue_id, count(*)::integer FROM freed f GROUP BY f.queue_id;

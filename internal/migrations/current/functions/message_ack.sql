@@ -27,13 +27,20 @@ BEGIN
     -- rows acked. On a traced queue each gets its 'acked' event under its
     -- handle's API key (p_key_ids), gone at once unless retained.
     v_retain := EXISTS (SELECT 1 FROM skipq.queue_retention r WHERE r.queue_id = ANY(p_queue_ids));
-    -- The groups of FIFO messages, read before they change.
+    -- The groups of FIFO messages, read before they change. Each message
+    -- by a range probe that only the primary key serves in its order (sorts
+    -- are off), its key checked after: a plain join by key is flattened,
+    -- and on statistics that say "one row" was planned as a walk of every
+    -- grouped message per handle; a probe by key could as well walk
+    -- messages_queue_sent_idx over all of the queue's messages.
     IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = ANY(p_queue_ids) AND q.fifo) THEN
         SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
         FROM unnest(p_queue_ids, p_sequences, p_tokens) AS k(queue_id, sequence, token)
-        CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m
-                            WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-                              AND m.group_id IS NOT NULL) m;
+        CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence, m.group_id, m.lease_token FROM skipq.messages m
+                            WHERE (m.queue_id, m.sequence) >= (k.queue_id, k.sequence)
+                            ORDER BY m.queue_id, m.sequence LIMIT 1) m
+        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+          AND m.group_id IS NOT NULL;
     END IF;
     RETURN QUERY
     WITH gone AS (
