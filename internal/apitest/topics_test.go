@@ -155,6 +155,36 @@ func TestTopicFilters(t *testing.T) {
 	}
 }
 
+// A publish writes most groups' copies in one insert and sends to a group
+// whose queue traces or deduplicates by content on its own: every kind of
+// group gets every message once, with its body, its delay, and in a traced
+// queue its history.
+func TestTopicReachesEveryKindOfGroup(t *testing.T) {
+	n := newNode(t)
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/traced", map[string]any{"trace": true})
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/by-content", map[string]any{"contentBasedDeduplication": true})
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/slow", map[string]any{"delaySeconds": 1})
+	n.topic(t, "kinds", nil, "plain-a", "traced", "by-content", "slow", "plain-b")
+	res := n.must(t, http.StatusCreated, "POST", "/v1/topics/kinds/messages", map[string]any{"messages": []map[string]any{
+		{"body": "same", "messageId": "k1"}, {"body": "same", "messageId": "k2"}, {"body": "other"}}})
+	for _, r := range objects(t, res["results"]) {
+		if num(r["deliveredTo"]) != 5 {
+			t.Fatalf("results: %v", res)
+		}
+	}
+	if msgs := n.receive(t, "slow", map[string]any{"maxMessages": 10}); len(msgs) != 0 {
+		t.Fatalf("slow's copies came before its delay: %v", msgs)
+	}
+	for _, q := range []string{"plain-a", "traced", "by-content", "plain-b", "slow"} {
+		if got := n.drain(t, q, 1); len(got) != 2 || got["same"] != 2 || got["other"] != 1 {
+			t.Fatalf("%s got %v", q, got)
+		}
+	}
+	if events := objects(t, n.must(t, http.StatusOK, "GET", "/v1/queues/traced/messages/k1/history", nil)["events"]); len(events) == 0 {
+		t.Fatal("the traced group's copy has no history")
+	}
+}
+
 // 3. Atomicity: an atomic batch with one invalid message reaches no group;
 // with one group's queue row locked by another client's open transaction,
 // a publish reaches both groups or neither.
