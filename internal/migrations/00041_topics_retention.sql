@@ -1,5 +1,11 @@
 -- +goose Up
--- A publish writes the copies of all its groups in one insert
+-- Topics keep their published messages for retainSeconds, and a new
+-- subscription may ask for those published since a time (replayFrom):
+-- docs/DESIGN.md, "Topics", "Retention and replay". Only new tables and
+-- new or replaced functions; the functions the previous release calls keep
+-- their signatures.
+--
+-- And a publish writes the copies of all its groups in one insert
 -- (docs/DESIGN.md, "Topics", "Publish"): skipq.topic_publish called
 -- skipq.message_insert once per group, and with 10 groups a publish of 100
 -- messages spent about as long in the ten calls' setup (the queue's
@@ -8,6 +14,45 @@
 -- traces or deduplicates by content still get a send of their own. Only
 -- the function's body changes: its signature and results are the same,
 -- so nodes of the previous release call it unchanged.
+
+-- A retained message: what a replay sends again (its body stays in
+-- skipq.topic_bodies, under the same id, which is also publish order).
+CREATE TABLE skipq.topic_retained (
+    topic_id           bigint      NOT NULL,
+    id                 bigint      NOT NULL,
+    message_id         text        NOT NULL,
+    published_at       timestamptz NOT NULL,
+    client_id          text        NOT NULL,
+    metadata           text        NOT NULL,
+    body_binary        boolean     NOT NULL,
+    -- As published, without the reserved tags of the copies.
+    tags               jsonb       NOT NULL,
+    group_id           text,
+    -- As the publish gave them (-1, 0, NULL: the queue's).
+    expiration_seconds integer     NOT NULL,
+    max_receive_count  integer     NOT NULL,
+    dead_letter_queue  text,
+    PRIMARY KEY (topic_id, id)
+);
+ALTER TABLE skipq.topic_retained SET (autovacuum_vacuum_scale_factor = 0.05);
+
+-- A subscription that replays: from when (replay_from), the last retained
+-- id it has been through (replay_after), and up to which id every publish
+-- has committed or rolled back (replay_horizon, taken under the topic's
+-- lock). The row goes when the subscription is live: publishes reach it
+-- then. A table of its own, not columns of skipq.topic_subscriptions,
+-- which every publish reads (docs/DESIGN.md, "Online migrations", rule 4);
+-- a row older than its subscription is left from an earlier one.
+CREATE TABLE skipq.topic_replays (
+    topic_id       bigint      NOT NULL,
+    queue_id       bigint      NOT NULL,
+    replay_from    timestamptz NOT NULL,
+    replay_after   bigint      NOT NULL DEFAULT 0,
+    replay_horizon bigint,
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (topic_id, queue_id)
+);
+
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.topic_publish(p_tenant text, p_topic text, p_now timestamp with time zone, p_server_max_receive_count integer, p_message_ids text[], p_keyed boolean[], p_client_ids text[], p_metadatas text[], p_body_binaries boolean[], p_tags text[], p_delay_seconds integer[], p_expiration_seconds integer[], p_max_receive_counts integer[], p_dead_letter_queues text[], p_dead_letter_queue_given boolean[], p_body_offsets integer[], p_body_lengths integer[], p_body_data bytea, p_group_ids text[] DEFAULT NULL::text[], p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(pos integer, message_id text, outcome text, delivered_to integer, published_at timestamp with time zone, woken bigint[])
     LANGUAGE plpgsql
@@ -97,6 +142,13 @@ BEGIN
     END IF;
 
     v_fresh := ARRAY(SELECT x FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'sent' ORDER BY x);
+    IF t.fifo AND t.retain_seconds > 0 THEN
+        -- A replay goes by body id: publishers of one groupId draw their
+        -- ids in the order they reach the groups (lock-number order).
+        PERFORM pg_advisory_xact_lock(l.h) FROM (
+            SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/group/' || p_group_ids[x], 0) AS h
+            FROM unnest(v_fresh) x ORDER BY 1) l;
+    END IF;
     v_body_id := array_fill(NULL::bigint, ARRAY[n]);
     FOR i IN SELECT unnest(v_fresh) LOOP
         v_body_id[i] := nextval('skipq.topic_body_sequence');
@@ -115,7 +167,12 @@ BEGIN
                q.content_based_dedup OR EXISTS (SELECT 1 FROM skipq.queue_trace tr WHERE tr.queue_id = q.id)
                    AS alone
         FROM skipq.topic_subscriptions ts JOIN skipq.queues q ON q.id = ts.queue_id
-        WHERE ts.topic_id = t.id ORDER BY ts.queue_id
+        -- A subscription still replaying gets this publish from the
+        -- retained messages (skipq.topic_replay), after the older ones.
+        WHERE ts.topic_id = t.id
+          AND NOT EXISTS (SELECT 1 FROM skipq.topic_replays rp WHERE rp.topic_id = ts.topic_id
+                          AND rp.queue_id = ts.queue_id AND rp.created_at >= ts.created_at)
+        ORDER BY ts.queue_id
     LOOP
         v_pos := CASE WHEN s.filter IS NULL THEN v_fresh
                       ELSE ARRAY(SELECT x FROM unnest(v_fresh) x
@@ -228,15 +285,26 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- The bodies, once each: of the messages some group got, and of keyed
-    -- ones (their key answers a second publish even when nothing matched).
+    -- The bodies, once each: of the messages some group got, of keyed
+    -- ones (their key answers a second publish even when nothing matched),
+    -- and of every one a topic retains.
     INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends,
                                     delivered_to)
     SELECT v_body_id[x], t.id, p_message_ids[x], CASE WHEN p_keyed[x] THEN v_hash[x] END,
            substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]), v_now,
            v_now + make_interval(secs => t.dedup_window_seconds), v_count[x]
     FROM unnest(v_fresh) x
-    WHERE v_count[x] > 0 OR p_keyed[x];
+    WHERE v_count[x] > 0 OR p_keyed[x] OR t.retain_seconds > 0;
+    IF t.retain_seconds > 0 THEN
+        -- What a replay sends again: the message as published.
+        INSERT INTO skipq.topic_retained (topic_id, id, message_id, published_at, client_id, metadata,
+                                          body_binary, tags, group_id, expiration_seconds, max_receive_count,
+                                          dead_letter_queue)
+        SELECT t.id, v_body_id[x], p_message_ids[x], v_now, p_client_ids[x], p_metadatas[x], p_body_binaries[x],
+               v_src[x], p_group_ids[x], p_expiration_seconds[x], p_max_receive_counts[x],
+               CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+        FROM unnest(v_fresh) x ORDER BY x;
+    END IF;
     IF cardinality(v_fresh) > 0 THEN
         INSERT INTO skipq.topic_counts (topic_id, published, delivered, unrouted)
         SELECT t.id, count(*), sum(v_count[x]), count(*) FILTER (WHERE v_count[x] = 0)
@@ -250,7 +318,252 @@ BEGIN
 END $$;
 -- +goose StatementEnd
 
+
+
+-- +goose StatementBegin
+CREATE FUNCTION skipq.topic_subscribe_replay(p_tenant text, p_topic text, p_queue text, p_filter jsonb,
+    p_max integer, p_replay_from timestamptz) RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_outcome text;
+BEGIN
+-- skipq.topic_subscribe, and a new subscription with p_replay_from starts
+-- replaying (skipq.topic_replay) in the same transaction, under the topic's
+-- lock: no publish reaches it before the retained messages have.
+    IF p_replay_from IS NOT NULL AND EXISTS (
+        SELECT 1 FROM skipq.topics t WHERE t.tenant = p_tenant AND t.name = p_topic AND t.retain_seconds = 0) THEN
+        RETURN 'retains_nothing';
+    END IF;
+    v_outcome := skipq.topic_subscribe(p_tenant, p_topic, p_queue, p_filter, p_max);
+    IF v_outcome = 'created' AND p_replay_from IS NOT NULL THEN
+        INSERT INTO skipq.topic_replays AS r (topic_id, queue_id, replay_from, created_at)
+        SELECT s.topic_id, s.queue_id, p_replay_from, s.created_at
+        FROM skipq.topic_subscriptions s
+        JOIN skipq.topics t ON t.id = s.topic_id JOIN skipq.queues q ON q.id = s.queue_id
+        WHERE t.tenant = p_tenant AND t.name = p_topic AND q.tenant = p_tenant AND q.name = p_queue
+        ON CONFLICT (topic_id, queue_id) DO UPDATE SET replay_from = excluded.replay_from, replay_after = 0,
+            replay_horizon = NULL, created_at = excluded.created_at;
+    END IF;
+    RETURN v_outcome;
+END $$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION skipq.topic_subscribe_replay(text, text, text, jsonb, integer, timestamptz) FROM PUBLIC;
+
+-- +goose StatementBegin
+CREATE FUNCTION skipq.topic_replay(p_max integer)
+RETURNS TABLE(queue_id bigint, copied integer, available integer, more boolean)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    s         skipq.topic_replays;
+    v_filter  jsonb;
+    t         skipq.topics;
+    q         skipq.queues;
+    v_final   boolean := false;
+    v_horizon bigint;
+    v_last    bigint;
+    v_rows    skipq.topic_retained[];
+    v_copied  integer := 0;
+    v_ready   integer := 0;
+BEGIN
+-- One step of one replaying subscription (the oldest no other worker is
+-- on): the next p_max retained messages of its topic, in publish order,
+-- through a send to its queue of those published since its replay_from
+-- that match its filter. Publishes do not wait for it, except for a
+-- moment when it notes how far they have committed (the topic's lock,
+-- which waits for those in flight) and for the last step: that one copies
+-- the last few under the lock and makes the subscription live, so the next
+-- publish reaches it directly.
+    SELECT x.* INTO s FROM skipq.topic_replays x
+    WHERE EXISTS (SELECT 1 FROM skipq.topic_subscriptions y
+                  WHERE y.topic_id = x.topic_id AND y.queue_id = x.queue_id AND y.created_at <= x.created_at)
+      AND EXISTS (SELECT 1 FROM skipq.queues y WHERE y.id = x.queue_id)
+    ORDER BY x.created_at LIMIT 1 FOR UPDATE OF x SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT * INTO t FROM skipq.topics WHERE id = s.topic_id;
+    SELECT * INTO q FROM skipq.queues WHERE id = s.queue_id;
+    SELECT x.filter INTO v_filter FROM skipq.topic_subscriptions x
+    WHERE x.topic_id = s.topic_id AND x.queue_id = s.queue_id;
+    IF s.replay_horizon IS NULL OR s.replay_after >= s.replay_horizon THEN
+        PERFORM pg_advisory_xact_lock(skipq.topic_lock_key(t.id));
+        -- Every id drawn so far is of a publish that committed or rolled
+        -- back: publishers draw theirs under the lock, shared.
+        SELECT last_value INTO v_horizon FROM skipq.topic_body_sequence;
+        IF (SELECT count(*) FROM (SELECT 1 FROM skipq.topic_retained r
+                                  WHERE r.topic_id = t.id AND r.id > s.replay_after LIMIT p_max + 1) l) > p_max THEN
+            UPDATE skipq.topic_replays x SET replay_horizon = v_horizon
+            WHERE x.topic_id = s.topic_id AND x.queue_id = s.queue_id;
+            RETURN QUERY SELECT q.id, 0, 0, true;
+            RETURN;
+        END IF;
+        v_final := true;
+    END IF;
+    v_rows := ARRAY(
+        SELECT r FROM skipq.topic_retained r
+        WHERE r.topic_id = t.id AND r.id > s.replay_after AND (v_final OR r.id <= s.replay_horizon)
+        ORDER BY r.id LIMIT p_max);
+    v_last := (SELECT max(r.id) FROM unnest(v_rows) r);
+    -- Those to send: published since the replay's start, matching the
+    -- filter, and not in the queue already.
+    v_rows := ARRAY(
+        SELECT r FROM unnest(v_rows) r
+        WHERE r.published_at >= s.replay_from AND skipq.topic_matches(v_filter, r.tags)
+          AND NOT EXISTS (SELECT 1 FROM skipq.messages m WHERE m.message_id = r.message_id AND m.queue_id = q.id)
+        ORDER BY r.id);
+    IF cardinality(v_rows) > 0 THEN
+        SELECT count(*), count(*) FILTER (WHERE m.delayed_to IS NULL) INTO v_copied, v_ready
+        FROM skipq.message_insert(
+            q.tenant, q.name, NULL, skipq.limit_setting('max_receive_count', 1024),
+            ARRAY(SELECT r.message_id FROM unnest(v_rows) r),
+            array_fill(q.content_based_dedup, ARRAY[cardinality(v_rows)]),
+            ARRAY(SELECT r.client_id FROM unnest(v_rows) r),
+            ARRAY(SELECT r.metadata FROM unnest(v_rows) r),
+            ARRAY(SELECT r.body_binary FROM unnest(v_rows) r),
+            ARRAY(SELECT (r.tags || jsonb_build_object('skipq.topic', t.name, 'skipq.body', r.id::text))::text
+                  FROM unnest(v_rows) r),
+            array_fill(-1, ARRAY[cardinality(v_rows)]),
+            ARRAY(SELECT r.expiration_seconds FROM unnest(v_rows) r),
+            ARRAY(SELECT r.max_receive_count FROM unnest(v_rows) r),
+            ARRAY(SELECT coalesce(r.dead_letter_queue, '') FROM unnest(v_rows) r),
+            ARRAY(SELECT r.dead_letter_queue IS NOT NULL FROM unnest(v_rows) r),
+            array_fill(1, ARRAY[cardinality(v_rows)]), array_fill(0, ARRAY[cardinality(v_rows)]), '\x'::bytea,
+            CASE WHEN t.fifo THEN ARRAY(SELECT r.group_id FROM unnest(v_rows) r) END) m
+        WHERE m.outcome IN ('sent', 'duplicate');
+    END IF;
+    IF v_final THEN
+        DELETE FROM skipq.topic_replays x WHERE x.topic_id = s.topic_id AND x.queue_id = s.queue_id;
+    ELSE
+        UPDATE skipq.topic_replays x SET replay_after = coalesce(v_last, s.replay_horizon)
+        WHERE x.topic_id = s.topic_id AND x.queue_id = s.queue_id;
+    END IF;
+    RETURN QUERY SELECT q.id, v_copied, v_ready, NOT v_final;
+END $$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION skipq.topic_replay(integer) FROM PUBLIC;
+
+-- +goose StatementBegin
+CREATE FUNCTION skipq.topic_retention_prune(p_now timestamptz, p_max integer) RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_topic   bigint;
+    v_removed integer := 0;
+    v_n       integer;
+BEGIN
+-- Removes retained messages whose retention ended (the topic's
+-- retainSeconds after their publish; all of a topic deleted or retaining
+-- nothing now), at most p_max in all, oldest first per topic, never one a
+-- replaying subscription has not been through yet. The bodies go with the
+-- worker's skipq.topic_upkeep once no copy names them.
+    FOR v_topic IN
+        -- The topics that retain anything: a skip scan of the primary key.
+        WITH RECURSIVE ids(id) AS (
+            SELECT min(r.topic_id) FROM skipq.topic_retained r
+            UNION ALL
+            SELECT (SELECT min(r.topic_id) FROM skipq.topic_retained r WHERE r.topic_id > ids.id)
+            FROM ids WHERE ids.id IS NOT NULL)
+        SELECT ids.id FROM ids WHERE ids.id IS NOT NULL
+    LOOP
+        EXIT WHEN v_removed >= p_max;
+        WITH doomed AS (
+            SELECT w.id FROM (
+                SELECT r.id, r.published_at FROM skipq.topic_retained r
+                WHERE r.topic_id = v_topic ORDER BY r.id LIMIT p_max - v_removed) w
+            WHERE w.published_at + make_interval(secs => coalesce(
+                      (SELECT t.retain_seconds FROM skipq.topics t WHERE t.id = v_topic), 0)) <= p_now
+              AND w.id <= coalesce((SELECT min(s.replay_after) FROM skipq.topic_replays s
+                                    WHERE s.topic_id = v_topic), w.id)
+        )
+        DELETE FROM skipq.topic_retained r USING doomed d WHERE r.topic_id = v_topic AND r.id = d.id;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_removed := v_removed + v_n;
+    END LOOP;
+    RETURN v_removed;
+END $$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION skipq.topic_retention_prune(timestamptz, integer) FROM PUBLIC;
+
+-- A body a topic retains stays (skipq.topic_retention_prune ends that).
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.topic_upkeep(p_after bigint, p_max integer) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_last bigint;
+BEGIN
+    WITH folded AS (
+        DELETE FROM skipq.topic_counts c
+        WHERE c.id = ANY(ARRAY(SELECT id FROM skipq.topic_counts ORDER BY id LIMIT 10000 FOR UPDATE SKIP LOCKED))
+        RETURNING c.topic_id, c.published, c.delivered, c.unrouted
+    ), summed AS (
+        SELECT f.topic_id, sum(f.published) AS p, sum(f.delivered) AS d, sum(f.unrouted) AS u
+        FROM folded f GROUP BY f.topic_id
+    )
+    UPDATE skipq.topics t SET published = t.published + s.p, delivered = t.delivered + s.d,
+                              unrouted = t.unrouted + s.u
+    FROM summed s WHERE t.id = s.topic_id;
+
+    DELETE FROM skipq.topic_subscriptions s
+    WHERE NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = s.queue_id);
+    DELETE FROM skipq.topic_replays r
+    WHERE NOT EXISTS (SELECT 1 FROM skipq.topic_subscriptions s
+                      WHERE s.topic_id = r.topic_id AND s.queue_id = r.queue_id AND s.created_at <= r.created_at);
+
+    SELECT max(w.id) INTO v_last FROM (
+        SELECT b.id FROM skipq.topic_bodies b WHERE b.id > p_after ORDER BY b.id LIMIT p_max) w;
+    DELETE FROM skipq.topic_bodies b
+    WHERE b.id > p_after AND b.id <= v_last
+      AND b.window_ends <= now()
+      AND NOT EXISTS (SELECT 1 FROM skipq.topic_retained r WHERE r.topic_id = b.topic_id AND r.id = b.id)
+      AND NOT EXISTS (SELECT 1 FROM skipq.messages m
+                      WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text);
+    IF v_last IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.topic_bodies b WHERE b.id > v_last) THEN
+        RETURN 0;
+    END IF;
+    RETURN v_last;
+END $$;
+-- +goose StatementEnd
 -- +goose Down
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.topic_upkeep(p_after bigint, p_max integer) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_last bigint;
+BEGIN
+    WITH folded AS (
+        DELETE FROM skipq.topic_counts c
+        WHERE c.id = ANY(ARRAY(SELECT id FROM skipq.topic_counts ORDER BY id LIMIT 10000 FOR UPDATE SKIP LOCKED))
+        RETURNING c.topic_id, c.published, c.delivered, c.unrouted
+    ), summed AS (
+        SELECT f.topic_id, sum(f.published) AS p, sum(f.delivered) AS d, sum(f.unrouted) AS u
+        FROM folded f GROUP BY f.topic_id
+    )
+    UPDATE skipq.topics t SET published = t.published + s.p, delivered = t.delivered + s.d,
+                              unrouted = t.unrouted + s.u
+    FROM summed s WHERE t.id = s.topic_id;
+
+    DELETE FROM skipq.topic_subscriptions s
+    WHERE NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = s.queue_id);
+
+    SELECT max(w.id) INTO v_last FROM (
+        SELECT b.id FROM skipq.topic_bodies b WHERE b.id > p_after ORDER BY b.id LIMIT p_max) w;
+    DELETE FROM skipq.topic_bodies b
+    WHERE b.id > p_after AND b.id <= v_last
+      AND b.window_ends <= now()
+      AND NOT EXISTS (SELECT 1 FROM skipq.messages m
+                      WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text);
+    IF v_last IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.topic_bodies b WHERE b.id > v_last) THEN
+        RETURN 0;
+    END IF;
+    RETURN v_last;
+END $$;
+-- +goose StatementEnd
+DROP FUNCTION skipq.topic_retention_prune(timestamptz, integer);
+DROP FUNCTION skipq.topic_replay(integer);
+DROP FUNCTION skipq.topic_subscribe_replay(text, text, text, jsonb, integer, timestamptz);
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.topic_publish(p_tenant text, p_topic text, p_now timestamp with time zone, p_server_max_receive_count integer, p_message_ids text[], p_keyed boolean[], p_client_ids text[], p_metadatas text[], p_body_binaries boolean[], p_tags text[], p_delay_seconds integer[], p_expiration_seconds integer[], p_max_receive_counts integer[], p_dead_letter_queues text[], p_dead_letter_queue_given boolean[], p_body_offsets integer[], p_body_lengths integer[], p_body_data bytea, p_group_ids text[] DEFAULT NULL::text[], p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(pos integer, message_id text, outcome text, delivered_to integer, published_at timestamp with time zone, woken bigint[])
     LANGUAGE plpgsql
@@ -415,3 +728,5 @@ BEGIN
     FROM generate_subscripts(p_message_ids, 1) x ORDER BY x;
 END $$;
 -- +goose StatementEnd
+DROP TABLE skipq.topic_replays;
+DROP TABLE skipq.topic_retained;

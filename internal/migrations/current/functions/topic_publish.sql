@@ -89,6 +89,13 @@ BEGIN
     END IF;
 
     v_fresh := ARRAY(SELECT x FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'sent' ORDER BY x);
+    IF t.fifo AND t.retain_seconds > 0 THEN
+        -- A replay goes by body id: publishers of one groupId draw their
+        -- ids in the order they reach the groups (lock-number order).
+        PERFORM pg_advisory_xact_lock(l.h) FROM (
+            SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/group/' || p_group_ids[x], 0) AS h
+            FROM unnest(v_fresh) x ORDER BY 1) l;
+    END IF;
     v_body_id := array_fill(NULL::bigint, ARRAY[n]);
     FOR i IN SELECT unnest(v_fresh) LOOP
         v_body_id[i] := nextval('skipq.topic_body_sequence');
@@ -107,7 +114,12 @@ BEGIN
                q.content_based_dedup OR EXISTS (SELECT 1 FROM skipq.queue_trace tr WHERE tr.queue_id = q.id)
                    AS alone
         FROM skipq.topic_subscriptions ts JOIN skipq.queues q ON q.id = ts.queue_id
-        WHERE ts.topic_id = t.id ORDER BY ts.queue_id
+        -- A subscription still replaying gets this publish from the
+        -- retained messages (skipq.topic_replay), after the older ones.
+        WHERE ts.topic_id = t.id
+          AND NOT EXISTS (SELECT 1 FROM skipq.topic_replays rp WHERE rp.topic_id = ts.topic_id
+                          AND rp.queue_id = ts.queue_id AND rp.created_at >= ts.created_at)
+        ORDER BY ts.queue_id
     LOOP
         v_pos := CASE WHEN s.filter IS NULL THEN v_fresh
                       ELSE ARRAY(SELECT x FROM unnest(v_fresh) x
@@ -220,15 +232,26 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- The bodies, once each: of the messages some group got, and of keyed
-    -- ones (their key answers a second publish even when nothing matched).
+    -- The bodies, once each: of the messages some group got, of keyed
+    -- ones (their key answers a second publish even when nothing matched),
+    -- and of every one a topic retains.
     INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends,
                                     delivered_to)
     SELECT v_body_id[x], t.id, p_message_ids[x], CASE WHEN p_keyed[x] THEN v_hash[x] END,
            substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]), v_now,
            v_now + make_interval(secs => t.dedup_window_seconds), v_count[x]
     FROM unnest(v_fresh) x
-    WHERE v_count[x] > 0 OR p_keyed[x];
+    WHERE v_count[x] > 0 OR p_keyed[x] OR t.retain_seconds > 0;
+    IF t.retain_seconds > 0 THEN
+        -- What a replay sends again: the message as published.
+        INSERT INTO skipq.topic_retained (topic_id, id, message_id, published_at, client_id, metadata,
+                                          body_binary, tags, group_id, expiration_seconds, max_receive_count,
+                                          dead_letter_queue)
+        SELECT t.id, v_body_id[x], p_message_ids[x], v_now, p_client_ids[x], p_metadatas[x], p_body_binaries[x],
+               v_src[x], p_group_ids[x], p_expiration_seconds[x], p_max_receive_counts[x],
+               CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+        FROM unnest(v_fresh) x ORDER BY x;
+    END IF;
     IF cardinality(v_fresh) > 0 THEN
         INSERT INTO skipq.topic_counts (topic_id, published, delivered, unrouted)
         SELECT t.id, count(*), sum(v_count[x]), count(*) FILTER (WHERE v_count[x] = 0)
