@@ -30,6 +30,11 @@ const (
 	fanoutDrainTarget   = 0.8
 	fanoutStorageTarget = 3.0
 	fanoutWakeTarget    = 5.0
+	fanoutReplayTarget  = 0.8
+	// fanoutReplayRetained is how many retained messages a replay goes
+	// through while publishers publish (--quick: fanoutReplayQuick).
+	fanoutReplayRetained = 1_000_000
+	fanoutReplayQuick    = 20_000
 )
 
 // fanoutBody is every fan-out message's body: 1 KiB of text.
@@ -143,7 +148,96 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 	if res.WakeP50MS, err = e.fanoutWake(ctx, base); err != nil {
 		return res, err
 	}
+	if res.Replay, err = e.fanoutReplay(ctx, base); err != nil {
+		return res, err
+	}
 	return res, nil
+}
+
+// fanoutReplay measures publishes at batch 100 × 4 to a topic that retains
+// its messages and has one live group, without and then during the replay
+// of fanoutReplayRetained retained messages to a new subscription (the
+// topics contract: a replay must not block publishers). The retained
+// messages are written in SQL, as publishes to the topic before the replay
+// would have left them: a body and a retained row each.
+func (e *env) fanoutReplay(ctx context.Context, base string) (*FanoutReplay, error) {
+	retained := fanoutReplayRetained
+	if e.o.Quick {
+		retained = fanoutReplayQuick
+	}
+	topic := queueName("fanout-replay")
+	tu := base + "/v1/topics/" + url.PathEscape(topic)
+	if err := e.http.do(ctx, http.MethodPut, tu, []byte(`{"retainSeconds": 86400}`), http.StatusCreated, nil); err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	live := topic + "-live"
+	if err := e.http.do(ctx, http.MethodPut, tu+"/subscriptions/"+url.PathEscape(live), nil, http.StatusCreated, nil); err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", live, err)
+	}
+	e.logf("fanout: %d retained messages for a replay", retained)
+	from := time.Now().Add(-time.Hour)
+	if _, err := e.mon.Exec(ctx, monitorMark+`
+WITH t AS (SELECT id FROM skipq.topics WHERE name = $1),
+     b AS (
+    INSERT INTO skipq.topic_bodies (id, topic_id, message_id, body, published_at, window_ends, delivered_to)
+    SELECT nextval('skipq.topic_body_sequence'), t.id, 'retained-' || g, convert_to($2, 'UTF8'),
+           $3::timestamptz + g * interval '1 ms', $3::timestamptz, 0
+    FROM t, generate_series(1, $4::integer) g
+    RETURNING id, topic_id, message_id, published_at)
+INSERT INTO skipq.topic_retained (topic_id, id, message_id, published_at, client_id, metadata, body_binary, tags,
+                                  expiration_seconds, max_receive_count)
+SELECT topic_id, id, message_id, published_at, '', '', false, '{}', -1, 0 FROM b`,
+		topic, fanoutBody, from, retained); err != nil {
+		return nil, fmt.Errorf("retain %d messages: %w", retained, err)
+	}
+	p := Point{Batch: 100, Pairs: 4}
+	r := &FanoutReplay{Retained: retained}
+	var err error
+	if r.PublishMsgsPerS, _, err = e.publishWindow(ctx, tu+"/messages", p); err != nil {
+		return nil, err
+	}
+	replayer := topic + "-replayed"
+	at := from.Add(-time.Second).UTC().Format(time.RFC3339Nano)
+	if err := e.http.do(ctx, http.MethodPut, tu+"/subscriptions/"+url.PathEscape(replayer),
+		[]byte(`{"replayFrom":"`+at+`"}`), http.StatusCreated, nil); err != nil {
+		return nil, fmt.Errorf("subscribe %s with a replay: %w", replayer, err)
+	}
+	started := time.Now()
+	if r.DuringReplayMsgsPerS, _, err = e.publishWindow(ctx, tu+"/messages", p); err != nil {
+		return nil, err
+	}
+	var copied int64
+	var replaying bool
+	if err := e.mon.QueryRow(ctx, monitorMark+`
+SELECT (SELECT count(*) FROM skipq.messages m JOIN skipq.queues q ON q.id = m.queue_id WHERE q.name = $1),
+       EXISTS (SELECT 1 FROM skipq.topic_replays r JOIN skipq.queues q ON q.id = r.queue_id WHERE q.name = $1)`,
+		replayer).Scan(&copied, &replaying); err != nil {
+		return nil, err
+	}
+	r.ReplayedMsgsPerS = round(float64(copied)/time.Since(started).Seconds(), 0)
+	r.ReplayOutlastedWindow = replaying
+	r.PublishMsgsPerS, r.DuringReplayMsgsPerS = round(r.PublishMsgsPerS, 0), round(r.DuringReplayMsgsPerS, 0)
+	if r.PublishMsgsPerS > 0 {
+		r.Ratio = round(r.DuringReplayMsgsPerS/r.PublishMsgsPerS, 3)
+	}
+	e.logf("  publishes %.0f msgs/s, %.0f during the replay (%.2f); the replay sent %.0f msgs/s (still going at the end: %t)",
+		r.PublishMsgsPerS, r.DuringReplayMsgsPerS, r.Ratio, r.ReplayedMsgsPerS, r.ReplayOutlastedWindow)
+	return r, nil
+}
+
+// FanoutReplay is publishing to a topic while a new subscription replays
+// its retained messages, next to publishing without.
+type FanoutReplay struct {
+	Retained             int     `json:"retained"`
+	PublishMsgsPerS      float64 `json:"publish_msgs_per_s"`
+	DuringReplayMsgsPerS float64 `json:"publish_during_replay_msgs_per_s"`
+	Ratio                float64 `json:"ratio"`
+	// ReplayedMsgsPerS is how fast the replay sent the retained messages
+	// meanwhile (warm-up and window).
+	ReplayedMsgsPerS float64 `json:"replayed_msgs_per_s"`
+	// ReplayOutlastedWindow says whether the replay still ran when the
+	// window ended (else part of the window had none).
+	ReplayOutlastedWindow bool `json:"replay_outlasted_window"`
 }
 
 func batchSuffix(batch int) string {
@@ -419,6 +513,7 @@ type FanoutResult struct {
 	StorageRatio       float64       `json:"storage_ratio"`
 	StorageNote        string        `json:"storage_note"`
 	WakeP50MS          float64       `json:"wake_p50_ms"`
+	Replay             *FanoutReplay `json:"replay"`
 	Points             []FanoutPoint `json:"points"`
 }
 
@@ -457,4 +552,8 @@ func writeFanout(w io.Writer, f *FanoutResult) {
 		}
 	}
 	fmt.Fprintf(w, "  storage: %s; ratio %.2f\n  wake p50 with 10 subscriptions: %.2f ms\n", f.StorageNote, f.StorageRatio, f.WakeP50MS)
+	if r := f.Replay; r != nil {
+		fmt.Fprintf(w, "  replay of %d retained messages: publishes %.0f msgs/s, %.0f during it (%.2f); it sent %.0f msgs/s (outlasted the window: %t)\n",
+			r.Retained, r.PublishMsgsPerS, r.DuringReplayMsgsPerS, r.Ratio, r.ReplayedMsgsPerS, r.ReplayOutlastedWindow)
+	}
 }
