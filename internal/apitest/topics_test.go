@@ -595,3 +595,44 @@ func TestTopicRetentionExpires(t *testing.T) {
 		t.Fatalf("late got %v", got)
 	}
 }
+
+// A FIFO topic's replay keeps each groupId's order, retained messages
+// first, then those published after.
+func TestFIFOTopicReplayKeepsGroupOrder(t *testing.T) {
+	n := newNode(t)
+	n.topic(t, "fifo-log", map[string]any{"fifo": true, "retainSeconds": 3600}, "live")
+	from := time.Now().UTC().Add(-time.Second).Format(time.RFC3339Nano)
+	for i := range 12 {
+		n.publish(t, "fifo-log", map[string]any{"body": fmt.Sprint(i), "groupId": fmt.Sprintf("g%d", i%3)})
+	}
+	n.must(t, http.StatusCreated, "PUT", "/v1/topics/fifo-log/subscriptions/replayed", map[string]any{"replayFrom": from})
+	for i := 12; i < 18; i++ {
+		n.publish(t, "fifo-log", map[string]any{"body": fmt.Sprint(i), "groupId": fmt.Sprintf("g%d", i%3)})
+	}
+	n.replayDone(t, "fifo-log")
+	got := map[string][]int{}
+	for {
+		msgs := n.receive(t, "replayed", map[string]any{"maxMessages": 10, "maxMessagesPerGroup": 10})
+		if len(msgs) == 0 {
+			break
+		}
+		handles := []string{}
+		for _, m := range msgs {
+			var i int
+			fmt.Sscan(m["body"].(string), &i)
+			g := m["groupId"].(string)
+			got[g] = append(got[g], i)
+			handles = append(handles, m["receiptHandle"].(string))
+		}
+		n.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandles": handles})
+	}
+	for g := range 3 {
+		var want []int
+		for i := g; i < 18; i += 3 {
+			want = append(want, i)
+		}
+		if fmt.Sprint(got[fmt.Sprintf("g%d", g)]) != fmt.Sprint(want) {
+			t.Fatalf("group g%d got %v, want %v", g, got[fmt.Sprintf("g%d", g)], want)
+		}
+	}
+}

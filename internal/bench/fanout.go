@@ -202,19 +202,36 @@ SELECT topic_id, id, message_id, published_at, '', '', false, '{}', -1, 0 FROM b
 		[]byte(`{"replayFrom":"`+at+`"}`), http.StatusCreated, nil); err != nil {
 		return nil, fmt.Errorf("subscribe %s with a replay: %w", replayer, err)
 	}
+	// The window starts once the replay has sent its first copies (the
+	// worker's job runs every second).
+	copies := func() (copied int64, replaying bool, err error) {
+		err = e.mon.QueryRow(ctx, monitorMark+`
+SELECT (SELECT count(*) FROM skipq.messages m JOIN skipq.queues q ON q.id = m.queue_id WHERE q.name = $1),
+       EXISTS (SELECT 1 FROM skipq.topic_replays r JOIN skipq.queues q ON q.id = r.queue_id WHERE q.name = $1)`,
+			replayer).Scan(&copied, &replaying)
+		return copied, replaying, err
+	}
+	var before int64
+	for deadline := time.Now().Add(10 * time.Second); before == 0; {
+		if before, _, err = copies(); err != nil {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the replay to %s did not start within 10 s", replayer)
+		}
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
 	started := time.Now()
 	if r.DuringReplayMsgsPerS, _, err = e.publishWindow(ctx, tu+"/messages", p); err != nil {
 		return nil, err
 	}
-	var copied int64
-	var replaying bool
-	if err := e.mon.QueryRow(ctx, monitorMark+`
-SELECT (SELECT count(*) FROM skipq.messages m JOIN skipq.queues q ON q.id = m.queue_id WHERE q.name = $1),
-       EXISTS (SELECT 1 FROM skipq.topic_replays r JOIN skipq.queues q ON q.id = r.queue_id WHERE q.name = $1)`,
-		replayer).Scan(&copied, &replaying); err != nil {
+	copied, replaying, err := copies()
+	if err != nil {
 		return nil, err
 	}
-	r.ReplayedMsgsPerS = round(float64(copied)/time.Since(started).Seconds(), 0)
+	r.ReplayedMsgsPerS = round(float64(copied-before)/time.Since(started).Seconds(), 0)
 	r.ReplayOutlastedWindow = replaying
 	r.PublishMsgsPerS, r.DuringReplayMsgsPerS = round(r.PublishMsgsPerS, 0), round(r.DuringReplayMsgsPerS, 0)
 	if r.PublishMsgsPerS > 0 {
