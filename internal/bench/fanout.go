@@ -203,7 +203,7 @@ SELECT topic_id, id, message_id, published_at, '', '', false, '{}', -1, 0 FROM b
 		return nil, fmt.Errorf("subscribe %s with a replay: %w", replayer, err)
 	}
 	// The window starts once the replay has sent its first copies (the
-	// worker's job runs every second).
+	// worker's job runs every 5 s).
 	copies := func() (copied int64, replaying bool, err error) {
 		err = e.mon.QueryRow(ctx, monitorMark+`
 SELECT (SELECT count(*) FROM skipq.messages m JOIN skipq.queues q ON q.id = m.queue_id WHERE q.name = $1),

@@ -352,7 +352,9 @@ REVOKE ALL ON FUNCTION skipq.topic_subscribe_replay(text, text, text, jsonb, int
 -- +goose StatementBegin
 CREATE FUNCTION skipq.topic_replay(p_max integer)
 RETURNS TABLE(queue_id bigint, copied integer, available integer, more boolean)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+    SET jit = off AS $$
 DECLARE
     s         skipq.topic_replays;
     v_filter  jsonb;
@@ -444,7 +446,9 @@ REVOKE ALL ON FUNCTION skipq.topic_replay(integer) FROM PUBLIC;
 
 -- +goose StatementBegin
 CREATE FUNCTION skipq.topic_retention_prune(p_now timestamptz, p_max integer) RETURNS integer
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+    SET jit = off AS $$
 DECLARE
     v_topic   bigint;
     v_removed integer := 0;

@@ -20,10 +20,10 @@ type PruneTopicRetention struct {
 	deps
 }
 
-// NewPruneTopicRetention builds the job: every 5 s, BatchSize retained
-// messages a run.
+// NewPruneTopicRetention builds the job: every 10 s, BatchSize retained
+// messages a run (and at once again while runs fill it).
 func NewPruneTopicRetention(pool *pgxpool.Pool, svc *service.Service) *PruneTopicRetention {
-	return &PruneTopicRetention{Config: batchConfig(5 * time.Second), deps: newDeps(pool, svc)}
+	return &PruneTopicRetention{Config: batchConfig(10 * time.Second), deps: newDeps(pool, svc)}
 }
 
 // RunOnce removes up to BatchSize retained messages and returns how many.

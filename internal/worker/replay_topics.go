@@ -22,10 +22,11 @@ type ReplayTopics struct {
 	deps
 }
 
-// NewReplayTopics builds the job: every second, and at once again while a
-// replay goes on.
+// NewReplayTopics builds the job: every 5 s (a replay starts within that of
+// its subscribe; an idle node's statements stay few), and again after each
+// step's rest while a replay goes on.
 func NewReplayTopics(pool *pgxpool.Pool, svc *service.Service) *ReplayTopics {
-	return &ReplayTopics{Config: batchConfig(time.Second), deps: newDeps(pool, svc)}
+	return &ReplayTopics{Config: batchConfig(5 * time.Second), deps: newDeps(pool, svc)}
 }
 
 // replayPause is how long the job rests after a step, in steps' lengths:

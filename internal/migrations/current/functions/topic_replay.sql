@@ -4,6 +4,11 @@
 CREATE OR REPLACE FUNCTION skipq.topic_replay(p_max integer) RETURNS TABLE(queue_id bigint, copied integer, available integer, more boolean)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     s         skipq.topic_replays;
