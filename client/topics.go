@@ -6,6 +6,7 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/skipq/skipq/wire"
 )
@@ -80,6 +81,18 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 func (c *Client) Subscribe(ctx context.Context, topic, queue string, filter *TopicFilter) (t Topic, created bool, err error) {
 	status, err := c.do(ctx, call{method: http.MethodPut, path: topicPath(topic) + "/subscriptions/" + seg(queue),
 		body: wire.SubscribeRequest{Filter: filter}, out: &t, retry: retryIdempotent})
+	return t, status == http.StatusCreated, err
+}
+
+// SubscribeReplay subscribes queue (created if missing) to a topic that
+// retains its messages, replaying first: the queue receives, in publish
+// order, every retained message published since from that matches the
+// filter, then everything published after. On an existing subscription it
+// changes only the filter, as Subscribe does.
+func (c *Client) SubscribeReplay(ctx context.Context, topic, queue string, filter *TopicFilter, from time.Time) (t Topic, created bool, err error) {
+	at := wire.At(from)
+	status, err := c.do(ctx, call{method: http.MethodPut, path: topicPath(topic) + "/subscriptions/" + seg(queue),
+		body: wire.SubscribeRequest{Filter: filter, ReplayFrom: &at}, out: &t, retry: retryIdempotent})
 	return t, status == http.StatusCreated, err
 }
 

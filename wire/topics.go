@@ -5,7 +5,8 @@ package wire
 type TopicSettings struct {
 	FIFO               *bool `json:"fifo,omitempty"`
 	DedupWindowSeconds *int  `json:"dedupWindowSeconds,omitempty"`
-	// RetainSeconds must be 0: retention and replay are not built yet.
+	// RetainSeconds keeps every published message that long after its
+	// publish, for subscriptions that ask for a replay (0: none).
 	RetainSeconds *int `json:"retainSeconds,omitempty"`
 }
 
@@ -49,6 +50,10 @@ type Subscription struct {
 	Queue     string       `json:"queue"`
 	Filter    *TopicFilter `json:"filter"`
 	CreatedAt Time         `json:"createdAt"`
+	// ReplayFrom is set while the subscription replays the topic's
+	// retained messages published since then; publishes reach it once the
+	// replay caught up.
+	ReplayFrom *Time `json:"replayFrom"`
 }
 
 // TopicFilter: a message matches when, for every tag key named, its tag's
@@ -61,6 +66,11 @@ type TopicFilter struct {
 // (or none: every message).
 type SubscribeRequest struct {
 	Filter *TopicFilter `json:"filter,omitempty"`
+	// ReplayFrom, on a new subscription of a topic that retains messages:
+	// its queue first receives, in publish order, every retained message
+	// published since then that matches the filter. Ignored when the
+	// subscription exists.
+	ReplayFrom *Time `json:"replayFrom,omitempty"`
 }
 
 // PublishRequest is the body of POST /v1/topics/{topic}/messages: one

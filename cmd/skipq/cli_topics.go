@@ -7,15 +7,16 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/skipq/skipq/client"
 )
 
 const topicsUsage = `skipq topics list
        skipq topics get TOPIC
-       skipq topics create TOPIC [--fifo] [--dedup-window S]
+       skipq topics create TOPIC [--fifo] [--dedup-window S] [--retain S]
        skipq topics delete TOPIC
-       skipq topics subscribe TOPIC QUEUE [--filter key=v1,v2]...
+       skipq topics subscribe TOPIC QUEUE [--filter key=v1,v2]... [--replay-from TIME]
        skipq topics unsubscribe TOPIC QUEUE`
 
 const publishUsage = `skipq publish TOPIC [BODY|-] [--delay S] [--expiration S] [--tag k=v]... [--id ID]
@@ -43,8 +44,11 @@ func cmdTopics(ctx context.Context, args []string) error {
 	fifo := fs.Bool("fifo", false, "create: a FIFO topic (its messages name groups, its queues are FIFO); fixed once created")
 	dedup := &secondsFlag{}
 	fs.Var(dedup, "dedup-window", "create: how long a messageId is remembered, in `seconds` (300)")
+	retain := &secondsFlag{}
+	fs.Var(retain, "retain", "create: keep every published message this many `seconds` for replays (0)")
 	filter := filterFlag{}
 	fs.Var(filter, "filter", "subscribe: deliver only messages whose tag `key=v1,v2` is one of the values (repeatable: all must match)")
+	replayFrom := fs.String("replay-from", "", "subscribe: a new subscription first gets the topic's retained messages published since this RFC 3339 `time`")
 	pos, err := cliParse(fs, args, topicsUsage)
 	if err != nil {
 		return err
@@ -60,10 +64,16 @@ func cmdTopics(ctx context.Context, args []string) error {
 		return usageErr("topics", "unknown verb topics %s", verb)
 	case len(pos) != n:
 		return usageErr("topics", "topics %s takes %d %s", verb, n, map[int]string{0: "arguments", 1: "argument", 2: "arguments"}[n])
-	case (*fifo || dedup.v != nil) && verb != "create":
-		return usageErr("topics", "--fifo and --dedup-window are flags of topics create")
-	case len(filter) > 0 && verb != "subscribe":
-		return usageErr("topics", "--filter is a flag of topics subscribe")
+	case (*fifo || dedup.v != nil || retain.v != nil) && verb != "create":
+		return usageErr("topics", "--fifo, --dedup-window and --retain are flags of topics create")
+	case (len(filter) > 0 || *replayFrom != "") && verb != "subscribe":
+		return usageErr("topics", "--filter and --replay-from are flags of topics subscribe")
+	}
+	var from time.Time
+	if *replayFrom != "" {
+		if from, err = time.Parse(time.RFC3339Nano, *replayFrom); err != nil {
+			return usageErr("topics", "--replay-from wants an RFC 3339 time (2026-12-01T10:00:00Z), got %q", *replayFrom)
+		}
 	}
 	c, err := o.client()
 	if err != nil {
@@ -112,7 +122,7 @@ func cmdTopics(ctx context.Context, args []string) error {
 	case "get":
 		t, err = c.GetTopic(ctx, pos[0])
 	case "create":
-		s := client.TopicSettings{DedupWindowSeconds: dedup.v}
+		s := client.TopicSettings{DedupWindowSeconds: dedup.v, RetainSeconds: retain.v}
 		if *fifo {
 			s.FIFO = fifo
 		}
@@ -125,7 +135,11 @@ func cmdTopics(ctx context.Context, args []string) error {
 			f = &client.TopicFilter{Tags: filter}
 		}
 		var created bool
-		t, created, err = c.Subscribe(ctx, pos[0], pos[1], f)
+		if from.IsZero() {
+			t, created, err = c.Subscribe(ctx, pos[0], pos[1], f)
+		} else {
+			t, created, err = c.SubscribeReplay(ctx, pos[0], pos[1], f, from)
+		}
 		what = map[bool]string{true: "subscribed ", false: "changed the filter of "}[created] + pos[1] + " to " + pos[0]
 	}
 	if err != nil {
@@ -148,6 +162,7 @@ func printTopic(out io.Writer, t client.Topic) error {
 		{"created", humanTime(&t.CreatedAt)},
 		{"fifo", strconv.FormatBool(t.FIFO)},
 		{"dedup window", fmt.Sprintf("%ds", t.DedupWindowSeconds)},
+		{"retain", retention(t.RetainSeconds)},
 		{"published", strconv.FormatInt(t.Published, 10)},
 		{"delivered", strconv.FormatInt(t.Delivered, 10)},
 		{"unrouted", strconv.FormatInt(t.Unrouted, 10)},
@@ -163,9 +178,21 @@ func printTopic(out io.Writer, t client.Topic) error {
 			}
 			filter = strings.Join(parts, " ")
 		}
-		fmt.Fprintf(tw, "subscription:\t%s (%s)\n", s.Queue, filter)
+		replaying := ""
+		if s.ReplayFrom != nil {
+			replaying = ", replaying from " + s.ReplayFrom.String()
+		}
+		fmt.Fprintf(tw, "subscription:\t%s (%s%s)\n", s.Queue, filter, replaying)
 	}
 	return tw.Flush()
+}
+
+// retention says how long a topic keeps its published messages.
+func retention(seconds int) string {
+	if seconds == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%ds", seconds)
 }
 
 // cmdPublish: skipq publish TOPIC [BODY|-].

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skipq/skipq/internal/testdb"
 )
@@ -40,4 +41,23 @@ func TestCLITopics(t *testing.T) {
 		t.Errorf("publish to a deleted topic: stderr %q", got)
 	}
 	c.fails(2, "topics", "subscribe", "orders")
+}
+
+// A topic that retains its messages, and a subscription that replays them.
+func TestCLITopicReplay(t *testing.T) {
+	c := newCLI(t, serve(t, testdb.New(t)))
+	if out := c.ok("topics", "create", "audit", "--retain", "3600"); !strings.Contains(out, "retain:") || !strings.Contains(out, "3600s") {
+		t.Errorf("topics create --retain printed\n%s", out)
+	}
+	c.ok("publish", "audit", "first")
+	c.ok("topics", "subscribe", "audit", "late", "--replay-from", "2000-01-01T00:00:00Z")
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(c.ok("receive", "late", "--ack"), "first") {
+		if time.Now().After(deadline) {
+			t.Fatal("the replayed message never came")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.fails(2, "topics", "subscribe", "audit", "x", "--replay-from", "yesterday")
+	c.fails(2, "topics", "get", "audit", "--retain", "5")
 }

@@ -155,6 +155,36 @@ func TestTopicFilters(t *testing.T) {
 	}
 }
 
+// A publish writes most groups' copies in one insert and sends to a group
+// whose queue traces or deduplicates by content on its own: every kind of
+// group gets every message once, with its body, its delay, and in a traced
+// queue its history.
+func TestTopicReachesEveryKindOfGroup(t *testing.T) {
+	n := newNode(t)
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/traced", map[string]any{"trace": true})
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/by-content", map[string]any{"contentBasedDeduplication": true})
+	n.must(t, http.StatusCreated, "PUT", "/v1/queues/slow", map[string]any{"delaySeconds": 1})
+	n.topic(t, "kinds", nil, "plain-a", "traced", "by-content", "slow", "plain-b")
+	res := n.must(t, http.StatusCreated, "POST", "/v1/topics/kinds/messages", map[string]any{"messages": []map[string]any{
+		{"body": "same", "messageId": "k1"}, {"body": "same", "messageId": "k2"}, {"body": "other"}}})
+	for _, r := range objects(t, res["results"]) {
+		if num(r["deliveredTo"]) != 5 {
+			t.Fatalf("results: %v", res)
+		}
+	}
+	if msgs := n.receive(t, "slow", map[string]any{"maxMessages": 10}); len(msgs) != 0 {
+		t.Fatalf("slow's copies came before its delay: %v", msgs)
+	}
+	for _, q := range []string{"plain-a", "traced", "by-content", "plain-b", "slow"} {
+		if got := n.drain(t, q, 1); len(got) != 2 || got["same"] != 2 || got["other"] != 1 {
+			t.Fatalf("%s got %v", q, got)
+		}
+	}
+	if events := objects(t, n.must(t, http.StatusOK, "GET", "/v1/queues/traced/messages/k1/history", nil)["events"]); len(events) == 0 {
+		t.Fatal("the traced group's copy has no history")
+	}
+}
+
 // 3. Atomicity: an atomic batch with one invalid message reaches no group;
 // with one group's queue row locked by another client's open transaction,
 // a publish reaches both groups or neither.
@@ -418,5 +448,191 @@ func TestTopicMessageAcrossGroups(t *testing.T) {
 	n.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandle": msgs[0]["receiptHandle"]})
 	if s := states(); s["a"]["state"] != "gone" || s["a"]["consumed"] != true || s["b"]["state"] != "available" {
 		t.Fatalf("after a's ack: %v", s)
+	}
+}
+
+// replayDone waits until no subscription of topic replays any more.
+func (n *testNode) replayDone(t *testing.T, topic string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		replaying := false
+		for _, s := range objects(t, n.must(t, http.StatusOK, "GET", "/v1/topics/"+topic, nil)["subscriptions"]) {
+			replaying = replaying || s["replayFrom"] != nil
+		}
+		if !replaying {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s still replays", topic)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// inOrder receives every message of queue one consumer at a time, acking
+// each, and returns their bodies in the order received.
+func (n *testNode) inOrder(t *testing.T, queue string) []string {
+	t.Helper()
+	var out []string
+	for {
+		msgs := n.receive(t, queue, map[string]any{"maxMessages": 10})
+		if len(msgs) == 0 {
+			return out
+		}
+		handles := make([]string, len(msgs))
+		for i, m := range msgs {
+			out = append(out, m["body"].(string))
+			handles[i] = m["receiptHandle"].(string)
+		}
+		n.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandles": handles})
+	}
+}
+
+// Retention and replay: a new subscription with replayFrom gets, in
+// publish order, the retained messages published since then that match its
+// filter, then what is published after, also while it still replays.
+func TestTopicReplayInPublishOrderThroughTheFilter(t *testing.T) {
+	n := newNode(t)
+	n.topic(t, "history", map[string]any{"retainSeconds": 3600}, "live")
+	n.must(t, http.StatusCreated, "PUT", "/v1/topics/plain-topic", nil)
+	r := n.do(t, "PUT", "/v1/topics/plain-topic/subscriptions/q", map[string]any{"replayFrom": time.Now().UTC().Format(time.RFC3339)})
+	wantError(t, r, http.StatusBadRequest, "invalid_request", "replayFrom")
+
+	n.publish(t, "history", map[string]any{"body": "before", "tags": map[string]string{"kind": "a"}})
+	time.Sleep(20 * time.Millisecond)
+	var from any
+	var want []string
+	for i := range 30 {
+		kind := []string{"a", "b"}[i%2]
+		res := n.publish(t, "history", map[string]any{"body": fmt.Sprintf("m%02d", i), "tags": map[string]string{"kind": kind}})
+		if i == 0 {
+			from = res["publishedAt"]
+		}
+		if kind == "a" {
+			want = append(want, fmt.Sprintf("m%02d", i))
+		}
+	}
+	n.must(t, http.StatusCreated, "PUT", "/v1/topics/history/subscriptions/replayed",
+		map[string]any{"filter": map[string]any{"tags": map[string]any{"kind": []string{"a"}}}, "replayFrom": from})
+	for i := range 5 {
+		n.publish(t, "history", map[string]any{"body": fmt.Sprintf("new%d", i), "tags": map[string]string{"kind": "a"}})
+		want = append(want, fmt.Sprintf("new%d", i))
+	}
+	n.replayDone(t, "history")
+	n.publish(t, "history", map[string]any{"body": "last", "tags": map[string]string{"kind": "a"}})
+	want = append(want, "last")
+	if got := n.inOrder(t, "replayed"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the replayed group got\n %v\nwant\n %v", got, want)
+	}
+	if got := n.inOrder(t, "live"); len(got) != 1+30+5+1 {
+		t.Fatalf("the live group got %d messages: %v", len(got), got)
+	}
+}
+
+// A replay while publishers keep publishing: the replayed group gets every
+// message published since replayFrom exactly once, as the live group does.
+func TestTopicReplayWhilePublishing(t *testing.T) {
+	n := newNode(t)
+	n.topic(t, "busy", map[string]any{"retainSeconds": 3600}, "live")
+	from := time.Now().UTC().Add(-time.Second).Format(time.RFC3339Nano)
+	const publishers, each = 4, 150
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() {
+			ot := offTest{t}
+			for i := range each {
+				n.publish(ot, "busy", map[string]any{"messages": []map[string]any{
+					{"body": fmt.Sprintf("p%d-%d-a", p, i)}, {"body": fmt.Sprintf("p%d-%d-b", p, i)}}})
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	n.must(t, http.StatusCreated, "PUT", "/v1/topics/busy/subscriptions/replayed", map[string]any{"replayFrom": from})
+	wg.Wait()
+	n.replayDone(t, "busy")
+	for _, q := range []string{"live", "replayed"} {
+		got := n.drain(t, q, 3)
+		if len(got) != publishers*each*2 {
+			t.Fatalf("%s got %d messages, want %d", q, len(got), publishers*each*2)
+		}
+		for body, times := range got {
+			if times != 1 {
+				t.Fatalf("%s got %s %d times", q, body, times)
+			}
+		}
+	}
+}
+
+// Retention ends retainSeconds after a publish: the worker removes what a
+// topic retained, and a replay asked for later finds nothing of it.
+func TestTopicRetentionExpires(t *testing.T) {
+	n := newNode(t)
+	n.topic(t, "short", map[string]any{"retainSeconds": 1})
+	res := n.publish(t, "short", map[string]any{"body": "gone-soon"})
+	if num(res["deliveredTo"]) != 0 {
+		t.Fatalf("publish: %v", res)
+	}
+	conn := connect(t, n.DB)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var left int
+		if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM skipq.topic_retained").Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the retained message outlived its retention")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	n.must(t, http.StatusCreated, "PUT", "/v1/topics/short/subscriptions/late", map[string]any{"replayFrom": res["publishedAt"]})
+	n.replayDone(t, "short")
+	n.publish(t, "short", map[string]any{"body": "fresh"})
+	if got := n.inOrder(t, "late"); fmt.Sprint(got) != "[fresh]" {
+		t.Fatalf("late got %v", got)
+	}
+}
+
+// A FIFO topic's replay keeps each groupId's order, retained messages
+// first, then those published after.
+func TestFIFOTopicReplayKeepsGroupOrder(t *testing.T) {
+	n := newNode(t)
+	n.topic(t, "fifo-log", map[string]any{"fifo": true, "retainSeconds": 3600}, "live")
+	from := time.Now().UTC().Add(-time.Second).Format(time.RFC3339Nano)
+	for i := range 12 {
+		n.publish(t, "fifo-log", map[string]any{"body": fmt.Sprint(i), "groupId": fmt.Sprintf("g%d", i%3)})
+	}
+	n.must(t, http.StatusCreated, "PUT", "/v1/topics/fifo-log/subscriptions/replayed", map[string]any{"replayFrom": from})
+	for i := 12; i < 18; i++ {
+		n.publish(t, "fifo-log", map[string]any{"body": fmt.Sprint(i), "groupId": fmt.Sprintf("g%d", i%3)})
+	}
+	n.replayDone(t, "fifo-log")
+	got := map[string][]int{}
+	for {
+		msgs := n.receive(t, "replayed", map[string]any{"maxMessages": 10, "maxMessagesPerGroup": 10})
+		if len(msgs) == 0 {
+			break
+		}
+		handles := []string{}
+		for _, m := range msgs {
+			var i int
+			fmt.Sscan(m["body"].(string), &i)
+			g := m["groupId"].(string)
+			got[g] = append(got[g], i)
+			handles = append(handles, m["receiptHandle"].(string))
+		}
+		n.must(t, http.StatusOK, "POST", "/v1/receipts/ack", map[string]any{"receiptHandles": handles})
+	}
+	for g := range 3 {
+		var want []int
+		for i := g; i < 18; i += 3 {
+			want = append(want, i)
+		}
+		if fmt.Sprint(got[fmt.Sprintf("g%d", g)]) != fmt.Sprint(want) {
+			t.Fatalf("group g%d got %v, want %v", g, got[fmt.Sprintf("g%d", g)], want)
+		}
 	}
 }

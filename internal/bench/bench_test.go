@@ -439,8 +439,9 @@ func targetsNamed(rep bench.Report, part string) int {
 }
 
 // TestFanoutShape runs a short fanout scenario: both points with each
-// subscription count measured, the storage ratio and wake-up measured, and
-// the five targets reported. No speed is asserted.
+// subscription count measured, the storage ratio, the wake-up and the
+// publishes during a replay (of 20,000 retained messages) measured, and the
+// six targets reported. No speed is asserted.
 func TestFanoutShape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -462,6 +463,14 @@ func TestFanoutShape(t *testing.T) {
 	}
 	if f.StorageRatio <= 0 || f.WakeP50MS <= 0 {
 		t.Errorf("storage ratio %v, wake p50 %v ms: want both measured", f.StorageRatio, f.WakeP50MS)
+	}
+	// The window starts once the replay sent its first copies; in a window
+	// this short it may send no more (it rests between steps).
+	if r := f.Replay; r == nil || r.PublishMsgsPerS <= 0 || r.DuringReplayMsgsPerS <= 0 || r.ReplayedMsgsPerS < 0 {
+		t.Errorf("replay: %+v, want publishes without and during it measured", r)
+	}
+	if n := targetsNamed(rep, "publish during a replay"); n != 1 {
+		t.Errorf("targets = %+v, want the replay's", rep.Targets)
 	}
 	if n := targetsNamed(rep, "publish to 10"); n != 3 {
 		t.Errorf("targets = %+v, want the fanout ones", rep.Targets)

@@ -30,6 +30,11 @@ const (
 	fanoutDrainTarget   = 0.8
 	fanoutStorageTarget = 3.0
 	fanoutWakeTarget    = 5.0
+	fanoutReplayTarget  = 0.8
+	// fanoutReplayRetained is how many retained messages a replay goes
+	// through while publishers publish (--quick: fanoutReplayQuick).
+	fanoutReplayRetained = 1_000_000
+	fanoutReplayQuick    = 20_000
 )
 
 // fanoutBody is every fan-out message's body: 1 KiB of text.
@@ -48,6 +53,12 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 	defer ns.stop()
 	base := ns.at(0)
 	res := &FanoutResult{}
+	// Storage first, while the tables hold nothing: after the windows
+	// below delete their leftovers, inserts reuse freed space by chance
+	// and the growth measured stops being the bytes written.
+	if res.StorageRatio, res.StorageNote, err = e.fanoutStorage(ctx, base); err != nil {
+		return res, err
+	}
 	for _, p := range fanoutPoints {
 		fp := FanoutPoint{Batch: p.Batch, Publishers: p.Pairs}
 		plain := queueName(fmt.Sprintf("fanout-plain-b%d", p.Batch))
@@ -55,7 +66,7 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 			return res, err
 		}
 		e.logf("fanout: sends to one queue, batch %d × %d", p.Batch, p.Pairs)
-		if fp.SendMsgsPerS, err = e.publishWindow(ctx, queuePath(base, plain)+"/messages"+batchSuffix(p.Batch), p); err != nil {
+		if fp.SendMsgsPerS, _, err = e.publishWindow(ctx, queuePath(base, plain)+"/messages"+batchSuffix(p.Batch), p); err != nil {
 			return res, err
 		}
 		e.logf("  %.0f msgs/s; its drain by %d consumers", fp.SendMsgsPerS, fanoutConsumers)
@@ -73,7 +84,7 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 				return res, err
 			}
 			e.logf("fanout: publishes to %d subscriptions, batch %d × %d", n, p.Batch, p.Pairs)
-			rate, err := e.publishWindow(ctx, base+"/v1/topics/"+url.PathEscape(topic)+"/messages", p)
+			rate, published, err := e.publishWindow(ctx, base+"/v1/topics/"+url.PathEscape(topic)+"/messages", p)
 			if err != nil {
 				return res, err
 			}
@@ -86,16 +97,37 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 				return res, err
 			}
 			fs.GroupDrainMsgsPerS = round(drain/float64(n), 0)
-			if fp.PlainDrainMsgsPerS > 0 {
-				fs.DrainRatio = round(fs.GroupDrainMsgsPerS/fp.PlainDrainMsgsPerS, 3)
-			}
-			e.logf("  %.0f published msgs/s (%.2f of sends), each group drains %.0f msgs/s (%.2f of the plain queue)",
-				fs.PublishMsgsPerS, fs.PublishRatio, fs.GroupDrainMsgsPerS, fs.DrainRatio)
 			for _, g := range groups {
 				if err := e.deleteLeftovers(ctx, g); err != nil {
 					return res, err
 				}
 			}
+			// The same drain of as many plain queues, each holding as
+			// many messages as a group got: n groups share the machine,
+			// and a plain queue drained alone is not what they compete
+			// with.
+			plains := make([]string, n)
+			for i := range plains {
+				plains[i] = queueName(fmt.Sprintf("fanout-plain-b%d-s%d-q%d", p.Batch, n, i))
+			}
+			if err := e.fillQueues(ctx, base, plains, published); err != nil {
+				return res, err
+			}
+			plainDrain, err := e.drainWindow(ctx, base, plains, p.Batch)
+			if err != nil {
+				return res, err
+			}
+			fs.PlainDrainMsgsPerS = round(plainDrain/float64(n), 0)
+			if fs.PlainDrainMsgsPerS > 0 {
+				fs.DrainRatio = round(fs.GroupDrainMsgsPerS/fs.PlainDrainMsgsPerS, 3)
+			}
+			for _, q := range plains {
+				if err := e.deleteLeftovers(ctx, q); err != nil {
+					return res, err
+				}
+			}
+			e.logf("  %.0f published msgs/s (%.2f of sends), each group drains %.0f msgs/s, each of %d plain queues drained at once %.0f (%.2f)",
+				fs.PublishMsgsPerS, fs.PublishRatio, fs.GroupDrainMsgsPerS, n, fs.PlainDrainMsgsPerS, fs.DrainRatio)
 			fp.Subs = append(fp.Subs, fs)
 		}
 		fp.SendMsgsPerS, fp.PlainDrainMsgsPerS = round(fp.SendMsgsPerS, 0), round(fp.PlainDrainMsgsPerS, 0)
@@ -113,13 +145,116 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 			res.DrainRatioMin = last.DrainRatio
 		}
 	}
-	if res.StorageRatio, res.StorageNote, err = e.fanoutStorage(ctx, base); err != nil {
-		return res, err
-	}
 	if res.WakeP50MS, err = e.fanoutWake(ctx, base); err != nil {
 		return res, err
 	}
+	if res.Replay, err = e.fanoutReplay(ctx, base); err != nil {
+		return res, err
+	}
 	return res, nil
+}
+
+// fanoutReplay measures publishes at batch 100 × 4 to a topic that retains
+// its messages and has one live group, without and then during the replay
+// of fanoutReplayRetained retained messages to a new subscription (the
+// topics contract: a replay must not block publishers). The retained
+// messages are written in SQL, as publishes to the topic before the replay
+// would have left them: a body and a retained row each.
+func (e *env) fanoutReplay(ctx context.Context, base string) (*FanoutReplay, error) {
+	retained := fanoutReplayRetained
+	if e.o.Quick {
+		retained = fanoutReplayQuick
+	}
+	topic := queueName("fanout-replay")
+	tu := base + "/v1/topics/" + url.PathEscape(topic)
+	if err := e.http.do(ctx, http.MethodPut, tu, []byte(`{"retainSeconds": 86400}`), http.StatusCreated, nil); err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	live := topic + "-live"
+	if err := e.http.do(ctx, http.MethodPut, tu+"/subscriptions/"+url.PathEscape(live), nil, http.StatusCreated, nil); err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", live, err)
+	}
+	e.logf("fanout: %d retained messages for a replay", retained)
+	from := time.Now().Add(-time.Hour)
+	if _, err := e.mon.Exec(ctx, monitorMark+`
+WITH t AS (SELECT id FROM skipq.topics WHERE name = $1),
+     b AS (
+    INSERT INTO skipq.topic_bodies (id, topic_id, message_id, body, published_at, window_ends, delivered_to)
+    SELECT nextval('skipq.topic_body_sequence'), t.id, 'retained-' || g, convert_to($2, 'UTF8'),
+           $3::timestamptz + g * interval '1 ms', $3::timestamptz, 0
+    FROM t, generate_series(1, $4::integer) g
+    RETURNING id, topic_id, message_id, published_at)
+INSERT INTO skipq.topic_retained (topic_id, id, message_id, published_at, client_id, metadata, body_binary, tags,
+                                  expiration_seconds, max_receive_count)
+SELECT topic_id, id, message_id, published_at, '', '', false, '{}', -1, 0 FROM b`,
+		topic, fanoutBody, from, retained); err != nil {
+		return nil, fmt.Errorf("retain %d messages: %w", retained, err)
+	}
+	p := Point{Batch: 100, Pairs: 4}
+	r := &FanoutReplay{Retained: retained}
+	var err error
+	if r.PublishMsgsPerS, _, err = e.publishWindow(ctx, tu+"/messages", p); err != nil {
+		return nil, err
+	}
+	replayer := topic + "-replayed"
+	at := from.Add(-time.Second).UTC().Format(time.RFC3339Nano)
+	if err := e.http.do(ctx, http.MethodPut, tu+"/subscriptions/"+url.PathEscape(replayer),
+		[]byte(`{"replayFrom":"`+at+`"}`), http.StatusCreated, nil); err != nil {
+		return nil, fmt.Errorf("subscribe %s with a replay: %w", replayer, err)
+	}
+	// The window starts once the replay has sent its first copies (the
+	// worker's job runs every 5 s).
+	copies := func() (copied int64, replaying bool, err error) {
+		err = e.mon.QueryRow(ctx, monitorMark+`
+SELECT (SELECT count(*) FROM skipq.messages m JOIN skipq.queues q ON q.id = m.queue_id WHERE q.name = $1),
+       EXISTS (SELECT 1 FROM skipq.topic_replays r JOIN skipq.queues q ON q.id = r.queue_id WHERE q.name = $1)`,
+			replayer).Scan(&copied, &replaying)
+		return copied, replaying, err
+	}
+	var before int64
+	for deadline := time.Now().Add(10 * time.Second); before == 0; {
+		if before, _, err = copies(); err != nil {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the replay to %s did not start within 10 s", replayer)
+		}
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
+	started := time.Now()
+	if r.DuringReplayMsgsPerS, _, err = e.publishWindow(ctx, tu+"/messages", p); err != nil {
+		return nil, err
+	}
+	copied, replaying, err := copies()
+	if err != nil {
+		return nil, err
+	}
+	r.ReplayedMsgsPerS = round(float64(copied-before)/time.Since(started).Seconds(), 0)
+	r.ReplayOutlastedWindow = replaying
+	r.PublishMsgsPerS, r.DuringReplayMsgsPerS = round(r.PublishMsgsPerS, 0), round(r.DuringReplayMsgsPerS, 0)
+	if r.PublishMsgsPerS > 0 {
+		r.Ratio = round(r.DuringReplayMsgsPerS/r.PublishMsgsPerS, 3)
+	}
+	e.logf("  publishes %.0f msgs/s, %.0f during the replay (%.2f); the replay sent %.0f msgs/s (still going at the end: %t)",
+		r.PublishMsgsPerS, r.DuringReplayMsgsPerS, r.Ratio, r.ReplayedMsgsPerS, r.ReplayOutlastedWindow)
+	return r, nil
+}
+
+// FanoutReplay is publishing to a topic while a new subscription replays
+// its retained messages, next to publishing without.
+type FanoutReplay struct {
+	Retained             int     `json:"retained"`
+	PublishMsgsPerS      float64 `json:"publish_msgs_per_s"`
+	DuringReplayMsgsPerS float64 `json:"publish_during_replay_msgs_per_s"`
+	Ratio                float64 `json:"ratio"`
+	// ReplayedMsgsPerS is how fast the replay sent the retained messages
+	// meanwhile (warm-up and window).
+	ReplayedMsgsPerS float64 `json:"replayed_msgs_per_s"`
+	// ReplayOutlastedWindow says whether the replay still ran when the
+	// window ended (else part of the window had none).
+	ReplayOutlastedWindow bool `json:"replay_outlasted_window"`
 }
 
 func batchSuffix(batch int) string {
@@ -167,8 +302,8 @@ func (e *env) createTopic(ctx context.Context, base, topic string, n int) ([]str
 
 // publishWindow runs p.Pairs producers posting batches of p.Batch to u for
 // the warm-up and one measured window, and returns messages per second in
-// the window. Nothing consumes meanwhile.
-func (e *env) publishWindow(ctx context.Context, u string, p Point) (float64, error) {
+// the window and how many were posted in all. Nothing consumes meanwhile.
+func (e *env) publishWindow(ctx context.Context, u string, p Point) (float64, int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	body := fanoutRequest(p.Batch)
@@ -193,7 +328,47 @@ func (e *env) publishWindow(ctx context.Context, u string, p Point) (float64, er
 	rate := e.window(ctx, &done)
 	cancel()
 	wg.Wait()
-	return rate, firstErr
+	return rate, int(done.Load()), firstErr
+}
+
+// fillQueues sends count messages of fanoutBody to each queue, in batches
+// of 100 from 4 senders.
+func (e *env) fillQueues(ctx context.Context, base string, queues []string, count int) error {
+	type job struct {
+		queue string
+		n     int
+	}
+	jobs := make(chan job)
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for j := range jobs {
+				if err := e.http.do(ctx, http.MethodPost, queuePath(base, j.queue)+"/messages"+batchSuffix(j.n),
+					fanoutRequest(j.n), http.StatusCreated, nil); err != nil {
+					errs <- fmt.Errorf("fill %s: %w", j.queue, err)
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for sent := 0; sent < count; sent += 100 {
+		for _, q := range queues {
+			select {
+			case jobs <- job{q, min(100, count-sent)}:
+			case err = <-errs:
+				break feed
+			}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err == nil && len(errs) > 0 {
+		err = <-errs
+	}
+	return err
 }
 
 // window waits out the warm-up and returns the rate of counter over one
@@ -355,6 +530,7 @@ type FanoutResult struct {
 	StorageRatio       float64       `json:"storage_ratio"`
 	StorageNote        string        `json:"storage_note"`
 	WakeP50MS          float64       `json:"wake_p50_ms"`
+	Replay             *FanoutReplay `json:"replay"`
 	Points             []FanoutPoint `json:"points"`
 }
 
@@ -370,24 +546,31 @@ type FanoutPoint struct {
 
 // FanoutSubs is one subscription count of a point: messages published per
 // second, and how fast each group drained with fanoutConsumers consumers
-// (all groups at once).
+// (all groups at once) next to as many plain queues drained the same way.
 type FanoutSubs struct {
 	Subscriptions      int     `json:"subscriptions"`
 	PublishMsgsPerS    float64 `json:"publish_msgs_per_s"`
 	PublishRatio       float64 `json:"publish_ratio"`
 	GroupDrainMsgsPerS float64 `json:"group_drain_msgs_per_s"`
+	// PlainDrainMsgsPerS is each of as many plain queues drained at once.
+	PlainDrainMsgsPerS float64 `json:"plain_drain_msgs_per_s"`
 	DrainRatio         float64 `json:"drain_ratio"`
 }
 
 func writeFanout(w io.Writer, f *FanoutResult) {
 	fmt.Fprintf(w, "fanout: topics, 1 KiB bodies, %d consumers per group (and on the plain queue)\n", fanoutConsumers)
-	fmt.Fprintf(w, "  %5s %5s  %10s %10s  %4s %10s %7s %10s %7s\n", "batch", "pubs", "send/s", "drain/s", "subs", "publish/s", "ratio", "group/s", "ratio")
+	fmt.Fprintf(w, "  (drain/s: one plain queue drained alone; plain/s: each of as many plain queues as groups, drained at once)\n")
+	fmt.Fprintf(w, "  %5s %5s  %10s %10s  %4s %10s %7s %10s %10s %7s\n", "batch", "pubs", "send/s", "drain/s", "subs", "publish/s", "ratio", "group/s", "plain/s", "ratio")
 	for _, p := range f.Points {
 		for _, s := range p.Subs {
-			fmt.Fprintf(w, "  %5d %5d  %10.0f %10.0f  %4d %10.0f %7.2f %10.0f %7.2f\n", p.Batch, p.Publishers,
+			fmt.Fprintf(w, "  %5d %5d  %10.0f %10.0f  %4d %10.0f %7.2f %10.0f %10.0f %7.2f\n", p.Batch, p.Publishers,
 				p.SendMsgsPerS, p.PlainDrainMsgsPerS, s.Subscriptions, s.PublishMsgsPerS, s.PublishRatio,
-				s.GroupDrainMsgsPerS, s.DrainRatio)
+				s.GroupDrainMsgsPerS, s.PlainDrainMsgsPerS, s.DrainRatio)
 		}
 	}
 	fmt.Fprintf(w, "  storage: %s; ratio %.2f\n  wake p50 with 10 subscriptions: %.2f ms\n", f.StorageNote, f.StorageRatio, f.WakeP50MS)
+	if r := f.Replay; r != nil {
+		fmt.Fprintf(w, "  replay of %d retained messages: publishes %.0f msgs/s, %.0f during it (%.2f); it sent %.0f msgs/s (outlasted the window: %t)\n",
+			r.Retained, r.PublishMsgsPerS, r.DuringReplayMsgsPerS, r.Ratio, r.ReplayedMsgsPerS, r.ReplayOutlastedWindow)
+	}
 }

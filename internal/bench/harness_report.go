@@ -158,6 +158,10 @@ func targets(r Report) []Target {
 			f.StorageRatio, "ratio", f.StorageRatio <= fanoutStorageTarget, src)
 		add("publish to 10 subscriptions wakes their receivers (p50)", fmt.Sprintf("≤ %.0f ms", fanoutWakeTarget),
 			f.WakeP50MS, "ms", f.WakeP50MS <= fanoutWakeTarget, src)
+		if r := f.Replay; r != nil {
+			add(fmt.Sprintf("publish during a replay of %s retained messages / without", thousands(float64(r.Retained))),
+				fmt.Sprintf("≥ %.2f", fanoutReplayTarget), r.Ratio, "ratio", r.Ratio >= fanoutReplayTarget, src)
+		}
 	}
 	if s := r.Search; s != nil {
 		for _, c := range s.Cases {

@@ -10,7 +10,7 @@ import (
 // filters and depths, and a message's state in each group.
 func TestTopicPages(t *testing.T) {
 	n := startNode(t, false)
-	n.mustAPI(t, "", http.MethodPut, "/v1/topics/orders", map[string]any{}, http.StatusCreated)
+	n.mustAPI(t, "", http.MethodPut, "/v1/topics/orders", map[string]any{"retainSeconds": 600}, http.StatusCreated)
 	n.mustAPI(t, "", http.MethodPut, "/v1/topics/orders/subscriptions/billing", nil, http.StatusCreated)
 	n.mustAPI(t, "", http.MethodPut, "/v1/topics/orders/subscriptions/eu",
 		map[string]any{"filter": map[string]any{"tags": map[string]any{"region": []string{"eu", "uk"}}}}, http.StatusCreated)
@@ -22,6 +22,7 @@ func TestTopicPages(t *testing.T) {
 	}
 	resp, page = send(t, n, http.MethodGet, "/console/topics/orders?messageId=m1", nil, nil)
 	for _, want := range []string{`data-testid="group-row" data-queue="billing"`, "region=eu,uk", "every message",
+		"retains published messages 600s for replays",
 		`data-queue="billing" data-state="available"`, `data-queue="eu" data-state="gone"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("topic page lacks %q:\n%s", want, page)

@@ -232,6 +232,30 @@ type SkipqTopicCount struct {
 	Unrouted  int32
 }
 
+type SkipqTopicReplay struct {
+	TopicID       int64
+	QueueID       int64
+	ReplayFrom    time.Time
+	ReplayAfter   int64
+	ReplayHorizon *int64
+	CreatedAt     time.Time
+}
+
+type SkipqTopicRetained struct {
+	TopicID           int64
+	ID                int64
+	MessageID         string
+	PublishedAt       time.Time
+	ClientID          string
+	Metadata          string
+	BodyBinary        bool
+	Tags              []byte
+	GroupID           *string
+	ExpirationSeconds int32
+	MaxReceiveCount   int32
+	DeadLetterQueue   *string
+}
+
 type SkipqTopicSubscription struct {
 	TopicID   int64
 	QueueID   int64

@@ -41,6 +41,8 @@ var directStatements = map[string]bool{
 	"GroupPrune":                    true,
 	"GroupRelease":                  true,
 	"TimerWait":                     true,
+	"TopicReplay":                   true,
+	"TopicRetentionPrune":           true,
 	// Small tables, scans and sorts on purpose.
 	"WakeNotify":          true,
 	"APIKeyGetByID":       true,

@@ -41,3 +41,30 @@ type TopicPublishRow struct {
 	PublishedAt *time.Time
 	Woken       []int64
 }
+
+// TopicReplay calls skipq.topic_replay
+// (internal/migrations/current/functions/topic_replay.sql): one step of one
+// subscription's replay of its topic's retained messages, up to maxMessages
+// of them. No row: no subscription replays (or the others are taken).
+// Written by hand: sqlc cannot see the columns of a function that returns a
+// table.
+func (q *Queries) TopicReplay(ctx context.Context, maxMessages int32) ([]TopicReplayRow, error) {
+	rows, err := q.db.Query(ctx, topicReplay, maxMessages)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[TopicReplayRow])
+}
+
+const topicReplay = `-- name: TopicReplay :many
+SELECT queue_id, copied, available, more FROM skipq.topic_replay($1)`
+
+// TopicReplayRow is a replay step: the subscribed queue, how many copies it
+// got and how many of them are available now, and whether the replay goes
+// on (false: the subscription is live).
+type TopicReplayRow struct {
+	QueueID   int64
+	Copied    int32
+	Available int32
+	More      bool
+}

@@ -261,8 +261,26 @@ func (q *Queries) TopicMessageAcross(ctx context.Context, arg TopicMessageAcross
 	return items, nil
 }
 
+const topicRetentionPrune = `-- name: TopicRetentionPrune :one
+SELECT skipq.topic_retention_prune($1::timestamptz, $2::integer)::integer
+`
+
+type TopicRetentionPruneParams struct {
+	Now         time.Time
+	MaxMessages int32
+}
+
+// Removes up to max_messages retained messages whose retention ended.
+func (q *Queries) TopicRetentionPrune(ctx context.Context, arg TopicRetentionPruneParams) (int32, error) {
+	row := q.db.QueryRow(ctx, topicRetentionPrune, arg.Now, arg.MaxMessages)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const topicSubscribe = `-- name: TopicSubscribe :one
-SELECT skipq.topic_subscribe($1, $2, $3, $4::jsonb, $5)::text
+SELECT skipq.topic_subscribe_replay($1, $2, $3, $4::jsonb, $5,
+                                    $6::timestamptz)::text
 `
 
 type TopicSubscribeParams struct {
@@ -271,8 +289,11 @@ type TopicSubscribeParams struct {
 	Queue            string
 	Filter           []byte
 	MaxSubscriptions int32
+	ReplayFrom       *time.Time
 }
 
+// Subscribes (a new subscription with replay_from replays the topic's
+// retained messages first), or changes a subscription's filter.
 func (q *Queries) TopicSubscribe(ctx context.Context, arg TopicSubscribeParams) (string, error) {
 	row := q.db.QueryRow(ctx, topicSubscribe,
 		arg.Tenant,
@@ -280,6 +301,7 @@ func (q *Queries) TopicSubscribe(ctx context.Context, arg TopicSubscribeParams) 
 		arg.Queue,
 		arg.Filter,
 		arg.MaxSubscriptions,
+		arg.ReplayFrom,
 	)
 	var column_1 string
 	err := row.Scan(&column_1)
@@ -287,19 +309,23 @@ func (q *Queries) TopicSubscribe(ctx context.Context, arg TopicSubscribeParams) 
 }
 
 const topicSubscriptionList = `-- name: TopicSubscriptionList :many
-SELECT q.name AS queue, s.filter, s.created_at
+SELECT q.name AS queue, s.filter, s.created_at, r.replay_from
 FROM skipq.topic_subscriptions s JOIN skipq.queues q ON q.id = s.queue_id
+LEFT JOIN skipq.topic_replays r ON r.topic_id = s.topic_id AND r.queue_id = s.queue_id
+    AND r.created_at >= s.created_at
 WHERE s.topic_id = $1
 ORDER BY q.name
 `
 
 type TopicSubscriptionListRow struct {
-	Queue     string
-	Filter    []byte
-	CreatedAt time.Time
+	Queue      string
+	Filter     []byte
+	CreatedAt  time.Time
+	ReplayFrom *time.Time
 }
 
-// A topic's subscriptions whose queue exists, by queue name.
+// A topic's subscriptions whose queue exists, by queue name, with the time
+// a subscription still replaying replays from.
 func (q *Queries) TopicSubscriptionList(ctx context.Context, topicID int64) ([]TopicSubscriptionListRow, error) {
 	rows, err := q.db.Query(ctx, topicSubscriptionList, topicID)
 	if err != nil {
@@ -309,7 +335,12 @@ func (q *Queries) TopicSubscriptionList(ctx context.Context, topicID int64) ([]T
 	var items []TopicSubscriptionListRow
 	for rows.Next() {
 		var i TopicSubscriptionListRow
-		if err := rows.Scan(&i.Queue, &i.Filter, &i.CreatedAt); err != nil {
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Filter,
+			&i.CreatedAt,
+			&i.ReplayFrom,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

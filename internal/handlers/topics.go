@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 	"reflect"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -64,7 +65,8 @@ func toTopic(t service.Topic) wire.Topic {
 		Published: t.Published, Delivered: t.Delivered, Unrouted: t.Unrouted,
 		CreatedAt: wire.At(t.CreatedAt), UpdatedAt: wire.At(t.UpdatedAt)}
 	for i, s := range t.SubscriptionList {
-		out.Subscriptions[i] = wire.Subscription{Queue: s.Queue, CreatedAt: wire.At(s.CreatedAt)}
+		out.Subscriptions[i] = wire.Subscription{Queue: s.Queue, CreatedAt: wire.At(s.CreatedAt),
+			ReplayFrom: wire.AtPtr(s.ReplayFrom)}
 		if s.Filter != nil {
 			out.Subscriptions[i].Filter = &wire.TopicFilter{Tags: s.Filter.Tags}
 		}
@@ -89,7 +91,11 @@ func (h *api) subscribe(c *gin.Context) {
 	if req.Filter != nil {
 		filter = &service.TopicFilter{Tags: req.Filter.Tags}
 	}
-	created, err := h.svc.Subscribe(c.Request.Context(), tenant(c), c.Param("topic"), c.Param("queue"), filter)
+	var replayFrom *time.Time
+	if req.ReplayFrom != nil {
+		replayFrom = &req.ReplayFrom.Time
+	}
+	created, err := h.svc.Subscribe(c.Request.Context(), tenant(c), c.Param("topic"), c.Param("queue"), filter, replayFrom)
 	if err != nil {
 		fail(c, err)
 		return

@@ -46,14 +46,24 @@ ORDER BY t.name
 LIMIT @max_topics;
 
 -- name: TopicSubscriptionList :many
--- A topic's subscriptions whose queue exists, by queue name.
-SELECT q.name AS queue, s.filter, s.created_at
+-- A topic's subscriptions whose queue exists, by queue name, with the time
+-- a subscription still replaying replays from.
+SELECT q.name AS queue, s.filter, s.created_at, r.replay_from
 FROM skipq.topic_subscriptions s JOIN skipq.queues q ON q.id = s.queue_id
+LEFT JOIN skipq.topic_replays r ON r.topic_id = s.topic_id AND r.queue_id = s.queue_id
+    AND r.created_at >= s.created_at
 WHERE s.topic_id = @topic_id
 ORDER BY q.name;
 
 -- name: TopicSubscribe :one
-SELECT skipq.topic_subscribe(@tenant, @topic, @queue, sqlc.narg('filter')::jsonb, @max_subscriptions)::text;
+-- Subscribes (a new subscription with replay_from replays the topic's
+-- retained messages first), or changes a subscription's filter.
+SELECT skipq.topic_subscribe_replay(@tenant, @topic, @queue, sqlc.narg('filter')::jsonb, @max_subscriptions,
+                                    sqlc.narg('replay_from')::timestamptz)::text;
+
+-- name: TopicRetentionPrune :one
+-- Removes up to max_messages retained messages whose retention ended.
+SELECT skipq.topic_retention_prune(@now::timestamptz, @max_messages::integer)::integer;
 
 -- name: TopicUnsubscribe :one
 -- Ends a subscription, or (queue NULL) deletes the topic; whether there

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/skipq/skipq/internal/db"
@@ -533,9 +534,12 @@ func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibil
 // FIFO queue's from as many groups: the receivers share no group, and get
 // the groups in rotation order).
 // A call left without a message (the queue had fewer) answers empty, as a
-// claim of its own would have. Claims skip locked rows and groups, but a
-// claim that still ran out of its lock timeout returns its calls, blocked,
-// to claim on their own (sharer).
+// claim of its own would have. The claims of different queues run at once
+// (at most claimConcurrency), each its own statement and commit: a publish
+// to a topic wakes a waiter on each of its groups' queues together, and one
+// claim after another made the last of them wait for all the others.
+// Claims skip locked rows and groups, but a claim that still ran out of its
+// lock timeout returns its calls, blocked, to claim on their own (sharer).
 func (s *Service) runClaims(ctx context.Context, st statements, calls []*claimCall) (blocked []*claimCall) {
 	// Calls share a claim when they would make the same one, under the
 	// same API key (the history names one per statement).
@@ -559,50 +563,75 @@ func (s *Service) runClaims(ctx context.Context, st statements, calls []*claimCa
 		}
 		groups[k] = append(groups[k], c)
 	}
+	if len(order) == 1 {
+		return s.claimTogether(ctx, st, order[0].tenant, order[0].queue, groups[order[0]])
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, claimConcurrency)
 	for _, k := range order {
-		group := groups[k]
-		claim := db.MessageClaimParams{Tenant: k.tenant, Queue: k.queue, Now: s.now(),
-			MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility), MaxPerGroup: 1,
-			MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
-			MessageOverhead:  messageOverhead(k.queue), Mode: "claim", KeyID: group[0].keyID}
-		var acks []*settleCall
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			b := s.claimTogether(ctx, st, k.tenant, k.queue, groups[k])
+			mu.Lock()
+			blocked = append(blocked, b...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return blocked
+}
+
+// claimConcurrency bounds the claims of one shared batch that run at once,
+// each on a connection of its own, so that a batch of many queues leaves
+// the pool to the node's other statements.
+const claimConcurrency = 4
+
+// claimTogether is one shared claim: as many messages of queue as calls, one
+// each, with the calls' acks ahead of it when they carry any.
+func (s *Service) claimTogether(ctx context.Context, st statements, tenant, queue string, group []*claimCall) (blocked []*claimCall) {
+	claim := db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
+		MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility), MaxPerGroup: 1,
+		MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
+		MessageOverhead:  messageOverhead(queue), Mode: "claim", KeyID: group[0].keyID}
+	var acks []*settleCall
+	for _, c := range group {
+		if c.ack != nil {
+			acks = append(acks, c.ack)
+		}
+	}
+	var rows []db.SkipqMessage
+	var err error
+	if len(acks) == 0 {
+		rows, err = st.q.MessageClaim(ctx, claim)
+	} else {
+		// The group's acks, all in one statement, ahead of its claim
+		// and in its transaction.
+		m := merge(acks)
+		var acked []db.MessageAckByReceiptRow
+		if acked, rows, err = db.AckThenClaim(ctx, s.pool, st.ackClaimSetup, m.ackParams(s.now()), claim); err == nil {
+			m.answer(acks, s.ackedRows(ctx, acked))
+		}
+	}
+	switch {
+	case st.outsideLock(err):
+		blocked = append(blocked, group...)
+		return blocked
+	case err != nil && len(group) == 1:
+		group[0].err = err
+		return blocked
+	case err != nil:
+		// The shared claim failed as a whole (and claimed nothing):
+		// each request on its own, so that each gets its own answer.
 		for _, c := range group {
-			if c.ack != nil {
-				acks = append(acks, c.ack)
-			}
+			blocked = append(blocked, s.runClaims(ctx, st, []*claimCall{c})...)
 		}
-		var rows []db.SkipqMessage
-		var err error
-		if len(acks) == 0 {
-			rows, err = st.q.MessageClaim(ctx, claim)
-		} else {
-			// The group's acks, all in one statement, ahead of its claim
-			// and in its transaction.
-			m := merge(acks)
-			var acked []db.MessageAckByReceiptRow
-			if acked, rows, err = db.AckThenClaim(ctx, s.pool, st.ackClaimSetup, m.ackParams(s.now()), claim); err == nil {
-				m.answer(acks, s.ackedRows(ctx, acked))
-			}
-		}
-		switch {
-		case st.outsideLock(err):
-			blocked = append(blocked, group...)
-			continue
-		case err != nil && len(group) == 1:
-			group[0].err = err
-			continue
-		case err != nil:
-			// The shared claim failed as a whole (and claimed nothing):
-			// each request on its own, so that each gets its own answer.
-			for _, c := range group {
-				blocked = append(blocked, s.runClaims(ctx, st, []*claimCall{c})...)
-			}
-			continue
-		}
-		for i, c := range group {
-			if i < len(rows) {
-				c.rows = rows[i : i+1]
-			}
+		return blocked
+	}
+	for i, c := range group {
+		if i < len(rows) {
+			c.rows = rows[i : i+1]
 		}
 	}
 	return blocked

@@ -49,6 +49,9 @@ type Subscription struct {
 	Queue     string
 	Filter    *TopicFilter
 	CreatedAt time.Time
+	// ReplayFrom is set while the subscription replays the topic's
+	// retained messages published since then.
+	ReplayFrom *time.Time
 }
 
 // TopicFilter selects the messages a subscription receives: for every tag
@@ -99,8 +102,7 @@ func (s *Service) PutTopic(ctx context.Context, tenant, name string, in TopicSet
 		is.add("topic", "%s", msg)
 	}
 	is.between("dedupWindowSeconds", in.DedupWindowSeconds, 0, maxDedupWindow)
-	// Retention and replay are not built yet: a topic keeps nothing.
-	is.between("retainSeconds", in.RetainSeconds, 0, 0)
+	is.between("retainSeconds", in.RetainSeconds, 0, s.limits.MaxExpirationSeconds)
 	if err := is.err(); err != nil {
 		return Topic{}, false, err
 	}
@@ -152,7 +154,7 @@ func (s *Service) GetTopic(ctx context.Context, tenant, name string) (Topic, err
 	}
 	t.SubscriptionList = make([]Subscription, len(subs))
 	for i, r := range subs {
-		t.SubscriptionList[i] = Subscription{Queue: r.Queue, CreatedAt: r.CreatedAt}
+		t.SubscriptionList[i] = Subscription{Queue: r.Queue, CreatedAt: r.CreatedAt, ReplayFrom: r.ReplayFrom}
 		if r.Filter != nil {
 			var f TopicFilter
 			if json.Unmarshal(r.Filter, &f) == nil { // written by Subscribe
@@ -223,8 +225,11 @@ func (s *Service) unsubscribe(ctx context.Context, tenant, topic string, queue *
 
 // Subscribe subscribes a queue to a topic, creating the queue (of the
 // topic's kind, with the defaults) if missing, or changes its filter;
-// created says which. The group starts at the subscription's commit.
-func (s *Service) Subscribe(ctx context.Context, tenant, topic, queue string, filter *TopicFilter) (bool, error) {
+// created says which. The group starts at the subscription's commit, or,
+// for a new subscription given replayFrom, with the topic's retained
+// messages published since then (the worker's ReplayTopics copies them;
+// publishes reach the group once it caught up).
+func (s *Service) Subscribe(ctx context.Context, tenant, topic, queue string, filter *TopicFilter, replayFrom *time.Time) (bool, error) {
 	var is issues
 	if msg := ValidQueueName(topic); msg != "" {
 		is.add("topic", "%s", msg)
@@ -251,7 +256,7 @@ func (s *Service) Subscribe(ctx context.Context, tenant, topic, queue string, fi
 		return false, err
 	}
 	outcome, err := s.q.TopicSubscribe(ctx, db.TopicSubscribeParams{Tenant: tenant, Topic: topic, Queue: queue,
-		Filter: doc, MaxSubscriptions: MaxTopicSubscriptions})
+		Filter: doc, MaxSubscriptions: MaxTopicSubscriptions, ReplayFrom: replayFrom})
 	if err != nil {
 		return false, fromDB("subscribe", err)
 	}
@@ -262,6 +267,9 @@ func (s *Service) Subscribe(ctx context.Context, tenant, topic, queue string, fi
 		return false, nil
 	case "topic_missing":
 		return false, topicNotFound(topic)
+	case "retains_nothing":
+		return false, Invalid(Issue{Path: "replayFrom",
+			Message: "the topic retains no messages (retainSeconds is 0): there is nothing to replay"})
 	case "kind_mismatch":
 		return false, Invalid(Issue{Path: "queue",
 			Message: "a FIFO topic's subscriptions must be FIFO queues, a standard topic's standard queues"})

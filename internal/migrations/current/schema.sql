@@ -351,6 +351,35 @@ ALTER TABLE skipq.topic_counts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY 
     CACHE 1
 );
 
+-- TABLE topic_replays
+
+CREATE TABLE skipq.topic_replays (
+    topic_id bigint NOT NULL,
+    queue_id bigint NOT NULL,
+    replay_from timestamp with time zone NOT NULL,
+    replay_after bigint DEFAULT 0 NOT NULL,
+    replay_horizon bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- TABLE topic_retained
+
+CREATE TABLE skipq.topic_retained (
+    topic_id bigint NOT NULL,
+    id bigint NOT NULL,
+    message_id text NOT NULL,
+    published_at timestamp with time zone NOT NULL,
+    client_id text NOT NULL,
+    metadata text NOT NULL,
+    body_binary boolean NOT NULL,
+    tags jsonb NOT NULL,
+    group_id text,
+    expiration_seconds integer NOT NULL,
+    max_receive_count integer NOT NULL,
+    dead_letter_queue text
+)
+WITH (autovacuum_vacuum_scale_factor='0.05');
+
 -- TABLE topic_subscriptions
 
 CREATE TABLE skipq.topic_subscriptions (
@@ -525,6 +554,16 @@ ALTER TABLE ONLY skipq.topic_bodies
 
 ALTER TABLE ONLY skipq.topic_counts
     ADD CONSTRAINT topic_counts_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT topic_replays topic_replays_pkey
+
+ALTER TABLE ONLY skipq.topic_replays
+    ADD CONSTRAINT topic_replays_pkey PRIMARY KEY (topic_id, queue_id);
+
+-- CONSTRAINT topic_retained topic_retained_pkey
+
+ALTER TABLE ONLY skipq.topic_retained
+    ADD CONSTRAINT topic_retained_pkey PRIMARY KEY (topic_id, id);
 
 -- CONSTRAINT topic_subscriptions topic_subscriptions_pkey
 

@@ -22,6 +22,13 @@ DECLARE
     -- position, whose result it answers with.
     v_dupof   integer[] := array_fill(NULL::integer, ARRAY[n]);
     b         skipq.topic_bodies;
+    -- Per position: its tags as given (what filters read), and as each
+    -- group's copy carries them.
+    v_src     jsonb[];
+    v_copy    jsonb[];
+    -- The copies of the groups written together: queue ids and positions.
+    v_fq      bigint[] := '{}';
+    v_fx      integer[] := '{}';
     s         record;
     r         record;
     i         integer;
@@ -82,22 +89,47 @@ BEGIN
     END IF;
 
     v_fresh := ARRAY(SELECT x FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'sent' ORDER BY x);
+    IF t.fifo AND t.retain_seconds > 0 THEN
+        -- A replay goes by body id: publishers of one groupId draw their
+        -- ids in the order they reach the groups (lock-number order).
+        PERFORM pg_advisory_xact_lock(l.h) FROM (
+            SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/group/' || p_group_ids[x], 0) AS h
+            FROM unnest(v_fresh) x ORDER BY 1) l;
+    END IF;
     v_body_id := array_fill(NULL::bigint, ARRAY[n]);
     FOR i IN SELECT unnest(v_fresh) LOOP
         v_body_id[i] := nextval('skipq.topic_body_sequence');
     END LOOP;
-    -- Each group in queue-id order (so concurrent publishes take the FIFO
-    -- groups' locks in one order), its matching messages in one send of
-    -- empty bodies that name the stored one. This statement's snapshot
-    -- comes after the shared lock: no subscription change is in flight.
+    v_src := ARRAY(SELECT p_tags[x]::jsonb FROM generate_subscripts(p_message_ids, 1) x ORDER BY x);
+    v_copy := ARRAY(SELECT v_src[x] || jsonb_build_object('skipq.topic', t.name, 'skipq.body', v_body_id[x]::text)
+                    FROM generate_subscripts(p_message_ids, 1) x ORDER BY x);
+    -- Each group in queue-id order, its matching messages. A group whose
+    -- queue traces or deduplicates by content gets them through a send of
+    -- its own (skipq.message_insert: trace ids and events, keys); the
+    -- copies of all other groups are written below in one statement. This
+    -- statement's snapshot comes after the shared lock: no subscription
+    -- change is in flight.
     FOR s IN
-        SELECT ts.queue_id, ts.filter, q.name, q.content_based_dedup
+        SELECT ts.queue_id, ts.filter, q.name, q.content_based_dedup,
+               q.content_based_dedup OR EXISTS (SELECT 1 FROM skipq.queue_trace tr WHERE tr.queue_id = q.id)
+                   AS alone
         FROM skipq.topic_subscriptions ts JOIN skipq.queues q ON q.id = ts.queue_id
-        WHERE ts.topic_id = t.id ORDER BY ts.queue_id
+        -- A subscription still replaying gets this publish from the
+        -- retained messages (skipq.topic_replay), after the older ones.
+        WHERE ts.topic_id = t.id
+          AND NOT EXISTS (SELECT 1 FROM skipq.topic_replays rp WHERE rp.topic_id = ts.topic_id
+                          AND rp.queue_id = ts.queue_id AND rp.created_at >= ts.created_at)
+        ORDER BY ts.queue_id
     LOOP
-        v_pos := ARRAY(SELECT x FROM unnest(v_fresh) x
-                       WHERE skipq.topic_matches(s.filter, p_tags[x]::jsonb) ORDER BY x);
+        v_pos := CASE WHEN s.filter IS NULL THEN v_fresh
+                      ELSE ARRAY(SELECT x FROM unnest(v_fresh) x
+                                 WHERE skipq.topic_matches(s.filter, v_src[x]) ORDER BY x) END;
         CONTINUE WHEN cardinality(v_pos) = 0;
+        IF NOT s.alone THEN
+            v_fq := v_fq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)]);
+            v_fx := v_fx || v_pos;
+            CONTINUE;
+        END IF;
         FOR r IN
             SELECT * FROM skipq.message_insert(
                 p_tenant, s.name, v_now, p_server_max_receive_count,
@@ -108,9 +140,7 @@ BEGIN
                 ARRAY(SELECT p_client_ids[x] FROM unnest(v_pos) x),
                 ARRAY(SELECT p_metadatas[x] FROM unnest(v_pos) x),
                 ARRAY(SELECT p_body_binaries[x] FROM unnest(v_pos) x),
-                ARRAY(SELECT (p_tags[x]::jsonb || jsonb_build_object('skipq.topic', t.name,
-                                                                     'skipq.body', v_body_id[x]::text))::text
-                      FROM unnest(v_pos) x),
+                ARRAY(SELECT v_copy[x]::text FROM unnest(v_pos) x),
                 ARRAY(SELECT p_delay_seconds[x] FROM unnest(v_pos) x),
                 ARRAY(SELECT p_expiration_seconds[x] FROM unnest(v_pos) x),
                 ARRAY(SELECT p_max_receive_counts[x] FROM unnest(v_pos) x),
@@ -137,21 +167,91 @@ BEGIN
         END LOOP;
     END LOOP;
 
+    IF cardinality(v_fx) > 0 THEN
+        -- The other groups' copies, one insert for all: a send's insert
+        -- (skipq.message_insert's, with each queue's defaults) of empty
+        -- bodies, its sequences drawn group by group in position order
+        -- after the FIFO groups' locks (skipq.group_enter, in lock-number
+        -- order). A queue deleted since the subscriptions were read gets
+        -- nothing (the join), as a send to a missing queue.
+        IF t.fifo THEN
+            PERFORM skipq.group_enter(v_fq, ARRAY(SELECT p_group_ids[f.x] FROM unnest(v_fx) WITH ORDINALITY AS f(x, k)
+                                                 ORDER BY f.k));
+        END IF;
+        WITH inserted AS (
+            INSERT INTO skipq.messages AS msg (
+                queue_id, message_id, client_id, metadata, body, body_binary, tags,
+                sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready, group_id)
+            SELECT q.id, p_message_ids[f.x], p_client_ids[f.x], p_metadatas[f.x], '\x'::bytea,
+                   p_body_binaries[f.x], v_copy[f.x],
+                   v_now,
+                   v_now + make_interval(secs => p.delay_seconds),
+                   CASE WHEN p.delay_seconds > 0 THEN v_now + make_interval(secs => p.delay_seconds) END,
+                   CASE WHEN p.expiration_seconds > 0
+                        THEN v_now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
+                   p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0, p_group_ids[f.x]
+            -- Each queue looked up once, its copies' positions beside it.
+            FROM skipq.queues q
+            CROSS JOIN LATERAL (SELECT u.q, u.x FROM unnest(v_fq, v_fx) AS u(q, x) WHERE u.q = q.id) f
+            CROSS JOIN LATERAL (SELECT
+                CASE WHEN p_delay_seconds[f.x] < 0 THEN q.delay_seconds ELSE p_delay_seconds[f.x] END AS delay_seconds,
+                CASE WHEN p_expiration_seconds[f.x] < 0 THEN q.expiration_seconds ELSE p_expiration_seconds[f.x] END
+                    AS expiration_seconds,
+                CASE WHEN p_max_receive_counts[f.x] > 0 THEN p_max_receive_counts[f.x]
+                     WHEN q.max_receive_count > 0 THEN q.max_receive_count
+                     ELSE p_server_max_receive_count END AS max_receive_count,
+                CASE WHEN p_dead_letter_queue_given[f.x] THEN p_dead_letter_queues[f.x] ELSE q.dead_letter_queue END
+                    AS dead_letter_queue
+            ) p
+            WHERE q.id = ANY(v_fq)
+            ORDER BY f.q, f.x
+            RETURNING msg.queue_id, msg.message_id, msg.sequence, msg.visible_at, msg.ready
+        ), readied AS (
+            INSERT INTO skipq.ready (queue_id, sequence)
+            SELECT w.queue_id, w.sequence FROM inserted w WHERE w.ready
+        ), timed AS (
+            INSERT INTO skipq.timers (due_at, queue_id, sequence)
+            SELECT w.visible_at, w.queue_id, w.sequence FROM inserted w WHERE NOT w.ready
+        ), per_message AS (
+            -- A fresh position's message id is its own (no two share one).
+            SELECT w.message_id, count(*)::integer AS groups,
+                   coalesce(string_agg(',' || w.queue_id::text, '' ORDER BY w.queue_id) FILTER (WHERE w.ready), '')
+                       AS woken
+            FROM inserted w GROUP BY w.message_id
+        )
+        SELECT array_agg(v_count[x] + coalesce(c.groups, 0) ORDER BY x),
+               array_agg(v_woken[x] || coalesce(c.woken, '') ORDER BY x)
+        INTO v_count, v_woken
+        FROM generate_subscripts(p_message_ids, 1) x
+        LEFT JOIN per_message c ON v_outcome[x] = 'sent' AND c.message_id = p_message_ids[x];
+    END IF;
+
     FOR i IN 1 .. n LOOP
         IF v_dupof[i] IS NOT NULL THEN
             v_count[i] := v_count[v_dupof[i]]; v_at[i] := v_at[v_dupof[i]];
         END IF;
     END LOOP;
 
-    -- The bodies, once each: of the messages some group got, and of keyed
-    -- ones (their key answers a second publish even when nothing matched).
+    -- The bodies, once each: of the messages some group got, of keyed
+    -- ones (their key answers a second publish even when nothing matched),
+    -- and of every one a topic retains.
     INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends,
                                     delivered_to)
     SELECT v_body_id[x], t.id, p_message_ids[x], CASE WHEN p_keyed[x] THEN v_hash[x] END,
            substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]), v_now,
            v_now + make_interval(secs => t.dedup_window_seconds), v_count[x]
     FROM unnest(v_fresh) x
-    WHERE v_count[x] > 0 OR p_keyed[x];
+    WHERE v_count[x] > 0 OR p_keyed[x] OR t.retain_seconds > 0;
+    IF t.retain_seconds > 0 THEN
+        -- What a replay sends again: the message as published.
+        INSERT INTO skipq.topic_retained (topic_id, id, message_id, published_at, client_id, metadata,
+                                          body_binary, tags, group_id, expiration_seconds, max_receive_count,
+                                          dead_letter_queue)
+        SELECT t.id, v_body_id[x], p_message_ids[x], v_now, p_client_ids[x], p_metadatas[x], p_body_binaries[x],
+               v_src[x], p_group_ids[x], p_expiration_seconds[x], p_max_receive_counts[x],
+               CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+        FROM unnest(v_fresh) x ORDER BY x;
+    END IF;
     IF cardinality(v_fresh) > 0 THEN
         INSERT INTO skipq.topic_counts (topic_id, published, delivered, unrouted)
         SELECT t.id, count(*), sum(v_count[x]), count(*) FILTER (WHERE v_count[x] = 0)

@@ -22,12 +22,16 @@ BEGIN
 
     DELETE FROM skipq.topic_subscriptions s
     WHERE NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = s.queue_id);
+    DELETE FROM skipq.topic_replays r
+    WHERE NOT EXISTS (SELECT 1 FROM skipq.topic_subscriptions s
+                      WHERE s.topic_id = r.topic_id AND s.queue_id = r.queue_id AND s.created_at <= r.created_at);
 
     SELECT max(w.id) INTO v_last FROM (
         SELECT b.id FROM skipq.topic_bodies b WHERE b.id > p_after ORDER BY b.id LIMIT p_max) w;
     DELETE FROM skipq.topic_bodies b
     WHERE b.id > p_after AND b.id <= v_last
       AND b.window_ends <= now()
+      AND NOT EXISTS (SELECT 1 FROM skipq.topic_retained r WHERE r.topic_id = b.topic_id AND r.id = b.id)
       AND NOT EXISTS (SELECT 1 FROM skipq.messages m
                       WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text);
     IF v_last IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.topic_bodies b WHERE b.id > v_last) THEN
