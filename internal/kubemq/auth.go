@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -122,29 +123,57 @@ func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if err != nil {
 		return err
 	}
-	stream := &limitedStream{ServerStream: ss, s: s, ctx: ctx, limits: s.limitsOf(ctx), keyID: identityOf(ctx).keyID, release: func() {}}
-	defer func() { stream.release() }()
+	stream := &limitedStream{ServerStream: ss, s: s, ctx: ctx, limits: s.limitsOf(ctx), keyID: identityOf(ctx).keyID}
+	defer stream.end()
 	return handler(srv, stream)
 }
 
 // limitedStream is a call's stream with its identity in its context; each
 // request read from it spends a token of the caller's rate limit, as each
 // HTTP request does, and is held in the node's budget of request bytes
-// until the next one is read or the call ends.
+// until the next one is read or the call ends. The handlers read requests
+// on a goroutine of their own, so the hold is kept under mu.
 type limitedStream struct {
 	grpc.ServerStream
-	s       *Server
-	ctx     context.Context
-	limits  handlers.CallerLimits
-	keyID   int64
-	release func()
+	s      *Server
+	ctx    context.Context
+	limits handlers.CallerLimits
+	keyID  int64
+
+	mu    sync.Mutex
+	held  func() // the last request's release; nil when none
+	ended bool   // the call ended: a request read after it is released at once
 }
 
 func (l *limitedStream) Context() context.Context { return l.ctx }
 
+// keep makes release (nil: none) the stream's hold and releases the one it
+// replaces, or release itself once the call has ended.
+func (l *limitedStream) keep(release func()) {
+	l.mu.Lock()
+	prev := l.held
+	if l.ended {
+		prev, release = release, nil
+	}
+	l.held = release
+	l.mu.Unlock()
+	if prev != nil {
+		prev()
+	}
+}
+
+func (l *limitedStream) end() {
+	l.mu.Lock()
+	prev := l.held
+	l.held, l.ended = nil, true
+	l.mu.Unlock()
+	if prev != nil {
+		prev()
+	}
+}
+
 func (l *limitedStream) RecvMsg(m any) error {
-	l.release()
-	l.release = func() {}
+	l.keep(nil)
 	if err := l.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
@@ -152,7 +181,7 @@ func (l *limitedStream) RecvMsg(m any) error {
 	if err != nil {
 		return err
 	}
-	l.release = release
+	l.keep(release)
 	if ok, wait := l.limits.Allow(l.keyID); !ok {
 		return rateLimited(wait)
 	}
