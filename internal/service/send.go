@@ -225,39 +225,69 @@ const (
 )
 
 // runSends sends the messages of several requests, one statement per
-// queue, the requests' messages one after another: a request's positions
-// are a range of the statement's. When the statement cannot answer every
-// request on its own -- the server refused it (nothing was stored), the
-// queue is missing, or a key conflicts (nothing was stored either) -- each
-// request is sent on its own (sendAlone), which creates the queue or gets
-// its own verdict, in arrival order. When the connection failed, whether it
-// committed is unknown, and each request answers the error. The requests
-// of a statement that ran out of its lock timeout are returned unanswered
-// (blocked), to be sent on their own (sharer).
+// queue (runBatches). A statement that cannot answer every request on its
+// own -- the server refused it (nothing was stored), the queue is missing,
+// or a key conflicts (nothing was stored either) -- is short of rows, and
+// each of its requests is sent on its own (sendAlone), which creates the
+// queue or gets its own verdict, in arrival order.
 func (s *Service) runSends(ctx context.Context, st statements, calls []*sendCall) (blocked []*sendCall) {
-	type key struct{ tenant, queue string }
-	byQueue := map[key][]*sendCall{}
-	var order []key
+	return runBatches(st, calls, "send",
+		func(t batchTarget, msgs []prepared) ([]db.MessageInsertRow, error) {
+			return st.q.MessageInsert(ctx, s.insertParams(t.tenant, t.name, msgs))
+		},
+		func(rows []db.MessageInsertRow, n int) bool { return len(rows) == n },
+		func(c *sendCall) bool { return s.sendAlone(ctx, st, c) })
+}
+
+// batchTarget is what one shared statement writes to: a tenant's queue
+// (sends) or topic (publishes).
+type batchTarget struct{ tenant, name string }
+
+// batchCall is one request's part of a shared send or publish, whose
+// statement answers rows of type R.
+type batchCall[R any] interface {
+	target() batchTarget
+	messages() []prepared
+	// answer takes the request's results from the rows of the statement
+	// that carried it, where its messages were positions off+1 onwards.
+	answer(rows []R, off int)
+	fail(err error)
+}
+
+// runBatches runs the requests of a sharer's round (sends or publishes,
+// op names them in errors), one statement per target, the requests'
+// messages one after another: a request's positions are a range of the
+// statement's. run is that statement. When its rows do not answer every
+// message (whole says), each request runs on its own (alone), in arrival
+// order. When the connection failed, whether it committed is unknown, and
+// each request answers the error. The requests of a statement that ran
+// out of its lock timeout are returned unanswered (blocked), to run on
+// their own (sharer); alone reports the same of its request.
+func runBatches[C batchCall[R], R any](st statements, calls []C, op string,
+	run func(t batchTarget, msgs []prepared) ([]R, error), whole func(rows []R, n int) bool,
+	alone func(C) (blocked bool)) (blocked []C) {
+	byTarget := map[batchTarget][]C{}
+	var order []batchTarget
 	for _, c := range calls {
-		k := key{c.tenant, c.queue}
-		if byQueue[k] == nil {
-			order = append(order, k)
+		t := c.target()
+		if byTarget[t] == nil {
+			order = append(order, t)
 		}
-		byQueue[k] = append(byQueue[k], c)
+		byTarget[t] = append(byTarget[t], c)
 	}
-	for _, k := range order {
-		group := byQueue[k]
+	for _, t := range order {
+		group := byTarget[t]
 		if len(group) == 1 {
-			if s.sendAlone(ctx, st, group[0]) {
+			if alone(group[0]) {
 				blocked = append(blocked, group[0])
 			}
 			continue
 		}
 		var all []prepared
 		for _, c := range group {
-			all = append(all, c.msgs...)
+			all = append(all, c.messages()...)
 		}
-		rows, err := st.q.MessageInsert(ctx, s.insertParams(k.tenant, k.queue, all))
+		rows, err := run(t, all)
 		if st.outsideLock(err) {
 			// Some request waits on another transaction (a held group or
 			// key); the statement stored nothing. Which one is unknown:
@@ -268,17 +298,17 @@ func (s *Service) runSends(ctx context.Context, st statements, calls []*sendCall
 		var refused *pgconn.PgError
 		if err != nil && !errors.As(err, &refused) {
 			// The connection failed: the shared statement may have
-			// committed before its answer was lost. Sending each again
+			// committed before its answer was lost. Running each again
 			// could store their messages twice, so each request gets the
-			// error (503), as a send of its own would have.
+			// error (503), as a statement of its own would have.
 			for _, c := range group {
-				c.err = fromDB("send", err)
+				c.fail(fromDB(op, err))
 			}
 			continue
 		}
-		if err != nil || len(rows) != len(all) {
+		if err != nil || !whole(rows, len(all)) {
 			for _, c := range group {
-				if s.sendAlone(ctx, st, c) {
+				if alone(c) {
 					blocked = append(blocked, c)
 				}
 			}
@@ -287,11 +317,15 @@ func (s *Service) runSends(ctx context.Context, st statements, calls []*sendCall
 		off := 0
 		for _, c := range group {
 			c.answer(rows, off)
-			off += len(c.msgs)
+			off += len(c.messages())
 		}
 	}
 	return blocked
 }
+
+func (c *sendCall) target() batchTarget  { return batchTarget{c.tenant, c.queue} }
+func (c *sendCall) messages() []prepared { return c.msgs }
+func (c *sendCall) fail(err error)       { c.err = err }
 
 // answer gives a send its results from the rows of the statement that
 // carried it, where its messages were positions off+1 to off+len(msgs),

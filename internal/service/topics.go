@@ -350,66 +350,27 @@ func (s *Service) Publish(ctx context.Context, tenant, topic string, in []Messag
 }
 
 // runPublishes publishes the messages of several requests, one statement
-// per topic, the requests' messages one after another (a request's
-// positions are a range of the statement's). As runSends: when the
-// statement cannot answer every request on its own (the topic is missing,
-// a key conflicts, a group rule, a refusal by the server: nothing was
-// stored), each is published on its own; when the connection failed, each
-// answers the error; the requests of a statement that ran out of its lock
-// timeout are returned unanswered (blocked).
+// per topic (runBatches). A statement that cannot answer every request on
+// its own (the topic is missing, a key conflicts, a group rule, a refusal
+// by the server: nothing was stored) is short of rows or answers another
+// outcome than sent or duplicate, and each of its requests is published on
+// its own (publishAlone).
 func (s *Service) runPublishes(ctx context.Context, st statements, calls []*publishCall) (blocked []*publishCall) {
-	type key struct{ tenant, topic string }
-	byTopic := map[key][]*publishCall{}
-	var order []key
-	for _, c := range calls {
-		k := key{c.tenant, c.topic}
-		if byTopic[k] == nil {
-			order = append(order, k)
-		}
-		byTopic[k] = append(byTopic[k], c)
-	}
-	for _, k := range order {
-		group := byTopic[k]
-		if len(group) == 1 {
-			if s.publishAlone(ctx, st, group[0]) {
-				blocked = append(blocked, group[0])
-			}
-			continue
-		}
-		var all []prepared
-		for _, c := range group {
-			all = append(all, c.msgs...)
-		}
-		rows, err := st.q.TopicPublish(ctx, s.insertParams(k.tenant, k.topic, all))
-		if st.outsideLock(err) {
-			blocked = append(blocked, group...)
-			continue
-		}
-		var refused *pgconn.PgError
-		if err != nil && !errors.As(err, &refused) {
-			for _, c := range group {
-				c.err = fromDB("publish", err)
-			}
-			continue
-		}
-		if err != nil || len(rows) != len(all) || slices.ContainsFunc(rows, func(r db.TopicPublishRow) bool {
-			return r.Outcome != db.OutcomeSent && r.Outcome != db.OutcomeDuplicate
-		}) {
-			for _, c := range group {
-				if s.publishAlone(ctx, st, c) {
-					blocked = append(blocked, c)
-				}
-			}
-			continue
-		}
-		off := 0
-		for _, c := range group {
-			c.answer(rows, off)
-			off += len(c.msgs)
-		}
-	}
-	return blocked
+	return runBatches(st, calls, "publish",
+		func(t batchTarget, msgs []prepared) ([]db.TopicPublishRow, error) {
+			return st.q.TopicPublish(ctx, s.insertParams(t.tenant, t.name, msgs))
+		},
+		func(rows []db.TopicPublishRow, n int) bool {
+			return len(rows) == n && !slices.ContainsFunc(rows, func(r db.TopicPublishRow) bool {
+				return r.Outcome != db.OutcomeSent && r.Outcome != db.OutcomeDuplicate
+			})
+		},
+		func(c *publishCall) bool { return s.publishAlone(ctx, st, c) })
 }
+
+func (c *publishCall) target() batchTarget  { return batchTarget{c.tenant, c.topic} }
+func (c *publishCall) messages() []prepared { return c.msgs }
+func (c *publishCall) fail(err error)       { c.err = err }
 
 // publishAlone is one request's publish. It reports whether the statement
 // ran out of st's lock timeout, unanswered.
