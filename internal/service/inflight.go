@@ -63,10 +63,11 @@ func (b *BodyBudget) Admit(body io.ReadCloser, length int64) (io.ReadCloser, fun
 		return body, func() {}, nil
 	}
 	if length > 0 {
-		if !b.sem.TryAcquire(length) {
-			return nil, nil, ErrBodyBudget
+		release, err := b.Hold(length)
+		if err != nil {
+			return nil, nil, err
 		}
-		return body, func() { b.sem.Release(length) }, nil
+		return body, release, nil
 	}
 	r := &budgetedBody{ReadCloser: body, sem: b.sem}
 	return r, r.release, nil
