@@ -74,6 +74,12 @@ func (c *Console) need(min int) func(handler) http.Handler {
 				c.fail(w, r, id, http.StatusForbidden, "This API key's role does not allow this action.")
 				return
 			}
+			if r.Method == http.MethodPost {
+				if err := r.ParseForm(); err != nil {
+					c.formUnread(w, r, err)
+					return
+				}
+			}
 			// The session's key is recorded in the history of the
 			// messages its actions change, as the API's is.
 			h(w, r.WithContext(service.WithKeyID(r.Context(), id.KeyID)), id)
@@ -201,22 +207,26 @@ func csrfToken(w http.ResponseWriter, r *http.Request) string {
 // Sec-Fetch-Site: same-origin), that is one of the node's public origins
 // (the Caller's rule, the API's), and the request carries htmx's HX-Request
 // header (which a cross-site form cannot set) or the form's CSRF token.
-func (c *Console) sameOrigin(r *http.Request) bool {
+// The form is read only for that token, after the headers checked out; err
+// is why it could not be read.
+func (c *Console) sameOrigin(r *http.Request) (bool, error) {
 	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") != "same-origin" {
-		return false
+		return false, nil
 	}
 	if callerOf(r).CrossSite() {
-		return false
+		return false, nil
 	}
 	if r.Header.Get("HX-Request") == "true" {
-		return true
+		return true, nil
 	}
 	ck, err := r.Cookie(csrfCookie)
 	if err != nil || ck.Value == "" {
-		return false
+		return false, nil
 	}
-	form := r.PostFormValue("csrf")
-	return subtle.ConstantTimeCompare([]byte(form), []byte(ck.Value)) == 1
+	if err := r.ParseForm(); err != nil {
+		return false, err
+	}
+	return subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(ck.Value)) == 1, nil
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -234,7 +244,11 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 		return
 	}
-	secret := strings.TrimSpace(r.PostFormValue("apiKey"))
+	if err := r.ParseForm(); err != nil {
+		c.formUnread(w, r, err)
+		return
+	}
+	secret := strings.TrimSpace(r.PostForm.Get("apiKey"))
 	// The API's lookup, under the same budget of failed authentications
 	// per address: the login page is one more way to try keys.
 	key, wait, err := callerOf(r).LookUpKey(secret)

@@ -139,14 +139,12 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, caller Caller) {
 		return
 	}
 	if r.Method == http.MethodPost {
-		// Read here, so that a form cut off (past the node's budget of
-		// request bytes, or broken) is answered as that, not as the empty
-		// form every later PostFormValue would see.
-		if err := r.ParseForm(); err != nil {
+		same, err := c.sameOrigin(r)
+		if err != nil {
 			c.formUnread(w, r, err)
 			return
 		}
-		if !c.sameOrigin(r) {
+		if !same {
 			c.fail(w, r, identity{}, http.StatusForbidden,
 				"This request did not come from a console page of this node (its Origin, or its CSRF token, did not check out).")
 			return
@@ -155,10 +153,13 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, caller Caller) {
 	c.mux.ServeHTTP(w, r)
 }
 
-// formUnread answers a POST whose form could not be read whole: 503 with
-// Retry-After when it would have taken the node's request bytes in flight
-// past SKIPQ_MAX_INFLIGHT_BYTES (as the API answers), 413 past the request
-// limit, 400 otherwise.
+// formUnread answers a POST whose form could not be read whole, where its
+// fields would otherwise read empty: 503 with Retry-After past the node's
+// budget of request bytes in flight (SKIPQ_MAX_INFLIGHT_BYTES, as the API
+// answers), 413 past the request limit, 400 otherwise. A form is read only
+// once its headers show it comes from the node's pages: for the CSRF token
+// (sameOrigin), at the login for the key, and otherwise once its session
+// is known (need).
 func (c *Console) formUnread(w http.ResponseWriter, r *http.Request, err error) {
 	var tooLarge *http.MaxBytesError
 	switch {
