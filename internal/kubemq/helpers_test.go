@@ -7,10 +7,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,16 +58,25 @@ func startOn(t *testing.T, db string, configure ...func(*node.Config)) env {
 	return env{URL: url, Addr: addr, DB: db, kq: kubemqpb.NewKubemqClient(conn), conn: conn}
 }
 
-// freeAddr is a loopback address with a port nobody listens on now.
+var nextPort atomic.Int32
+
+// freeAddr is a loopback address with a port in 23000-23999 that nothing
+// listens on now. Not one the system picks (port 0): those come from the
+// ephemeral range, where another process's outgoing connection can take the
+// port between this check and the node's listen.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	start := int32(os.Getpid() % 1000)
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 23000+int((start+nextPort.Add(1))%1000))
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			_ = ln.Close()
+			return addr
+		}
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
+	t.Fatal("no free port in 23000-23999")
+	return ""
 }
 
 func ctx(t *testing.T) context.Context {
