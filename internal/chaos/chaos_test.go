@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skipq/skipq/internal/devpg"
+	"github.com/skipq/skipq/internal/testport"
 )
 
 const (
@@ -503,14 +503,9 @@ func terminateAll(ctx context.Context, t *testing.T, dbURL string) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// freePort is a loopback port in the chaos test's range (the failover
+// test's fixed ports are in 22000-22999) that nothing listens on now.
+func freePort(t *testing.T) int { return testport.Free(t, 24000) }
 
 func closed(ch chan struct{}) bool {
 	select {

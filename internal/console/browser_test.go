@@ -3,13 +3,11 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +16,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/skipq/skipq/internal/testport"
 )
 
 // The browser tests drive Debian's chromium-headless-shell (make
@@ -96,22 +96,9 @@ func browser(t *testing.T) context.Context {
 	return tab
 }
 
-var nextPort atomic.Int32
-
-// freePort is a loopback port in 21000-21999 that nothing listens on now.
-func freePort(t testing.TB) int {
-	start := int32(os.Getpid() % 1000)
-	for range 1000 {
-		p := 21000 + int((start+nextPort.Add(1))%1000)
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err == nil {
-			_ = ln.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port in 21000-21999")
-	return 0
-}
+// freePort is a loopback port in the console tests' range that nothing
+// listens on now.
+func freePort(t testing.TB) int { return testport.Free(t, 21000) }
 
 // watcher records every URL a tab requests and every error its pages
 // report (a CSP violation, a script exception).

@@ -21,6 +21,7 @@ import (
 
 	"github.com/skipq/skipq/internal/devpg"
 	"github.com/skipq/skipq/internal/testdb"
+	"github.com/skipq/skipq/internal/testport"
 )
 
 // TestChartPgBouncerRuns runs the PgBouncer configuration the chart writes
@@ -153,12 +154,6 @@ func pgbouncerUser(t *testing.T) *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// freePort is a loopback port in the deploy checks' range that nothing
+// listens on now.
+func freePort(t *testing.T) int { return testport.Free(t, 25000) }

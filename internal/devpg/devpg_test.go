@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/skipq/skipq/internal/testport"
 )
 
 // tempDir is a cluster directory removed after the test, together with a
@@ -123,12 +124,7 @@ func TestStartStop(t *testing.T) {
 }
 
 func TestStartTCP(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := testport.Free(t, 26000)
 	c, err := Start(context.Background(), Options{Dir: tempDir(t), Port: port, TCP: true, Fast: true})
 	if err != nil {
 		t.Fatal(err)

@@ -9,11 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +24,7 @@ import (
 	"github.com/skipq/skipq/internal/node"
 	"github.com/skipq/skipq/internal/node/nodetest"
 	"github.com/skipq/skipq/internal/testdb"
+	"github.com/skipq/skipq/internal/testport"
 )
 
 // env is one node: its HTTP base URL, its KubeMQ address and a client.
@@ -58,25 +56,10 @@ func startOn(t *testing.T, db string, configure ...func(*node.Config)) env {
 	return env{URL: url, Addr: addr, DB: db, kq: kubemqpb.NewKubemqClient(conn), conn: conn}
 }
 
-var nextPort atomic.Int32
-
-// freeAddr is a loopback address with a port in 23000-23999 that nothing
-// listens on now. Not one the system picks (port 0): those come from the
-// ephemeral range, where another process's outgoing connection can take the
-// port between this check and the node's listen.
+// freeAddr is a loopback address in the KubeMQ tests' port range that
+// nothing listens on now.
 func freeAddr(t *testing.T) string {
-	t.Helper()
-	start := int32(os.Getpid() % 1000)
-	for range 1000 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 23000+int((start+nextPort.Add(1))%1000))
-		ln, err := net.Listen("tcp", addr)
-		if err == nil {
-			_ = ln.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port in 23000-23999")
-	return ""
+	return fmt.Sprintf("127.0.0.1:%d", testport.Free(t, 23000))
 }
 
 func ctx(t *testing.T) context.Context {

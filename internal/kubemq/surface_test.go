@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
-	"net"
 	"runtime"
 	"testing"
 	"time"
@@ -21,6 +21,7 @@ import (
 	"github.com/skipq/skipq/internal/db"
 	"github.com/skipq/skipq/internal/kubemq/kubemqpb"
 	"github.com/skipq/skipq/internal/node"
+	"github.com/skipq/skipq/internal/testport"
 	"github.com/skipq/skipq/wire"
 )
 
@@ -219,15 +220,10 @@ func TestFIFOGroupTag(t *testing.T) {
 
 // With the database away every call answers UNAVAILABLE, quickly.
 func TestDatabaseAway(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "postgres://nobody@" + ln.Addr().String() + "/none?sslmode=disable&connect_timeout=1"
-	_ = ln.Close()
+	dead := fmt.Sprintf("postgres://nobody@127.0.0.1:%d/none?sslmode=disable&connect_timeout=1", testport.Free(t, 23000))
 	e := startOn(t, dead, func(c *node.Config) { c.Migrate = false })
 	start := time.Now()
-	_, err = e.kq.SendQueueMessage(ctx(t), msg("q", "x"))
+	_, err := e.kq.SendQueueMessage(ctx(t), msg("q", "x"))
 	wantCode(t, err, codes.Unavailable)
 	_, err = e.kq.ReceiveQueueMessages(ctx(t), &kubemqpb.ReceiveQueueMessagesRequest{ClientID: clientID, Channel: "q", MaxNumberOfMessages: 1})
 	wantCode(t, err, codes.Unavailable)
