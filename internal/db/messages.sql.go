@@ -811,6 +811,56 @@ func (q *Queries) MessageEventsPrune(ctx context.Context, arg MessageEventsPrune
 	return result.RowsAffected(), nil
 }
 
+const messageFire = `-- name: MessageFire :many
+SELECT f.queue_id::bigint AS queue_id, f.sequence::bigint AS sequence, f.exhausted::boolean AS exhausted
+FROM skipq.message_fire($1::bigint[], $2::bigint[], $3::timestamptz,
+                        $4::integer) AS f(queue_id, sequence, exhausted)
+`
+
+type MessageFireParams struct {
+	QueueIds     []int64
+	Sequences    []int64
+	Now          *time.Time
+	RetrySeconds int32
+}
+
+type MessageFireRow struct {
+	QueueID   int64
+	Sequence  int64
+	Exhausted bool
+}
+
+// Worker: fires the timers TimerTakeDue took, in the same transaction:
+// locks their messages that are still due (SKIP LOCKED), readies those with
+// deliveries left and files again the timers of those another transaction
+// held; `exhausted` marks a last allowed delivery whose lease ran out, for
+// MessageDeadLetter. skipq.message_fire
+// (internal/migrations/current/functions/message_fire.sql).
+func (q *Queries) MessageFire(ctx context.Context, arg MessageFireParams) ([]MessageFireRow, error) {
+	rows, err := q.db.Query(ctx, messageFire,
+		arg.QueueIds,
+		arg.Sequences,
+		arg.Now,
+		arg.RetrySeconds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageFireRow
+	for rows.Next() {
+		var i MessageFireRow
+		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.Exhausted); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageGetByID = `-- name: MessageGetByID :one
 WITH t AS (SELECT coalesce($3::timestamptz, clock_timestamp()) AS now)
 SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id,
@@ -985,114 +1035,6 @@ func (q *Queries) MessageLockByID(ctx context.Context, arg MessageLockByIDParams
 		&i.DeadLetteredAt,
 	)
 	return i, err
-}
-
-const messageLockDue = `-- name: MessageLockDue :many
-SELECT m.queue_id, m.sequence,
-       (m.receive_count >= m.max_receive_count)::boolean AS exhausted
-FROM skipq.messages m,
-     (SELECT DISTINCT u.queue_id, u.sequence
-      FROM (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence) u) k
-WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
-  AND NOT m.ready
-  AND m.visible_at <= coalesce($3::timestamptz, now())
-  AND (m.expires_at IS NULL OR m.expires_at > coalesce($3::timestamptz, now()))
-FOR UPDATE OF m SKIP LOCKED
-`
-
-type MessageLockDueParams struct {
-	QueueIds  []int64
-	Sequences []int64
-	Now       *time.Time
-}
-
-type MessageLockDueRow struct {
-	QueueID   int64
-	Sequence  int64
-	Exhausted bool
-}
-
-// Worker: of the messages whose timers fired, those still waiting for that
-// moment, locked: not ready, visible now (an extended lease moved visible_at
-// on), not expired (the expiry sweep removes those). A settled message is
-// simply gone. `exhausted` marks a last allowed delivery whose lease ran
-// out: it is dead-lettered, the others are readied (MessageReady). SKIP
-// LOCKED: a message that another transaction holds (an ack inside a
-// consumer's own SQL transaction, which may take long) is passed over
-// instead of stalling the worker for every queue; TimerRefile files its
-// timer again.
-func (q *Queries) MessageLockDue(ctx context.Context, arg MessageLockDueParams) ([]MessageLockDueRow, error) {
-	rows, err := q.db.Query(ctx, messageLockDue, arg.QueueIds, arg.Sequences, arg.Now)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessageLockDueRow
-	for rows.Next() {
-		var i MessageLockDueRow
-		if err := rows.Scan(&i.QueueID, &i.Sequence, &i.Exhausted); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const messageReady = `-- name: MessageReady :many
-WITH readied AS (
-    UPDATE skipq.messages m
-    SET ready = true,
-        tags = CASE WHEN m.lease_token IS NULL THEN m.tags
-                    ELSE m.tags || jsonb_build_object('skipq.failure', skipq.failure_doc('lease_expired', NULL,
-                             coalesce($1::timestamptz, now()), m.receive_count)::text) END
-    FROM (SELECT unnest($2::bigint[]) AS queue_id, unnest($3::bigint[]) AS sequence) k
-    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
-    RETURNING m.queue_id, m.sequence, m.message_id, m.tags, m.lease_token IS NOT NULL AS expired
-), traced AS (
-    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at)
-    SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, 'lease_expired',
-           coalesce($1::timestamptz, now())
-    FROM readied r WHERE r.expired AND r.tags ? 'skipq.trace'
-)
-INSERT INTO skipq.ready (queue_id, sequence)
-SELECT r.queue_id, r.sequence FROM readied r
-RETURNING queue_id
-`
-
-type MessageReadyParams struct {
-	Now       *time.Time
-	QueueIds  []int64
-	Sequences []int64
-}
-
-// Worker: readies messages that TimerFire locked (a delay ended, or a lease
-// that was not the last allowed one). The lease token stays: the receiver
-// whose lease ran out may still settle the message until it is claimed
-// again. A token means a lease ran out (a nack clears it; delayed messages
-// never had one): that is the message's last failure (docs/API.md#model; in its
-// tags, internal/migrations/00023_failure_reasons.sql). Returns
-// the queues, to wake their waiting receivers.
-func (q *Queries) MessageReady(ctx context.Context, arg MessageReadyParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, messageReady, arg.Now, arg.QueueIds, arg.Sequences)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var queue_id int64
-		if err := rows.Scan(&queue_id); err != nil {
-			return nil, err
-		}
-		items = append(items, queue_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const messageRedrive = `-- name: MessageRedrive :many
@@ -1501,40 +1443,6 @@ func (q *Queries) ReadyVacuum(ctx context.Context) error {
 	return err
 }
 
-const timerRefile = `-- name: TimerRefile :exec
-INSERT INTO skipq.timers (due_at, queue_id, sequence)
-SELECT coalesce($1::timestamptz, now()) + make_interval(secs => $2::integer),
-       k.queue_id, k.sequence
-FROM (SELECT unnest($3::bigint[]) AS queue_id, unnest($4::bigint[]) AS sequence) k
-WHERE EXISTS (SELECT 1 FROM skipq.messages m
-              WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
-                AND m.lease_token IS DISTINCT FROM '\x'::bytea)
-`
-
-type TimerRefileParams struct {
-	Now          *time.Time
-	RetrySeconds int32
-	QueueIds     []int64
-	Sequences    []int64
-}
-
-// Worker: timers whose messages MessageLockDue passed over are filed again,
-// @retry_seconds later, for the messages that are still there and not
-// ready: one locked by a transaction that rolls back must still come back
-// when its lease has ended. Timers are hints, so one too many (the message
-// was settled meanwhile, or its lease extended) costs a probe, no more. A
-// retained message (acked, skipq.message_retain) never comes back: its
-// timer would be filed again every second until it is removed.
-func (q *Queries) TimerRefile(ctx context.Context, arg TimerRefileParams) error {
-	_, err := q.db.Exec(ctx, timerRefile,
-		arg.Now,
-		arg.RetrySeconds,
-		arg.QueueIds,
-		arg.Sequences,
-	)
-	return err
-}
-
 const timerTakeDue = `-- name: TimerTakeDue :many
 DELETE FROM skipq.timers t
 WHERE t.ctid = ANY(ARRAY(
@@ -1558,7 +1466,7 @@ type TimerTakeDueRow struct {
 
 // Worker: takes up to @max_timers due timers, oldest first. SKIP LOCKED, so
 // workers on several nodes take disjoint batches. The caller then locks the
-// messages (MessageLockDue) in the same transaction: timers are locked
+// messages (MessageFire) in the same transaction: timers are locked
 // before messages, and as no statement holds a message and then waits for a
 // timer (timers are only ever inserted otherwise), this order cannot
 // deadlock.

@@ -32,7 +32,7 @@ func TestNackRacingWorkerDeadLetterMovesOnce(t *testing.T) {
 	if err != nil || len(timers) != 1 {
 		t.Fatalf("timers: %v %v", timers, err)
 	}
-	due, err := qw.MessageLockDue(ctx, db.MessageLockDueParams{QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Now: &later})
+	due, err := qw.MessageFire(ctx, db.MessageFireParams{QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Now: &later, RetrySeconds: 1})
 	if err != nil || len(due) != 1 || !due[0].Exhausted {
 		t.Fatalf("due: %v %v", due, err)
 	}

@@ -21,12 +21,9 @@ func TestAckRacingWorkerReadyLeavesNoReadyRow(t *testing.T) {
 	later := time.Now().Add(time.Hour) // the lease has run out
 
 	txW, qw := f.begin(t)
-	due, err := qw.MessageLockDue(ctx, db.MessageLockDueParams{QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Now: &later})
+	due, err := qw.MessageFire(ctx, db.MessageFireParams{QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Now: &later, RetrySeconds: 1})
 	if err != nil || len(due) != 1 || due[0].Exhausted {
 		t.Fatalf("due: %v %v", due, err)
-	}
-	if _, err := qw.MessageReady(ctx, db.MessageReadyParams{QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Now: &later}); err != nil {
-		t.Fatal(err)
 	}
 
 	acked := make(chan int, 1)
@@ -84,10 +81,7 @@ func TestExtendRacingWorkerReadyIsSwept(t *testing.T) {
 	later := time.Now().Add(time.Hour)
 
 	txW, qw := f.begin(t)
-	if _, err := qw.MessageLockDue(ctx, db.MessageLockDueParams{QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Now: &later}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := qw.MessageReady(ctx, db.MessageReadyParams{QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Now: &later}); err != nil {
+	if _, err := qw.MessageFire(ctx, db.MessageFireParams{QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Now: &later, RetrySeconds: 1}); err != nil {
 		t.Fatal(err)
 	}
 	extended := make(chan int, 1)

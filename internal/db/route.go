@@ -38,6 +38,7 @@ var directStatements = map[string]bool{
 	"MessageSetVisibilityByReceipt": true,
 	"MessageRequeue":                true,
 	"MessageDeadLetter":             true,
+	"MessageFire":                   true,
 	"GroupPrune":                    true,
 	"GroupRelease":                  true,
 	"TimerWait":                     true,

@@ -128,7 +128,7 @@ SELECT skipq.timer_wait(sqlc.narg('now')::timestamptz, @cap_seconds::float8)::fl
 -- name: TimerTakeDue :many
 -- Worker: takes up to @max_timers due timers, oldest first. SKIP LOCKED, so
 -- workers on several nodes take disjoint batches. The caller then locks the
--- messages (MessageLockDue) in the same transaction: timers are locked
+-- messages (MessageFire) in the same transaction: timers are locked
 -- before messages, and as no statement holds a message and then waits for a
 -- timer (timers are only ever inserted otherwise), this order cannot
 -- deadlock.
@@ -141,69 +141,16 @@ WHERE t.ctid = ANY(ARRAY(
     FOR UPDATE SKIP LOCKED))
 RETURNING t.queue_id, t.sequence;
 
--- name: MessageLockDue :many
--- Worker: of the messages whose timers fired, those still waiting for that
--- moment, locked: not ready, visible now (an extended lease moved visible_at
--- on), not expired (the expiry sweep removes those). A settled message is
--- simply gone. `exhausted` marks a last allowed delivery whose lease ran
--- out: it is dead-lettered, the others are readied (MessageReady). SKIP
--- LOCKED: a message that another transaction holds (an ack inside a
--- consumer's own SQL transaction, which may take long) is passed over
--- instead of stalling the worker for every queue; TimerRefile files its
--- timer again.
-SELECT m.queue_id, m.sequence,
-       (m.receive_count >= m.max_receive_count)::boolean AS exhausted
-FROM skipq.messages m,
-     (SELECT DISTINCT u.queue_id, u.sequence
-      FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) u) k
-WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
-  AND NOT m.ready
-  AND m.visible_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-  AND (m.expires_at IS NULL OR m.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-FOR UPDATE OF m SKIP LOCKED;
-
--- name: TimerRefile :exec
--- Worker: timers whose messages MessageLockDue passed over are filed again,
--- @retry_seconds later, for the messages that are still there and not
--- ready: one locked by a transaction that rolls back must still come back
--- when its lease has ended. Timers are hints, so one too many (the message
--- was settled meanwhile, or its lease extended) costs a probe, no more. A
--- retained message (acked, skipq.message_retain) never comes back: its
--- timer would be filed again every second until it is removed.
-INSERT INTO skipq.timers (due_at, queue_id, sequence)
-SELECT coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => @retry_seconds::integer),
-       k.queue_id, k.sequence
-FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
-WHERE EXISTS (SELECT 1 FROM skipq.messages m
-              WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
-                AND m.lease_token IS DISTINCT FROM '\x'::bytea);
-
--- name: MessageReady :many
--- Worker: readies messages that TimerFire locked (a delay ended, or a lease
--- that was not the last allowed one). The lease token stays: the receiver
--- whose lease ran out may still settle the message until it is claimed
--- again. A token means a lease ran out (a nack clears it; delayed messages
--- never had one): that is the message's last failure (docs/API.md#model; in its
--- tags, internal/migrations/00023_failure_reasons.sql). Returns
--- the queues, to wake their waiting receivers.
-WITH readied AS (
-    UPDATE skipq.messages m
-    SET ready = true,
-        tags = CASE WHEN m.lease_token IS NULL THEN m.tags
-                    ELSE m.tags || jsonb_build_object('skipq.failure', skipq.failure_doc('lease_expired', NULL,
-                             coalesce(sqlc.narg('now')::timestamptz, now()), m.receive_count)::text) END
-    FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k
-    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND NOT m.ready
-    RETURNING m.queue_id, m.sequence, m.message_id, m.tags, m.lease_token IS NOT NULL AS expired
-), traced AS (
-    INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at)
-    SELECT (r.tags->>'skipq.trace')::bigint, r.queue_id, r.message_id, 'lease_expired',
-           coalesce(sqlc.narg('now')::timestamptz, now())
-    FROM readied r WHERE r.expired AND r.tags ? 'skipq.trace'
-)
-INSERT INTO skipq.ready (queue_id, sequence)
-SELECT r.queue_id, r.sequence FROM readied r
-RETURNING queue_id;
+-- name: MessageFire :many
+-- Worker: fires the timers TimerTakeDue took, in the same transaction:
+-- locks their messages that are still due (SKIP LOCKED), readies those with
+-- deliveries left and files again the timers of those another transaction
+-- held; `exhausted` marks a last allowed delivery whose lease ran out, for
+-- MessageDeadLetter. skipq.message_fire
+-- (internal/migrations/current/functions/message_fire.sql).
+SELECT f.queue_id::bigint AS queue_id, f.sequence::bigint AS sequence, f.exhausted::boolean AS exhausted
+FROM skipq.message_fire(@queue_ids::bigint[], @sequences::bigint[], sqlc.narg('now')::timestamptz,
+                        @retry_seconds::integer) AS f(queue_id, sequence, exhausted);
 
 -- name: MessageDeleteExpired :many
 -- Worker: removes up to @max_messages expired messages that are not in a live

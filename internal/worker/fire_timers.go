@@ -55,38 +55,23 @@ func (j *FireTimers) RunOnce(ctx context.Context) (int, error) {
 			return err
 		}
 		taken = len(timers)
-		var lock db.MessageLockDueParams
+		fire := db.MessageFireParams{Now: j.now(), RetrySeconds: int32(timerHorizon / time.Second)}
 		for _, t := range timers {
-			lock.QueueIds = append(lock.QueueIds, t.QueueID)
-			lock.Sequences = append(lock.Sequences, t.Sequence)
+			fire.QueueIds = append(fire.QueueIds, t.QueueID)
+			fire.Sequences = append(fire.Sequences, t.Sequence)
 		}
-		lock.Now = j.now()
-		fired, err := q.MessageLockDue(ctx, lock)
+		fired, err := q.MessageFire(ctx, fire)
 		if err != nil {
 			return err
 		}
-		if err := j.refileTimers(ctx, q, timers, fired); err != nil {
-			return err
-		}
 		var exhaustedIDs, exhaustedSeqs []int64
-		ready := db.MessageReadyParams{Now: j.now()}
 		for _, f := range fired {
 			if f.Exhausted {
 				exhaustedIDs = append(exhaustedIDs, f.QueueID)
 				exhaustedSeqs = append(exhaustedSeqs, f.Sequence)
 				continue
 			}
-			ready.QueueIds = append(ready.QueueIds, f.QueueID)
-			ready.Sequences = append(ready.Sequences, f.Sequence)
-		}
-		if len(ready.QueueIds) > 0 {
-			ids, err := q.MessageReady(ctx, ready)
-			if err != nil {
-				return err
-			}
-			for _, id := range ids {
-				readied[id]++
-			}
+			readied[f.QueueID]++
 		}
 		moves, err = j.deadLetter(ctx, q, exhaustedIDs, exhaustedSeqs)
 		return err
@@ -137,30 +122,6 @@ func (p *timerProbe) wait(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.notBefore = time.Now().Add(min(d, timerHorizon))
-}
-
-// refileTimers files again the timers of messages that MessageLockDue
-// passed over (another transaction holds them), TimerRefile keeping only
-// those still waiting; the locked rest is handled now.
-func (j *FireTimers) refileTimers(ctx context.Context, q *db.Queries, taken []db.TimerTakeDueRow, fired []db.MessageLockDueRow) error {
-	type key struct{ queueID, sequence int64 }
-	locked := make(map[key]bool, len(fired))
-	for _, f := range fired {
-		locked[key{f.QueueID, f.Sequence}] = true
-	}
-	var again db.TimerRefileParams
-	for _, t := range taken {
-		if k := (key{t.QueueID, t.Sequence}); !locked[k] {
-			locked[k] = true // a message with two timers is filed once
-			again.QueueIds = append(again.QueueIds, t.QueueID)
-			again.Sequences = append(again.Sequences, t.Sequence)
-		}
-	}
-	if len(again.QueueIds) == 0 {
-		return nil
-	}
-	again.Now, again.RetrySeconds = j.now(), int32(timerHorizon/time.Second)
-	return q.TimerRefile(ctx, again)
 }
 
 // deadLetter moves the given (locked) messages to their dead-letter queues,

@@ -141,3 +141,139 @@ func TestReadyRowsFollowEveryPath(t *testing.T) {
 	}
 	check("purge and queue deletion")
 }
+
+// An extend files a timer for the lease's new end; the claim's timer, when
+// it comes due, finds the message not due and is dropped, not filed again
+// (it was, every second until the extended lease ended).
+func TestExtendedLeaseKeepsOnlyItsOwnTimer(t *testing.T) {
+	svc, clk, pool := newService(t)
+	ctx := context.Background()
+	fire := worker.NewFireTimers(pool, svc)
+	if _, err := svc.SendBatch(ctx, "default", "extended", []service.MessageInput{{Body: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	one, vis, zero := 1, 30, 0
+	msgs, err := svc.Receive(ctx, "default", "extended", service.ReceiveOptions{MaxMessages: &one, VisibilitySeconds: &vis, WaitSeconds: &zero})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v, %d messages", err, len(msgs))
+	}
+	extended, err := svc.SetVisibility(ctx, []string{msgs[0].ReceiptHandle}, 600)
+	if err != nil || extended.Succeeded != 1 {
+		t.Fatalf("extend: %v, %+v", err, extended)
+	}
+	clk.advance(time.Duration(vis+1) * time.Second) // the claim's timer is due, the extended lease is not
+	if _, err := fire.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var timers int
+	var ready bool
+	var due, visible time.Time
+	err = pool.QueryRow(ctx, `SELECT count(*), max(t.due_at), bool_or(m.ready), max(m.visible_at)
+		FROM skipq.messages m JOIN skipq.timers t ON t.queue_id = m.queue_id AND t.sequence = m.sequence`).
+		Scan(&timers, &due, &ready, &visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if timers != 1 || !due.Equal(visible) || ready {
+		t.Fatalf("%d timers (latest due %v) for a message visible at %v, ready %v; want only the extend's timer and not ready",
+			timers, due, visible, ready)
+	}
+}
+
+// The statistics of a drained table say it is almost empty. Planned on
+// them, a join of the fired timers' keys to skipq.messages walked every
+// message; skipq.message_fire finds each by its key whatever the
+// statistics, so the buffers it reads do not grow with the backlog.
+func TestFireReadsNoBacklogOnDrainedStatistics(t *testing.T) {
+	svc, clk, pool := newService(t)
+	ctx := context.Background()
+	send := func(queue string, n int) {
+		t.Helper()
+		for i := 0; i < n; i += 500 {
+			batch := make([]service.MessageInput, min(500, n-i))
+			for j := range batch {
+				batch[j] = service.MessageInput{Body: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+			}
+			if _, err := svc.SendBatch(ctx, "default", queue, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	receive := func(queue string, max int) []service.Message {
+		t.Helper()
+		vis, zero := 30, 0
+		msgs, err := svc.Receive(ctx, "default", queue, service.ReceiveOptions{MaxMessages: &max, VisibilitySeconds: &vis, WaitSeconds: &zero})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msgs
+	}
+	send("drained", 4000)
+	delay := 3600
+	if _, err := svc.SendBatch(ctx, "default", "drained", []service.MessageInput{{Body: "late", DelaySeconds: &delay}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msgs := receive("drained", 1000)
+		if len(msgs) == 0 {
+			break
+		}
+		var hs []string
+		for _, m := range msgs {
+			hs = append(hs, m.ReceiptHandle)
+		}
+		if _, err := svc.Ack(ctx, hs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, "VACUUM ANALYZE skipq.messages"); err != nil {
+		t.Fatal(err)
+	}
+	send("busy", 4000)
+	leased := receive("busy", 3)
+	clk.advance(time.Minute)
+
+	var plan []struct {
+		Plan struct {
+			SharedHit  int `json:"Shared Hit Blocks"`
+			SharedRead int `json:"Shared Read Blocks"`
+		}
+	}
+	var queueIDs, sequences []int64
+	for _, m := range leased {
+		var queueID int64
+		if err := pool.QueryRow(ctx, "SELECT id FROM skipq.queues WHERE name = 'busy'").Scan(&queueID); err != nil {
+			t.Fatal(err)
+		}
+		queueIDs, sequences = append(queueIDs, queueID), append(sequences, m.Sequence)
+	}
+	// Twice on one connection, each time rolled back: the first call plans
+	// the function's statements (reading the catalogs), the second is
+	// measured.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for range 2 {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
+			SELECT * FROM skipq.message_fire($1::bigint[], $2::bigint[], $3, 1)`, queueIDs, sequences, clk.now()).Scan(&plan)
+		_ = tx.Rollback(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(plan) != 1 {
+		t.Fatalf("plan: %+v", plan)
+	}
+	// Three messages found, locked, readied and filed in skipq.ready: a
+	// few pages of each index and table (about 40), where a walk of the
+	// backlog reads hundreds.
+	if read := plan[0].Plan.SharedHit + plan[0].Plan.SharedRead; read > 150 {
+		t.Fatalf("firing 3 timers read %d buffers behind 4,000 messages", read)
+	}
+}
