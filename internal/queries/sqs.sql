@@ -58,11 +58,21 @@ SELECT key_id, access_key_id FROM skipq.sqs_credentials;
 -- tick later. A message on its last allowed delivery stays with the
 -- worker, which dead-letters it, as after any lease. Message first, then
 -- its ready row: the lock order of every statement that waits for a lock.
+--
+-- Each message by its address, found by a probe of exactly its key that
+-- only the primary key serves (SQSMessagesInFlight says why); the token
+-- and the rest are checked on the row, and again on its newest version
+-- when another transaction changed it meanwhile (tokens are random, so
+-- matching any of the handles' is matching its own).
 WITH readied AS (
     UPDATE skipq.messages m SET ready = true
-    FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence,
-            unnest(@tokens::bytea[]) AS token) k
-    WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+    WHERE m.ctid = ANY(ARRAY(
+            SELECT (SELECT y.ctid FROM skipq.messages y
+                    WHERE (y.queue_id, y.sequence) >= (k.queue_id, k.sequence)
+                      AND (y.queue_id, y.sequence) <= (k.queue_id, k.sequence)
+                    ORDER BY y.queue_id, y.sequence LIMIT 1)
+            FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k))
+      AND m.lease_token = ANY(@tokens::bytea[])
       AND NOT m.ready AND m.receive_count < m.max_receive_count
     RETURNING m.queue_id, m.sequence
 )
@@ -161,7 +171,19 @@ ON CONFLICT (queue_id, attempt_id) DO UPDATE SET
 
 -- name: SQSMessagesInFlight :many
 -- The messages of a queue among @sequences that are in flight (the caller
--- compares their lease tokens).
+-- compares their lease tokens). Each message by its address, found by a
+-- probe of exactly its key that only the primary key serves (in its order,
+-- and the plan settings turn sorts off), so that the address is the only
+-- condition a plan can look up by. With `queue_id = @queue_id AND sequence
+-- = ANY(...)`, a plan made on a drained table's statistics walked
+-- messages_queue_sent_idx over all of the queue's messages, sequence being
+-- its third column.
 SELECT m.* FROM skipq.messages m
-WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND m.visible_at > now()
+WHERE m.ctid = ANY(ARRAY(
+        SELECT (SELECT y.ctid FROM skipq.messages y
+                WHERE (y.queue_id, y.sequence) >= (@queue_id::bigint, k.sequence)
+                  AND (y.queue_id, y.sequence) <= (@queue_id::bigint, k.sequence)
+                ORDER BY y.queue_id, y.sequence LIMIT 1)
+        FROM unnest(@sequences::bigint[]) AS k(sequence)))
+  AND m.visible_at > now()
   AND m.lease_token IS NOT NULL;
