@@ -95,6 +95,9 @@ Flags:
 var errUsage = errors.New("usage")
 
 func main() {
+	if bench.ServeNodeProcess() {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := cmdBench(ctx, os.Args[1:], os.Stdout, os.Stderr)
