@@ -242,7 +242,7 @@ func (p *nodeProcess) command(verb, arg string) error {
 
 // stop ends the process: its node drains as on SIGTERM, killed after 30 s.
 func (p *nodeProcess) stop() {
-	p.stdin.Close()
+	_ = p.stdin.Close() // the process has gone already when this fails
 	exited := make(chan struct{})
 	go func() {
 		_ = p.cmd.Wait()
@@ -266,11 +266,11 @@ func profileNodeProcess(p *nodeProcess, w io.Writer) (stop func() error, err err
 	name := f.Name()
 	f.Close()
 	if err := p.command(cmdStartProfile, name); err != nil {
-		os.Remove(name)
+		_ = os.Remove(name)
 		return nil, err
 	}
 	return func() error {
-		defer os.Remove(name)
+		defer func() { _ = os.Remove(name) }()
 		if err := p.command(cmdStopProfile, ""); err != nil {
 			return err
 		}

@@ -145,11 +145,11 @@ func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
 		}
 		e.checkpoint(ctx)
 		e.logf("sqs batch %d × %d pairs through aws-sdk-go-v2", p.Batch, p.Pairs)
-		// --cpuprofile without the lifecycle scenario profiles the SQS
-		// batch-1 window.
-		var prof io.Writer
+		// --cpuprofile without the lifecycle scenario profiles the node in
+		// the SQS batch-1 window, --cpuprofile-native in the native one.
+		var prof, profNative io.Writer
 		if p.Batch == 1 && !e.o.runs(Lifecycle) {
-			prof = e.o.CPUProfile
+			prof, profNative = e.o.CPUProfile, e.o.CPUProfileNative
 		}
 		if sp.SQSMsgsPerS, sp.SQS, err = e.drive(ctx, w, p, prof); err != nil {
 			return nil, fmt.Errorf("SQS batch %d × %d: %w", p.Batch, p.Pairs, err)
@@ -157,7 +157,7 @@ func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
 		if err := e.deleteLeftovers(ctx, q); err != nil {
 			return nil, err
 		}
-		if sp.HTTPMsgsPerS, sp.HTTP, err = e.nativeBeside(ctx, ns, "sqs", p); err != nil {
+		if sp.HTTPMsgsPerS, sp.HTTP, err = e.nativeBeside(ctx, ns, "sqs", p, profNative); err != nil {
 			return nil, err
 		}
 		sp.SQSMsgsPerS, sp.HTTPMsgsPerS = round(sp.SQSMsgsPerS, 0), round(sp.HTTPMsgsPerS, 0)
@@ -179,15 +179,15 @@ func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
 
 // nativeBeside is the native HTTP lifecycle of point p on a fresh queue,
 // the figure another protocol's scenario (kind) compares with: acked
-// msgs/s and the window's evidence.
-func (e *env) nativeBeside(ctx context.Context, ns *nodes, kind string, p Point) (float64, *RunStats, error) {
+// msgs/s and the window's evidence; profile as drive's.
+func (e *env) nativeBeside(ctx context.Context, ns *nodes, kind string, p Point, profile io.Writer) (float64, *RunStats, error) {
 	q := queueName(fmt.Sprintf("%s-native-b%d-p%d", kind, p.Batch, p.Pairs))
 	if err := e.http.createQueue(ctx, ns.at(0), q, ""); err != nil {
 		return 0, nil, err
 	}
 	e.checkpoint(ctx)
 	e.logf("%s batch %d × %d pairs over the native HTTP API", kind, p.Batch, p.Pairs)
-	msgsPerS, stats, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, e.o.AckInReceive), p, nil)
+	msgsPerS, stats, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, e.o.AckInReceive), p, profile)
 	if err != nil {
 		return 0, nil, fmt.Errorf("native batch %d × %d: %w", p.Batch, p.Pairs, err)
 	}
