@@ -38,7 +38,9 @@ Scenarios (--scenario, comma-separated; default all):
   latency    send answered → waiting receive answered, p50/p90/p99
   sqs        the lifecycle through aws-sdk-go-v2 (batch 1 × 16 and 10 × 4
              pairs) next to the native HTTP API, and the wake latency of
-             SQS long polls
+             SQS long polls; its node runs in a process of its own, so
+             the CPU of the node and of each side's clients are reported
+             apart
   kubemq     the lifecycle over KubeMQ's QueuesUpstream + QueuesDownstream
              streams (batch 1 × 16 and 100 × 4 pairs) next to the native
              HTTP API, and the wake latency of a waiting Downstream Get
@@ -95,6 +97,9 @@ Flags:
 var errUsage = errors.New("usage")
 
 func main() {
+	if bench.ServeNodeProcess() {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := cmdBench(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -128,7 +133,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	headsDelayed := fs.Int("heads-delayed", 0, "delayed messages ahead of the heads cycle (default 1000000; 100000 with --quick)")
 	headsInFlight := fs.Int("heads-in-flight", 0, "in-flight messages ahead of the heads cycle (default 100000; 20000 with --quick)")
 	ackInReceive := fs.Bool("ack-in-receive", false, "HTTP consumers ack what they got with their next receive (\"ack\" of the receive) instead of an ack request")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one HTTP lifecycle window to this file: the batch-1 point with the most pairs (none: the first point)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one HTTP lifecycle window to this file: the batch-1 point with the most pairs (none: the first point); with the sqs scenario but not lifecycle, the node's in the SQS batch-1 window")
+	cpuProfileNative := fs.String("cpuprofile-native", "", "with the sqs scenario but not lifecycle: write the node's CPU profile of the native HTTP window beside the SQS batch-1 one to this file")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return err
@@ -183,13 +189,16 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("%w: --url needs --database-url (the database those nodes use)", errUsage)
 		}
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	for name, to := range map[string]*io.Writer{*cpuProfile: &opts.CPUProfile, *cpuProfileNative: &opts.CPUProfileNative} {
+		if name == "" {
+			continue
+		}
+		f, err := os.Create(name)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		opts.CPUProfile = f
+		*to = f
 	}
 
 	rep, err := bench.Run(ctx, opts)

@@ -205,7 +205,8 @@ func TestHeadsShape(t *testing.T) {
 }
 
 // TestSQSShape runs a short sqs scenario and checks its JSON: both sides
-// of each point and the wake latency measured. No speed is asserted.
+// of each point and the wake latency measured, and the CPU of the node's
+// process apart from the load generators'. No speed is asserted.
 func TestSQSShape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -221,8 +222,14 @@ func TestSQSShape(t *testing.T) {
 	var got struct {
 		SQS struct {
 			Points []struct {
-				SQS  float64 `json:"sqs_msgs_per_s"`
-				HTTP float64 `json:"http_msgs_per_s"`
+				SQS    float64 `json:"sqs_msgs_per_s"`
+				HTTP   float64 `json:"http_msgs_per_s"`
+				SQSRun struct {
+					CPU cpuPerMessage `json:"cpu_us_per_message"`
+				} `json:"sqs_run"`
+				HTTPRun struct {
+					CPU cpuPerMessage `json:"cpu_us_per_message"`
+				} `json:"http_run"`
 			} `json:"points"`
 			Wake struct {
 				P50     float64 `json:"p50"`
@@ -240,7 +247,18 @@ func TestSQSShape(t *testing.T) {
 		if p.SQS <= 0 || p.HTTP <= 0 {
 			t.Fatalf("a point measured nothing: %s", raw)
 		}
+		for _, c := range []cpuPerMessage{p.SQSRun.CPU, p.HTTPRun.CPU} {
+			if c.Nodes <= 0 || c.Bench <= 0 {
+				t.Fatalf("a window's CPU is not split between the node's process and the load generators': %s", raw)
+			}
+		}
 	}
+}
+
+// cpuPerMessage is a window's cpu_us_per_message.
+type cpuPerMessage struct {
+	Bench float64 `json:"bench_process"`
+	Nodes float64 `json:"node_processes"`
 }
 
 // TestKubeMQShape runs a short kubemq scenario and checks its JSON: both

@@ -21,6 +21,9 @@
 //     its fresh database, the monitoring pool, pools and bulk loads, VACUUM and
 //     CHECKPOINT before each measured run, fresh queue names).
 //   - harness_nodes.go: in-process nodes, or the running ones of --url.
+//   - harness_nodeproc.go: nodes in processes of their own (the bench's
+//     executable started again), for the sqs scenario, which compares two
+//     client stacks and must not run them in the node's process.
 //   - harness_client.go: the HTTP client, senders and receivers.
 //   - harness_drive.go: producers and consumers of a workload bounded by
 //     credits through warm-up, one measured window and a drain; the HTTP

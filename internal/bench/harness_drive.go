@@ -120,18 +120,11 @@ func (e *env) drive(ctx context.Context, w workload, p Point, profile io.Writer)
 		return finish()
 	}
 	pr := e.startProbe(ctx)
-	if profile != nil {
-		if err := pprof.StartCPUProfile(profile); err != nil {
-			profile = nil
-			e.logf("cpu profile: %v", err)
-		}
-	}
+	stopProfile := e.startCPUProfile(profile)
 	a0, t0 := acked.Load(), time.Now()
 	ok := sleepCtx(ctx, e.o.Duration)
 	a1, t1 := acked.Load(), time.Now()
-	if profile != nil {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	if !ok {
 		pr.stopWait()
 		return finish()
@@ -154,6 +147,32 @@ func (e *env) drive(ctx context.Context, w workload, p Point, profile io.Writer)
 		return 0, nil, firstErr
 	}
 	return rate, stats, ctx.Err()
+}
+
+// startCPUProfile profiles the nodes' work into w (nil: nothing) until the
+// returned stop: this process when the nodes run in it, else the first
+// node's process.
+func (e *env) startCPUProfile(w io.Writer) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	if len(e.nodeProcs) > 0 {
+		stopNode, err := profileNodeProcess(e.nodeProcs[0], w)
+		if err != nil {
+			e.logf("cpu profile: %v", err)
+			return func() {}
+		}
+		return func() {
+			if err := stopNode(); err != nil {
+				e.logf("cpu profile: %v", err)
+			}
+		}
+	}
+	if err := pprof.StartCPUProfile(w); err != nil {
+		e.logf("cpu profile: %v", err)
+		return func() {}
+	}
+	return pprof.StopCPUProfile
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -29,6 +29,10 @@ type env struct {
 	rss     *rssSampler
 	cleanup []func()
 
+	// nodeProcs are the running nodes' processes when a scenario runs its
+	// nodes in processes of their own (startNodeProcesses), else nil.
+	nodeProcs []*nodeProcess
+
 	scenario string             // the one running
 	noise    map[string]float64 // per scenario: the largest CPU share of other processes in a measured window
 }

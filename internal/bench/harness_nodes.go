@@ -14,8 +14,9 @@ import (
 // nodes is the set of nodes a scenario drives: in-process ones it started,
 // or the running ones of Options.URLs.
 type nodes struct {
-	urls []string
-	stop func()
+	urls  []string
+	stop  func()
+	procs []*nodeProcess // the nodes' processes when they run in processes of their own
 }
 
 // at is the node serving worker i.
@@ -38,14 +39,7 @@ func (e *env) startNodes(ctx context.Context, configure ...func(*node.Config)) (
 	}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	for i := 0; i < e.o.Nodes; i++ {
-		cfg := node.DefaultConfig()
-		cfg.DatabaseURL = e.dbURL
-		cfg.ListenAddr = "127.0.0.1:0"
-		cfg.Auth = "off"
-		cfg.Migrate = false // the database is migrated already
-		// The idle scenario parks IdleWaiters long polls on one node; the
-		// default cap must not refuse some of what it measures.
-		cfg.Limits.MaxWaiters = max(cfg.Limits.MaxWaiters, e.o.IdleWaiters)
+		cfg := benchNodeConfig(e.dbURL, e.o.IdleWaiters)
 		for _, f := range configure {
 			f(&cfg)
 		}
@@ -68,4 +62,18 @@ func (e *env) startNodes(ctx context.Context, configure ...func(*node.Config)) (
 		}
 	}
 	return n, nil
+}
+
+// benchNodeConfig is a bench node's configuration: on 127.0.0.1, auth off,
+// the defaults otherwise.
+func benchNodeConfig(dbURL string, idleWaiters int) node.Config {
+	cfg := node.DefaultConfig()
+	cfg.DatabaseURL = dbURL
+	cfg.ListenAddr = "127.0.0.1:0"
+	cfg.Auth = "off"
+	cfg.Migrate = false // the database is migrated already
+	// The idle scenario parks IdleWaiters long polls on one node; the
+	// default cap must not refuse some of what it measures.
+	cfg.Limits.MaxWaiters = max(cfg.Limits.MaxWaiters, idleWaiters)
+	return cfg
 }

@@ -82,6 +82,9 @@ func (p *probe) stop(ctx context.Context) *RunStats {
 	if p.cpu0.postgresOK && cpu1.postgresOK {
 		rs.postgresCPU = time.Duration(cpu1.postgres-p.cpu0.postgres) * time.Second / clockTicks
 	}
+	if p.cpu0.nodesOK && cpu1.nodesOK {
+		rs.nodesCPU = time.Duration(cpu1.nodes-p.cpu0.nodes) * time.Second / clockTicks
+	}
 	db1 := e.dbCounters(ctx)
 	if p.db0.ok && db1.ok {
 		rs.commits = db1.commits - p.db0.commits
@@ -335,6 +338,8 @@ type cpuSnap struct {
 	steal                       int64 // time the hypervisor gave to others
 	self, postgres              int64
 	postgresOK                  bool
+	nodes                       int64 // the node processes' (env.nodeProcs)
+	nodesOK                     bool
 }
 
 // cpuSnapshot reads /proc/stat, /proc/self/stat and the server's processes.
@@ -367,6 +372,7 @@ func (e *env) cpuSnapshot(ctx context.Context) cpuSnap {
 		}
 	}
 	s.self, _ = procCPU("self")
+	s.nodes, s.nodesOK = nodesCPU(e.nodeProcs)
 	if pm := e.postmasterPID(ctx); pm > 0 {
 		s.postgres, s.postgresOK = serverCPU(pm)
 	}
@@ -389,10 +395,27 @@ func (a cpuSnap) share(b cpuSnap) CPUShare {
 	if a.postgresOK && b.postgresOK {
 		out.Postgres = pct(b.postgres - a.postgres)
 	}
+	if a.nodesOK && b.nodesOK {
+		out.Nodes = pct(b.nodes - a.nodes)
+	}
 	out.Kernel = pct(b.kernel - a.kernel)
 	out.Steal = pct(b.steal - a.steal)
-	out.Other = round(max(0, 100-out.Idle-out.IOWait-out.Kernel-out.Steal-out.Bench-out.Postgres), 1)
+	out.Other = round(max(0, 100-out.Idle-out.IOWait-out.Kernel-out.Steal-out.Bench-out.Nodes-out.Postgres), 1)
 	return out
+}
+
+// nodesCPU sums the CPU time of the node processes in ticks; false when
+// there are none or one has gone.
+func nodesCPU(procs []*nodeProcess) (int64, bool) {
+	var total int64
+	for _, p := range procs {
+		t, ok := procCPU(p.pid)
+		if !ok {
+			return 0, false
+		}
+		total += t
+	}
+	return total, len(procs) > 0
 }
 
 var postmaster atomic.Int64
@@ -588,8 +611,12 @@ func selfCPU() time.Duration {
 type CPUPerMessage struct {
 	// Bench is this process's: for an HTTP run the in-process nodes and
 	// their load generators (HTTP clients), for a plain-SQL run its load
-	// generators (pgx clients) alone.
+	// generators (pgx clients) alone; the load generators alone as well
+	// when the nodes run in processes of their own (Nodes).
 	Bench float64 `json:"bench_process"`
+	// Nodes is the node processes' (to the clock tick, 10 ms) when the
+	// nodes run in processes of their own (the sqs scenario), else 0.
+	Nodes float64 `json:"node_processes,omitempty"`
 	// Postgres is the database server's processes' (to the clock tick,
 	// 10 ms), 0 when the server is not on this machine.
 	Postgres float64 `json:"postgres"`
@@ -601,7 +628,7 @@ func (rs *RunStats) perMessage() {
 		return
 	}
 	us := func(d time.Duration) float64 { return round(float64(d.Microseconds())/float64(rs.Acked), 1) }
-	rs.CPUPerMessage = CPUPerMessage{Bench: us(rs.selfCPU), Postgres: us(rs.postgresCPU)}
+	rs.CPUPerMessage = CPUPerMessage{Bench: us(rs.selfCPU), Nodes: us(rs.nodesCPU), Postgres: us(rs.postgresCPU)}
 	per := func(n int64) float64 { return round(float64(n)/float64(rs.Acked), 3) }
 	rs.PerMessage = DBPerMessage{Commits: per(rs.commits), Fsyncs: per(rs.fsyncs), WALBytes: round(float64(rs.walBytes)/float64(rs.Acked), 0)}
 	pm := func(v float64) float64 { return round(v/float64(rs.Acked), 2) }
@@ -633,8 +660,8 @@ type RunStats struct {
 	Acked   int64    `json:"acked"`
 	CPU     CPUShare `json:"cpu"`
 	// CPUPerMessage is the CPU time per acked message of the window.
-	CPUPerMessage        CPUPerMessage `json:"cpu_us_per_message"`
-	selfCPU, postgresCPU time.Duration
+	CPUPerMessage                  CPUPerMessage `json:"cpu_us_per_message"`
+	selfCPU, nodesCPU, postgresCPU time.Duration
 	// PerMessage is the database's commits, fsyncs and WAL per acked
 	// message of the window.
 	PerMessage                DBPerMessage `json:"db_per_message"`
@@ -655,7 +682,8 @@ type RunStats struct {
 
 // CPUShare is the window's CPU in percent of the whole machine.
 type CPUShare struct {
-	Bench    float64 `json:"bench_process"` // nodes + load generators (in-process)
+	Bench    float64 `json:"bench_process"`            // nodes + load generators (in-process), or the load generators alone (Nodes)
+	Nodes    float64 `json:"node_processes,omitempty"` // the nodes when they run in processes of their own
 	Postgres float64 `json:"postgres"`
 	Other    float64 `json:"other"`  // other processes (and server workers that exited within the window)
 	Kernel   float64 `json:"kernel"` // irq and softirq (loopback networking)

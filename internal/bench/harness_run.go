@@ -106,7 +106,11 @@ type Options struct {
 
 	ClusterDir string    // the private cluster's home (default .skipq/bench)
 	CPUProfile io.Writer // CPU profile of the HTTP window of the batch-1 lifecycle point with the most pairs (none: the first point)
-	Progress   io.Writer // one line per step; nil = quiet
+	// CPUProfileNative, with the sqs scenario but not the lifecycle one:
+	// the node's profile of the native HTTP window beside the SQS window
+	// that CPUProfile profiles.
+	CPUProfileNative io.Writer
+	Progress         io.Writer // one line per step; nil = quiet
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -191,7 +191,7 @@ func (e *env) kubemqScenario(ctx context.Context) (*KubeMQResult, error) {
 		if err := e.deleteLeftovers(ctx, q); err != nil {
 			return nil, err
 		}
-		if kp.HTTPMsgsPerS, err = e.nativeBeside(ctx, ns, "kubemq", p); err != nil {
+		if kp.HTTPMsgsPerS, _, err = e.nativeBeside(ctx, ns, "kubemq", p, nil); err != nil {
 			return nil, err
 		}
 		kp.KubeMQMsgsPerS, kp.HTTPMsgsPerS = round(kp.KubeMQMsgsPerS, 0), round(kp.HTTPMsgsPerS, 0)

@@ -19,7 +19,10 @@ import (
 var SQSMatrix = []Point{{1, 16}, {10, 4}}
 
 // SQSPoint is one point of the sqs scenario: the lifecycle through
-// aws-sdk-go-v2 next to the same lifecycle over the native HTTP API.
+// aws-sdk-go-v2 next to the same lifecycle over the native HTTP API. Each
+// side's window has its own evidence: in its cpu_us_per_message,
+// node_processes is the node's CPU per message and bench_process that
+// side's load generators' (the node runs in a process of its own).
 type SQSPoint struct {
 	Batch        int       `json:"batch"`
 	Pairs        int       `json:"pairs"`
@@ -27,6 +30,7 @@ type SQSPoint struct {
 	HTTPMsgsPerS float64   `json:"http_msgs_per_s"`
 	Ratio        float64   `json:"ratio"` // SQS / native HTTP
 	SQS          *RunStats `json:"sqs_run,omitempty"`
+	HTTP         *RunStats `json:"http_run,omitempty"`
 }
 
 // SQSResult is the sqs scenario: throughput points and the wake latency
@@ -119,9 +123,11 @@ func (w *sqsWorkload) consume(ctx context.Context, i int) (int, error) {
 
 // sqsScenario runs each point through aws-sdk-go-v2 and over the native
 // HTTP API (a fresh queue each), then measures the wake latency of SQS
-// long polls.
+// long polls. The nodes run in processes of their own, so that both
+// sides' load generators share the bench's process and neither shares
+// the node's.
 func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
-	ns, err := e.startNodes(ctx)
+	ns, err := e.startNodeProcesses(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +145,11 @@ func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
 		}
 		e.checkpoint(ctx)
 		e.logf("sqs batch %d × %d pairs through aws-sdk-go-v2", p.Batch, p.Pairs)
-		// --cpuprofile without the lifecycle scenario profiles the SQS
-		// batch-1 window.
-		var prof io.Writer
+		// --cpuprofile without the lifecycle scenario profiles the node in
+		// the SQS batch-1 window, --cpuprofile-native in the native one.
+		var prof, profNative io.Writer
 		if p.Batch == 1 && !e.o.runs(Lifecycle) {
-			prof = e.o.CPUProfile
+			prof, profNative = e.o.CPUProfile, e.o.CPUProfileNative
 		}
 		if sp.SQSMsgsPerS, sp.SQS, err = e.drive(ctx, w, p, prof); err != nil {
 			return nil, fmt.Errorf("SQS batch %d × %d: %w", p.Batch, p.Pairs, err)
@@ -151,7 +157,7 @@ func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
 		if err := e.deleteLeftovers(ctx, q); err != nil {
 			return nil, err
 		}
-		if sp.HTTPMsgsPerS, err = e.nativeBeside(ctx, ns, "sqs", p); err != nil {
+		if sp.HTTPMsgsPerS, sp.HTTP, err = e.nativeBeside(ctx, ns, "sqs", p, profNative); err != nil {
 			return nil, err
 		}
 		sp.SQSMsgsPerS, sp.HTTPMsgsPerS = round(sp.SQSMsgsPerS, 0), round(sp.HTTPMsgsPerS, 0)
@@ -159,6 +165,10 @@ func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
 			sp.Ratio = round(sp.SQSMsgsPerS/sp.HTTPMsgsPerS, 3)
 		}
 		e.logf("  SQS %.0f msgs/s, native HTTP %.0f msgs/s, ratio %.2f", sp.SQSMsgsPerS, sp.HTTPMsgsPerS, sp.Ratio)
+		if sp.SQS != nil && sp.HTTP != nil {
+			e.logf("  CPU µs a message, node / load generators: SQS %.0f / %.0f, native %.0f / %.0f",
+				sp.SQS.CPUPerMessage.Nodes, sp.SQS.CPUPerMessage.Bench, sp.HTTP.CPUPerMessage.Nodes, sp.HTTP.CPUPerMessage.Bench)
+		}
 		res.Points = append(res.Points, sp)
 	}
 	if res.Wake, err = e.sqsWake(ctx, ns); err != nil {
@@ -169,19 +179,19 @@ func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
 
 // nativeBeside is the native HTTP lifecycle of point p on a fresh queue,
 // the figure another protocol's scenario (kind) compares with: acked
-// msgs/s.
-func (e *env) nativeBeside(ctx context.Context, ns *nodes, kind string, p Point) (float64, error) {
+// msgs/s and the window's evidence; profile as drive's.
+func (e *env) nativeBeside(ctx context.Context, ns *nodes, kind string, p Point, profile io.Writer) (float64, *RunStats, error) {
 	q := queueName(fmt.Sprintf("%s-native-b%d-p%d", kind, p.Batch, p.Pairs))
 	if err := e.http.createQueue(ctx, ns.at(0), q, ""); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	e.checkpoint(ctx)
 	e.logf("%s batch %d × %d pairs over the native HTTP API", kind, p.Batch, p.Pairs)
-	msgsPerS, _, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, e.o.AckInReceive), p, nil)
+	msgsPerS, stats, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, e.o.AckInReceive), p, profile)
 	if err != nil {
-		return 0, fmt.Errorf("native batch %d × %d: %w", p.Batch, p.Pairs, err)
+		return 0, nil, fmt.Errorf("native batch %d × %d: %w", p.Batch, p.Pairs, err)
 	}
-	return msgsPerS, e.deleteLeftovers(ctx, q)
+	return msgsPerS, stats, e.deleteLeftovers(ctx, q)
 }
 
 // sqsWake is the latency scenario over SQS: receivers waiting in
@@ -238,9 +248,14 @@ func (e *env) sqsWake(ctx context.Context, ns *nodes) (*LatencyResult, error) {
 // writeSQS is the SQS section of the text report.
 func writeSQS(w io.Writer, sq *SQSResult) {
 	fmt.Fprintf(w, "SQS (aws-sdk-go-v2) next to the native HTTP API, lifecycle messages/s acked\n")
-	fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s\n", "batch", "pairs", "SQS", "native", "SQS/nat")
+	fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s   %s\n", "batch", "pairs", "SQS", "native", "SQS/nat", "CPU µs/msg node + load generators: SQS, native")
 	for _, p := range sq.Points {
-		fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f\n", p.Batch, p.Pairs, thousands(p.SQSMsgsPerS), thousands(p.HTTPMsgsPerS), p.Ratio)
+		cpu := ""
+		if p.SQS != nil && p.HTTP != nil {
+			s, n := p.SQS.CPUPerMessage, p.HTTP.CPUPerMessage
+			cpu = fmt.Sprintf("%.0f + %.0f, %.0f + %.0f", s.Nodes, s.Bench, n.Nodes, n.Bench)
+		}
+		fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f   %s\n", p.Batch, p.Pairs, thousands(p.SQSMsgsPerS), thousands(p.HTTPMsgsPerS), p.Ratio, cpu)
 	}
 	if l := sq.Wake; l != nil {
 		fmt.Fprintf(w, "  SQS long-poll wake latency, %d samples: p50 %.2f ms   p90 %.2f ms   p99 %.2f ms   (SendMessage p50 %.2f ms)\n",

@@ -59,10 +59,11 @@ type Config struct {
 
 // Handler serves SQS requests.
 type Handler struct {
-	svc    *service.Service
-	state  *sqsstate.State // move tasks and FIFO receive attempts
-	cfg    Config
-	queues queueCache
+	svc     *service.Service
+	state   *sqsstate.State // move tasks and FIFO receive attempts
+	cfg     Config
+	queues  queueCache
+	signing signingKeys
 }
 
 // New returns the SQS endpoint of a node, on its queue service and its
@@ -225,7 +226,7 @@ func (h *Handler) serve(c *gin.Context, target string, limits Limits) (any, *api
 		return nil, aerr
 	}
 	if signed != nil {
-		if aerr := verifySignature(r, payloadHash, signed.auth, signed.amzDate, signed.secret); aerr != nil {
+		if aerr := verifySignature(r, payloadHash, signed.auth, signed.amzDate, signed.key); aerr != nil {
 			limits.AuthFailed()
 			return nil, aerr
 		}
@@ -287,11 +288,12 @@ func (h *Handler) readBody(body io.Reader, length int64, hash bool) ([]byte, str
 }
 
 // pendingSignature is what is left to check of a signed request once its
-// key is known: the signature over the headers and the body.
+// key is known: the signature over the headers and the body, with the
+// signing key of its credential scope.
 type pendingSignature struct {
 	auth    sigv4Auth
 	amzDate string
-	secret  string
+	key     []byte
 }
 
 // identify resolves the caller from the request's headers: with auth off
@@ -357,7 +359,7 @@ func (h *Handler) identifyKey(r *http.Request, limits Limits, who *caller) (*pen
 		return nil, fromService(err)
 	}
 	who.tenant, who.role, who.clientID, who.keyID, who.region = key.Tenant, auth.RoleRank(key.Role), sig.accessKeyID, key.ID, sig.region
-	return &pendingSignature{auth: sig, amzDate: amzDate, secret: DeriveSecret(h.cfg.MasterKey, sig.accessKeyID)}, nil
+	return &pendingSignature{auth: sig, amzDate: amzDate, key: h.signing.of(h.cfg.MasterKey, sig)}, nil
 }
 
 // baseURL is where queue URLs point: SKIPQ_SQS_URL, else where the caller

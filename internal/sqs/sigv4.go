@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -152,16 +153,15 @@ func checkSignedHeaders(r *http.Request, a sigv4Auth) *apiError {
 }
 
 // verifySignature checks a's signature of r, whose body has the hex
-// SHA-256 payloadHash, with secret. A declared X-Amz-Content-Sha256 must
-// be the body's.
-func verifySignature(r *http.Request, payloadHash string, a sigv4Auth, amzDate, secret string) *apiError {
+// SHA-256 payloadHash, with the signing key of a's credential scope
+// (signingKey). A declared X-Amz-Content-Sha256 must be the body's.
+func verifySignature(r *http.Request, payloadHash string, a sigv4Auth, amzDate string, key []byte) *apiError {
 	if h := r.Header.Get("X-Amz-Content-Sha256"); h != "" && !strings.EqualFold(h, payloadHash) {
 		return signatureMismatch()
 	}
 	canonical := canonicalRequest(r, a.signedHeaders, payloadHash)
 	crHash := sha256.Sum256([]byte(canonical))
 	stringToSign := sigv4Algorithm + "\n" + amzDate + "\n" + a.scope() + "\n" + hex.EncodeToString(crHash[:])
-	key := signingKey(secret, a.date, a.region, a.service)
 	if !hmac.Equal(hmacSHA256(key, stringToSign), a.signature) {
 		return signatureMismatch()
 	}
@@ -274,6 +274,43 @@ func signingKey(secret, date, region, service string) []byte {
 	k = hmacSHA256(k, region)
 	k = hmacSHA256(k, service)
 	return hmacSHA256(k, "aws4_request")
+}
+
+// signingKeys remembers the signing key of each access key's credential
+// scope (its day, region and service): deriving it from the master key is
+// five HMACs, about 40 % of checking a request, and a client signs all its
+// requests of a day with the same one. Only what is derived is kept:
+// every request's signature is still checked, and its access key looked
+// up (auth.Keys, which sees revocations) before its key is derived or
+// read from here.
+type signingKeys struct {
+	mu      sync.Mutex
+	entries map[credentialScope][]byte
+}
+
+type credentialScope struct{ accessKeyID, date, region, service string }
+
+// signingKeysMax bounds the remembered keys; at the bound they are all
+// dropped (a day's worth of an endpoint's clients is far fewer).
+const signingKeysMax = 10000
+
+// of is the signing key of a's scope, derived from masterKey.
+func (c *signingKeys) of(masterKey []byte, a sigv4Auth) []byte {
+	scope := credentialScope{a.accessKeyID, a.date, a.region, a.service}
+	c.mu.Lock()
+	key, ok := c.entries[scope]
+	c.mu.Unlock()
+	if ok {
+		return key
+	}
+	key = signingKey(DeriveSecret(masterKey, a.accessKeyID), a.date, a.region, a.service)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= signingKeysMax {
+		c.entries = map[credentialScope][]byte{}
+	}
+	c.entries[scope] = key
+	return key
 }
 
 // DeriveSecret is the secret access key of an access key id (docs/DESIGN.md#the-sqs-endpoint

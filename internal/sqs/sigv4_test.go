@@ -50,7 +50,7 @@ func verify(r *http.Request, body []byte, secret string, now time.Time) *apiErro
 		return err
 	}
 	sum := sha256.Sum256(body)
-	return verifySignature(r, hex.EncodeToString(sum[:]), a, date, secret)
+	return verifySignature(r, hex.EncodeToString(sum[:]), a, date, signingKey(secret, a.date, a.region, a.service))
 }
 
 // The verifier agrees with aws-sdk-go-v2's signer (the oracle) over
@@ -182,6 +182,32 @@ func TestParseAuthorizationRefusals(t *testing.T) {
 	} {
 		if _, err := parseAuthorization(h); err == nil || err.shape != errIncompleteSignature {
 			t.Errorf("%q: %v", h, err)
+		}
+	}
+}
+
+// A remembered signing key is the one derived afresh, for its own scope
+// only: another key id, day or region gets its own.
+func TestSigningKeysPerScope(t *testing.T) {
+	master := bytes.Repeat([]byte{7}, 32)
+	var keys signingKeys
+	scope := sigv4Auth{accessKeyID: "SKQAAAAAAAAAAAAAAAAA", date: "20261202", region: "us-east-1", service: "sqs"}
+	fresh := func(a sigv4Auth) []byte {
+		return signingKey(DeriveSecret(master, a.accessKeyID), a.date, a.region, a.service)
+	}
+	for range 2 {
+		if got := keys.of(master, scope); !bytes.Equal(got, fresh(scope)) {
+			t.Fatalf("signing key %x, want %x", got, fresh(scope))
+		}
+	}
+	for _, other := range []sigv4Auth{
+		{accessKeyID: "SKQAAAAAAAAAAAAAAAAB", date: scope.date, region: scope.region, service: scope.service},
+		{accessKeyID: scope.accessKeyID, date: "20261203", region: scope.region, service: scope.service},
+		{accessKeyID: scope.accessKeyID, date: scope.date, region: "eu-west-1", service: scope.service},
+	} {
+		got := keys.of(master, other)
+		if !bytes.Equal(got, fresh(other)) || bytes.Equal(got, fresh(scope)) {
+			t.Fatalf("%+v: signing key %x, want %x", other, got, fresh(other))
 		}
 	}
 }
