@@ -12,8 +12,8 @@ CREATE OR REPLACE FUNCTION skipq.receipts_parse(p_handles text[]) RETURNS TABLE(
                  substr(d.b, 17, 32) AS token
           FROM unnest(p_handles) WITH ORDINALITY AS h(h, n)
           -- OFFSET 0: decoded once per handle, not once per use of b.
-          CROSS JOIN LATERAL (SELECT CASE WHEN octet_length(h.h) = 64 AND ltrim(h.h,
-                                              'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_') = ''
+          CROSS JOIN LATERAL (SELECT CASE WHEN octet_length(h.h) = 64
+                                               AND h.h !~ '[^ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-]'
                                           THEN decode(translate(h.h, '-_', '+/'), 'base64') END AS b OFFSET 0) d
           WHERE d.b IS NOT NULL) k
     ORDER BY k.queue_id, k.sequence, k.token, k.n
