@@ -86,8 +86,9 @@ const (
 // call and kept for its life. Made on a drained table's statistics, a
 // join of the handles to the messages by key walked the whole primary key
 // per call (an ack of 100 read 57,521 buffers behind 28,000 messages).
-// Each settle of a few handles, planned on such statistics, must read a
-// few buffers a handle however many messages sit behind them.
+// Each settle of a few handles (ack, extend, nack), planned on such
+// statistics, must read a few buffers a handle however many messages sit
+// behind them.
 func TestSettlesPlannedOnADrainedTableProbeEachHandle(t *testing.T) {
 	settles := []struct {
 		name string
@@ -96,6 +97,10 @@ func TestSettlesPlannedOnADrainedTableProbeEachHandle(t *testing.T) {
 	}{
 		{"ack", `SELECT * FROM skipq.message_ack($1, $2, $3)`,
 			func(q, s []int64, tok [][]byte) []any { return []any{q, s, tok} }},
+		{"extend", `SELECT * FROM skipq.message_set_visibility(NULL, $1, $2, $3, $4)`,
+			func(q, s []int64, tok [][]byte) []any { return []any{q, s, tok, repeated(int32(600), len(q))} }},
+		{"nack", `SELECT * FROM skipq.message_nack(NULL, $1, $2, $3, $4, 10)`,
+			func(q, s []int64, tok [][]byte) []any { return []any{q, s, tok, repeated("", len(q))} }},
 	}
 	for _, settle := range settles {
 		t.Run(settle.name, func(t *testing.T) {
@@ -184,6 +189,15 @@ func TestTwoAcksOfOneReceiptSettleOnce(t *testing.T) {
 	if n := <-acked; n != 0 {
 		t.Fatalf("the second ack of one receipt settled %d rows, want 0", n)
 	}
+}
+
+// repeated is n copies of v.
+func repeated[T any](v T, n int) []T {
+	vs := make([]T, n)
+	for i := range vs {
+		vs[i] = v
+	}
+	return vs
 }
 
 // ackInBackground acks m's receipt on its own connection and sends the

@@ -3,28 +3,58 @@
 -- plans were made with (docs/DESIGN.md, "Settling by address").
 --
 -- skipq.message_ack deleted the acked messages with a join of the handles
--- to skipq.messages by key. Its plan is generic and kept for a
--- connection's life; made while the table's statistics said it was nearly
--- empty (20,000 messages sent and acked, one delayed message left, then
--- VACUUM ANALYZE: one live row over 572 pages), it walked the whole of
+-- to skipq.messages by key, and message_nack and message_set_visibility
+-- updated them so. Their plans are generic and kept for a connection's
+-- life; made while the table's statistics said it was nearly empty
+-- (20,000 messages sent and acked, one delayed message left, then VACUUM
+-- ANALYZE: one live row over 572 pages), each walked the whole of
 -- messages_pkey as the join's outer side with the handles as a join
--- filter, and kept doing so once a backlog had built up: an ack of 100
--- read 57,521 buffers (2.2 s) behind 28,000 messages, one of 4,096 ran
--- for 100 s. A probe by key is no cure by itself: on such statistics every
--- index that leads with queue_id costs the same, and messages_queue_sent_idx
--- walks all of a queue's messages. So each row is now found by a probe
--- that only the primary key serves (its sequence as both ends of a range
--- within its queue, in sequence order, with sorts off) and deleted at that
--- address: a TID scan is the statement's only plan. A TID scan checks the
--- address again on a row that changed meanwhile, and the newest version
--- has another, so a row that a transaction the delete waited for changed
--- (an extension, which keeps the token) is settled by a second pass with
--- a fresh snapshot, run only when not every handle settled in the first.
--- The retained ack locks its rows by the same probe, and
--- skipq.message_retain updates the locked rows at their addresses.
+-- filter, and kept doing so once a backlog had built up: an ack, a nack
+-- or an extension of 100 read 57,500-58,400 buffers (an ack 2.2 s) behind
+-- 28,000 messages, an ack of 4,096 ran for 100 s. A probe by key is no
+-- cure by itself: on such statistics every index that leads with queue_id
+-- costs the same, and messages_queue_sent_idx walks all of a queue's
+-- messages. So each handle's row is now found by a probe that only the
+-- primary key serves (skipq.receipt_rows: the sequence as both ends of a
+-- range within its queue, in sequence order, with sorts off) and changed
+-- at that address: a TID scan is each statement's only plan. A TID scan
+-- checks the address again on a row that changed meanwhile, and the
+-- newest version has another, so a row that a transaction the statement
+-- waited for changed (an extension, which keeps the token) is settled by
+-- a second pass with a fresh snapshot, run only when not every handle
+-- settled in the first. The retained ack locks its rows by the same
+-- probe, skipq.message_retain updates the locked rows at their addresses,
+-- and message_set_visibility locks the FIFO group rows by such a probe of
+-- message_groups_pkey before it extends their leases by address.
 --
 -- Signatures and results are unchanged; the Down restores the previous
--- bodies.
+-- bodies and drops skipq.receipt_rows.
+
+-- The rows that receipt handles (their parts, in arrays) hold: each row's
+-- address and the position of its handle in the arrays, for the settle
+-- statements to change it at that address (docs/DESIGN.md, "Settling by
+-- address"). Each handle's row is found by a probe that only the primary
+-- key serves: its sequence as both ends of a range within its queue, in
+-- sequence order, which no other index gives without a sort (the callers
+-- turn sorts off); its token is checked on the row found, and its queue
+-- must exist. Inlined into the calling statement, so it reads that
+-- statement's snapshot.
+-- +goose StatementBegin
+CREATE FUNCTION skipq.receipt_rows(p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[])
+    RETURNS TABLE(address tid, n bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT x.ctid, k.n
+    FROM unnest(p_queue_ids, p_sequences, p_tokens) WITH ORDINALITY AS k(queue_id, sequence, token, n)
+    CROSS JOIN LATERAL (SELECT x.ctid, x.lease_token FROM skipq.messages x
+                        WHERE x.queue_id = k.queue_id
+                          AND x.sequence >= k.sequence AND x.sequence <= k.sequence
+                        ORDER BY x.sequence LIMIT 1) x
+    WHERE x.lease_token = k.token
+      AND k.queue_id = ANY(ARRAY(SELECT q.id FROM skipq.queues q WHERE q.id = ANY(p_queue_ids)))
+$$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION skipq.receipt_rows(bigint[], bigint[], bytea[]) FROM PUBLIC;
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.message_ack(p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_key_ids bigint[] DEFAULT NULL::bigint[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF skipq.messages
@@ -71,33 +101,24 @@ BEGIN
         WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
           AND m.group_id IS NOT NULL;
     END IF;
-    -- The rows the handles hold are deleted by address (DESIGN.md,
-    -- "Settling by address"): each found by a probe that only the primary
-    -- key serves (its sequence as both ends of a range within its queue,
-    -- in sequence order, sorts off), its token and queue checked there; a
-    -- TID scan is the delete's only plan (a condition the messages' indexes
-    -- could serve, such as queue_id = ANY(...), would give it others).
-    -- Joined to the handles by key, a plan made on drained statistics
-    -- walked the whole primary key per call. A TID scan checks the address
-    -- again when the row changed meanwhile (a transaction this one waited
-    -- for committed a new version of it), and the newest version has
-    -- another: such a row is left, locked, and a second pass, whose
-    -- snapshot sees the newest version, settles it if a handle still holds
-    -- it. The second pass leaves ready rows alone: one that the worker
-    -- added while the first pass waited for it stays for the worker's
-    -- sweep, as the first pass's snapshot decided.
+    -- The rows the handles hold are deleted at their addresses
+    -- (skipq.receipt_rows; DESIGN.md, "Settling by address"): a TID scan
+    -- is the delete's only plan, where a join of the handles by key, planned
+    -- on drained statistics, walked the whole primary key per call (and a
+    -- condition the messages' indexes could serve, such as
+    -- queue_id = ANY(...), would give it other plans). A TID scan checks
+    -- the address again when the row changed meanwhile (a transaction this
+    -- one waited for committed a new version of it), and the newest
+    -- version has another: such a row is left, locked, and a second pass,
+    -- whose snapshot sees the newest version, settles it if a handle still
+    -- holds it. The second pass leaves ready rows alone: one that the
+    -- worker added while the first pass waited for it stays for the
+    -- worker's sweep, as the first pass's snapshot decided.
     LOOP
         RETURN QUERY
         WITH gone AS (
             DELETE FROM skipq.messages m
-            WHERE m.ctid = ANY(ARRAY(
-                    SELECT x.ctid FROM unnest(p_queue_ids, p_sequences, p_tokens) AS k(queue_id, sequence, token)
-                    CROSS JOIN LATERAL (SELECT x.ctid, x.lease_token FROM skipq.messages x
-                                        WHERE x.queue_id = k.queue_id
-                                          AND x.sequence >= k.sequence AND x.sequence <= k.sequence
-                                        ORDER BY x.sequence LIMIT 1) x
-                    WHERE x.lease_token = k.token
-                      AND k.queue_id = ANY(ARRAY(SELECT q.id FROM skipq.queues q WHERE q.id = ANY(p_queue_ids)))))
+            WHERE m.ctid = ANY(ARRAY(SELECT k.address FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k))
               AND (NOT v_retain OR NOT EXISTS (SELECT 1 FROM skipq.queue_retention r WHERE r.queue_id = m.queue_id))
             RETURNING m.*
         ), unready AS (
@@ -216,6 +237,235 @@ BEGIN
                                 WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x))
     )
     SELECT kept.* FROM kept;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.message_set_visibility(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_visibility_seconds integer[], p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS SETOF skipq.messages
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    v_gq    bigint[];
+    v_gg    text[];
+    v_again boolean := false;
+    v_done  integer := 0;
+    v_n     integer;
+    v_rows  tid[];
+    v_until timestamptz[];
+BEGIN
+    -- Sets the visibility of receipts (the handles' parts) still leased by
+    -- their tokens to now + p_visibility_seconds: extends a lease, or ends
+    -- it with 0 (the timer makes the message ready again). A FIFO group's
+    -- lease lasts as long as its longest message's. Returns the rows
+    -- changed; on a traced queue each gets its 'extended' event under its
+    -- handle's API key (p_key_ids).
+    -- The groups of FIFO messages, read before they change (the group
+    -- checked outside the probe: a condition on group_id in it would let
+    -- messages_group_idx, partial on it, be walked instead).
+    IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = ANY(p_queue_ids) AND q.fifo) THEN
+        SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
+        FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k
+        CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m WHERE m.ctid = k.address OFFSET 0) m
+        WHERE m.group_id IS NOT NULL;
+    END IF;
+    -- The rows the handles hold are changed at their addresses, in two
+    -- passes, as skipq.message_ack deletes them (DESIGN.md, "Settling by
+    -- address"): the TID join is the only plan, and a row that changed
+    -- while the first pass waited for it is extended by the second if its
+    -- handle still holds it, leaving a ready row the worker added meanwhile
+    -- to the worker's sweep.
+    LOOP
+        RETURN QUERY
+        WITH extended AS (
+            UPDATE skipq.messages m
+            SET visible_at = t.now + make_interval(secs => p_visibility_seconds[k.n]),
+                ready = false
+            FROM (SELECT coalesce(p_now, now()) AS now) t,
+                 skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k
+            WHERE m.ctid = k.address
+              -- A FIFO lease that ran out stays over: its group may be leased
+              -- to another receiver already.
+              AND (m.group_id IS NULL OR m.visible_at > t.now)
+            RETURNING m.*
+        ), unready AS (
+            DELETE FROM skipq.ready r
+            WHERE r.ctid = ANY(ARRAY(
+                SELECT x.ctid FROM extended e
+                CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                                    WHERE y.queue_id = e.queue_id AND y.sequence = e.sequence OFFSET 0) x
+                WHERE NOT v_again))
+        ), timed AS (
+            INSERT INTO skipq.timers (due_at, queue_id, sequence)
+            SELECT e.visible_at, e.queue_id, e.sequence FROM extended e
+        ), keys AS (
+            -- Each handle's API key by its message's sequence (unique across
+            -- queues); read, and so built, only for traced rows.
+            SELECT jsonb_object_agg(u.s::text, u.k) AS map
+            FROM unnest(p_sequences, p_key_ids) AS u(s, k) WHERE u.k IS NOT NULL
+        ), traced AS (
+            INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
+            SELECT (e.tags->>'skipq.trace')::bigint, e.queue_id, e.message_id, 'extended', coalesce(p_now, now()),
+                   (SELECT (k.map->>e.sequence::text)::bigint FROM keys k), jsonb_build_object('visibleUntil', e.visible_at), NULL
+            FROM extended e WHERE e.tags ? 'skipq.trace'
+        )
+        SELECT extended.* FROM extended;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_done := v_done + v_n;
+        EXIT WHEN v_again OR v_done >= cardinality(p_sequences);
+        v_again := true;
+    END LOOP;
+    IF v_gq IS NOT NULL THEN
+        -- The groups' leases last as long as their longest message's. The
+        -- group rows are locked in key order after the message locks, each
+        -- by a probe that only their primary key serves (the group as both
+        -- ends of a range within its queue, in group order), which the lock
+        -- rechecks on a row's newest version; then updated at the
+        -- addresses the locks returned, which stay theirs while this
+        -- transaction holds them. Joined by key, a plan made on drained
+        -- statistics could walk every group per message.
+        SELECT array_agg(g.ctid), array_agg(k.until) INTO v_rows, v_until
+        FROM (SELECT m.queue_id, m.group_id, max(m.visible_at) AS until
+              FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) u
+              CROSS JOIN LATERAL (SELECT h.queue_id, h.group_id, h.visible_at FROM skipq.messages h
+                                  WHERE h.ctid = u.address OFFSET 0) m
+              WHERE m.group_id IS NOT NULL
+              GROUP BY m.queue_id, m.group_id ORDER BY m.queue_id, m.group_id) k
+        CROSS JOIN LATERAL (SELECT g.ctid FROM skipq.message_groups g
+                            WHERE g.queue_id = k.queue_id
+                              AND g.group_id >= k.group_id AND g.group_id <= k.group_id
+                            ORDER BY g.group_id LIMIT 1
+                            FOR UPDATE) g;
+        UPDATE skipq.message_groups x SET leased_until = greatest(x.leased_until, k.until)
+        FROM unnest(v_rows, v_until) AS k(row, until)
+        WHERE x.ctid = k.row;
+    END IF;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.message_nack(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_reasons text[], p_server_max_receive_count integer, p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(queue_id bigint, sequence bigint, token bytea, moved_to bigint, discarded boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_final record;
+    v_fq    bigint[];
+    v_fs    bigint[];
+    v_ft    bytea[];
+    v_fk    bigint[];
+    v_gq    bigint[];
+    v_gg    text[];
+    v_again boolean := false;
+    v_done  integer := 0;
+    v_n     integer;
+BEGIN
+    p_now := coalesce(p_now, now());
+    -- The groups of FIFO messages, read before they change (the group
+    -- checked outside the probe: a condition on group_id in it would let
+    -- messages_group_idx, partial on it, be walked instead).
+    IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = ANY(p_queue_ids) AND q.fifo) THEN
+        SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
+        FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k
+        CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m WHERE m.ctid = k.address OFFSET 0) m
+        WHERE m.group_id IS NOT NULL;
+    END IF;
+    -- Both updates change the rows the handles hold at their addresses, in
+    -- two passes, as skipq.message_ack deletes them (DESIGN.md, "Settling
+    -- by address"): the TID join is their only plan, and a row that changed
+    -- while the first pass waited for it is settled by the second if its
+    -- handle still holds it.
+    LOOP
+        RETURN QUERY
+        WITH nacked AS (
+            UPDATE skipq.messages m
+            SET visible_at = p_now,
+                lease_token = NULL,
+                ready = true,
+                tags = m.tags || jsonb_build_object('skipq.failure',
+                                                    skipq.failure_doc('nack', p_reasons[k.n], p_now, m.receive_count)::text)
+            FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k
+            WHERE m.ctid = k.address
+              AND m.receive_count < m.max_receive_count
+            RETURNING m.queue_id, m.sequence, p_tokens[k.n] AS token, m.message_id, m.tags, p_reasons[k.n] AS reason,
+                      p_key_ids[k.n] AS key_id
+        ), readied AS (
+            INSERT INTO skipq.ready (queue_id, sequence)
+            SELECT n.queue_id, n.sequence FROM nacked n
+            ON CONFLICT DO NOTHING
+        ), traced AS (
+            INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+            SELECT (n.tags->>'skipq.trace')::bigint, n.queue_id, n.message_id, 'nacked', p_now, n.key_id,
+                   jsonb_build_object('reason', n.reason)
+            FROM nacked n WHERE n.tags ? 'skipq.trace'
+        )
+        SELECT n.queue_id, n.sequence, n.token, NULL::bigint, false FROM nacked n;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_done := v_done + v_n;
+
+        -- The last deliveries: their failure is recorded (and the rows locked)
+        -- for message_dead_letter to carry into the dead letters. One left in
+        -- place (its dead-letter queue deleted meanwhile) keeps the record.
+        WITH f AS (
+            UPDATE skipq.messages m
+            SET tags = m.tags || jsonb_build_object('skipq.failure',
+                                                    skipq.failure_doc('nack', p_reasons[k.n], p_now, m.receive_count)::text)
+            FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k
+            WHERE m.ctid = k.address
+              AND m.receive_count >= m.max_receive_count
+            RETURNING m.queue_id, m.sequence, p_tokens[k.n] AS token, m.message_id, m.tags, p_reasons[k.n] AS reason,
+                      p_key_ids[k.n] AS key_id
+        ), traced AS (
+            -- Before message_dead_letter records the move: history in order.
+            INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+            SELECT (f.tags->>'skipq.trace')::bigint, f.queue_id, f.message_id, 'nacked', p_now, f.key_id,
+                   jsonb_build_object('reason', f.reason)
+            FROM f WHERE f.tags ? 'skipq.trace'
+        )
+        SELECT array_agg(f.queue_id) AS q, array_agg(f.sequence) AS s, array_agg(f.token) AS t,
+               array_agg(f.key_id) AS k INTO v_final
+        FROM f;
+        v_fq := v_fq || v_final.q;
+        v_fs := v_fs || v_final.s;
+        v_ft := v_ft || v_final.t;
+        v_fk := v_fk || v_final.k;
+        v_done := v_done + coalesce(cardinality(v_final.q), 0);
+        EXIT WHEN v_again OR v_done >= cardinality(p_sequences);
+        v_again := true;
+    END LOOP;
+    IF v_fq IS NOT NULL THEN
+        -- The last deliveries move (once: a CTE calling a volatile function is
+        -- evaluated once), each matched to its handle by its message. A message
+        -- left in place (its dead-letter queue deleted meanwhile) is not
+        -- settled: its handle stays valid.
+        RETURN QUERY
+        WITH moved AS MATERIALIZED (
+            SELECT x.source_queue_id, x.source_sequence, x.dead_letter_queue_id
+            FROM skipq.message_dead_letter(p_now, v_fq, v_fs, p_server_max_receive_count, v_fk) x
+        )
+        SELECT k.queue_id, k.sequence, k.token, mv.dead_letter_queue_id, mv.dead_letter_queue_id IS NULL
+        FROM unnest(v_fq, v_fs, v_ft) AS k(queue_id, sequence, token)
+        JOIN moved mv ON mv.source_queue_id = k.queue_id AND mv.source_sequence = k.sequence;
+    END IF;
+    -- Last, after every message lock: the groups of the nacked messages.
+    IF v_gq IS NOT NULL THEN
+        PERFORM skipq.group_release(v_gq, v_gg);
+    END IF;
 END $$;
 -- +goose StatementEnd
 
@@ -369,3 +619,182 @@ BEGIN
     SELECT kept.* FROM kept;
 END $$;
 -- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.message_set_visibility(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_visibility_seconds integer[], p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS SETOF skipq.messages
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    v_gq bigint[];
+    v_gg text[];
+BEGIN
+    -- Sets the visibility of receipts (the handles' parts) still leased by
+    -- their tokens to now + p_visibility_seconds: extends a lease, or ends
+    -- it with 0 (the timer makes the message ready again). A FIFO group's
+    -- lease lasts as long as its longest message's. Returns the rows
+    -- changed; on a traced queue each gets its 'extended' event under its
+    -- handle's API key (p_key_ids).
+    -- The groups of FIFO messages, read before they change.
+    IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = ANY(p_queue_ids) AND q.fifo) THEN
+        SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
+        FROM unnest(p_queue_ids, p_sequences, p_tokens) AS k(queue_id, sequence, token)
+        CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m
+                            WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+                              AND m.group_id IS NOT NULL) m;
+    END IF;
+    RETURN QUERY
+    WITH extended AS (
+        UPDATE skipq.messages m
+        SET visible_at = t.now + make_interval(secs => k.seconds),
+            ready = false
+        FROM (SELECT coalesce(p_now, now()) AS now) t,
+             (SELECT unnest(p_queue_ids::bigint[]) AS queue_id, unnest(p_sequences) AS sequence,
+                unnest(p_tokens) AS token, unnest(p_visibility_seconds) AS seconds) k
+        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+          AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
+          -- A FIFO lease that ran out stays over: its group may be leased
+          -- to another receiver already.
+          AND (m.group_id IS NULL OR m.visible_at > t.now)
+        RETURNING m.*
+    ), unready AS (
+        DELETE FROM skipq.ready r
+        WHERE r.ctid = ANY(ARRAY(
+            SELECT x.ctid FROM extended e
+            CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                                WHERE y.queue_id = e.queue_id AND y.sequence = e.sequence) x))
+    ), timed AS (
+        INSERT INTO skipq.timers (due_at, queue_id, sequence)
+        SELECT e.visible_at, e.queue_id, e.sequence FROM extended e
+    ), keys AS (
+        -- Each handle's API key by its message's sequence (unique across
+        -- queues); read, and so built, only for traced rows.
+        SELECT jsonb_object_agg(u.s::text, u.k) AS map
+        FROM unnest(p_sequences, p_key_ids) AS u(s, k) WHERE u.k IS NOT NULL
+    ), traced AS (
+        INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
+        SELECT (e.tags->>'skipq.trace')::bigint, e.queue_id, e.message_id, 'extended', coalesce(p_now, now()),
+               (SELECT (k.map->>e.sequence::text)::bigint FROM keys k), jsonb_build_object('visibleUntil', e.visible_at), NULL
+        FROM extended e WHERE e.tags ? 'skipq.trace'
+    )
+    SELECT extended.* FROM extended;
+    IF v_gq IS NOT NULL THEN
+        -- The groups' leases last as long as their longest message's, in
+        -- key order after the message locks.
+        UPDATE skipq.message_groups x SET leased_until = greatest(x.leased_until, k.until)
+        FROM (SELECT m.queue_id, m.group_id, max(m.visible_at) AS until
+              FROM unnest(p_queue_ids, p_sequences, p_tokens) AS u(queue_id, sequence, token)
+              CROSS JOIN LATERAL (SELECT h.queue_id, h.group_id, h.visible_at FROM skipq.messages h
+                                  WHERE h.queue_id = u.queue_id AND h.sequence = u.sequence
+                                    AND h.lease_token = u.token AND h.group_id IS NOT NULL) m
+              GROUP BY m.queue_id, m.group_id ORDER BY m.queue_id, m.group_id) k
+        WHERE x.queue_id = k.queue_id AND x.group_id = k.group_id;
+    END IF;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.message_nack(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_reasons text[], p_server_max_receive_count integer, p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(queue_id bigint, sequence bigint, token bytea, moved_to bigint, discarded boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_final record;
+    v_gq    bigint[];
+    v_gg    text[];
+BEGIN
+    p_now := coalesce(p_now, now());
+    -- The groups of FIFO messages, read before they change.
+    IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = ANY(p_queue_ids) AND q.fifo) THEN
+        SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
+        FROM unnest(p_queue_ids, p_sequences, p_tokens) AS k(queue_id, sequence, token)
+        CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m
+                            WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+                              AND m.group_id IS NOT NULL) m;
+    END IF;
+    RETURN QUERY
+    WITH nacked AS (
+        UPDATE skipq.messages m
+        SET visible_at = p_now,
+            lease_token = NULL,
+            ready = true,
+            tags = m.tags || jsonb_build_object('skipq.failure',
+                                                skipq.failure_doc('nack', k.reason, p_now, m.receive_count)::text)
+        FROM unnest(p_queue_ids, p_sequences, p_tokens, p_reasons, p_key_ids)
+             AS k(queue_id, sequence, token, reason, key_id)
+        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+          AND m.receive_count < m.max_receive_count
+          AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
+        RETURNING m.queue_id, m.sequence, k.token::bytea AS token, m.message_id, m.tags, k.reason, k.key_id
+    ), readied AS (
+        INSERT INTO skipq.ready (queue_id, sequence)
+        SELECT n.queue_id, n.sequence FROM nacked n
+        ON CONFLICT DO NOTHING
+    ), traced AS (
+        INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+        SELECT (n.tags->>'skipq.trace')::bigint, n.queue_id, n.message_id, 'nacked', p_now, n.key_id,
+               jsonb_build_object('reason', n.reason)
+        FROM nacked n WHERE n.tags ? 'skipq.trace'
+    )
+    SELECT n.queue_id, n.sequence, n.token, NULL::bigint, false FROM nacked n;
+
+    -- The last deliveries: their failure is recorded (and the rows locked)
+    -- for message_dead_letter to carry into the dead letters. One left in
+    -- place (its dead-letter queue deleted meanwhile) keeps the record.
+    WITH f AS (
+        UPDATE skipq.messages m
+        SET tags = m.tags || jsonb_build_object('skipq.failure',
+                                                skipq.failure_doc('nack', k.reason, p_now, m.receive_count)::text)
+        FROM unnest(p_queue_ids, p_sequences, p_tokens, p_reasons, p_key_ids)
+             AS k(queue_id, sequence, token, reason, key_id)
+        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+          AND m.receive_count >= m.max_receive_count
+          AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
+        RETURNING m.queue_id, m.sequence, k.token::bytea AS token, m.message_id, m.tags, k.reason, k.key_id
+    ), traced AS (
+        -- Before message_dead_letter records the move: history in order.
+        INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+        SELECT (f.tags->>'skipq.trace')::bigint, f.queue_id, f.message_id, 'nacked', p_now, f.key_id,
+               jsonb_build_object('reason', f.reason)
+        FROM f WHERE f.tags ? 'skipq.trace'
+    )
+    SELECT array_agg(f.queue_id) AS q, array_agg(f.sequence) AS s, array_agg(f.token) AS t,
+           array_agg(f.key_id) AS k INTO v_final
+    FROM f;
+    IF v_final.q IS NOT NULL THEN
+        -- The last deliveries move (once: a CTE calling a volatile function is
+        -- evaluated once), each matched to its handle by its message. A message
+        -- left in place (its dead-letter queue deleted meanwhile) is not
+        -- settled: its handle stays valid.
+        RETURN QUERY
+        WITH moved AS MATERIALIZED (
+            SELECT x.source_queue_id, x.source_sequence, x.dead_letter_queue_id
+            FROM skipq.message_dead_letter(p_now, v_final.q, v_final.s, p_server_max_receive_count, v_final.k) x
+        )
+        SELECT k.queue_id, k.sequence, k.token, mv.dead_letter_queue_id, mv.dead_letter_queue_id IS NULL
+        FROM unnest(v_final.q, v_final.s, v_final.t) AS k(queue_id, sequence, token)
+        JOIN moved mv ON mv.source_queue_id = k.queue_id AND mv.source_sequence = k.sequence;
+    END IF;
+    -- Last, after every message lock: the groups of the nacked messages.
+    IF v_gq IS NOT NULL THEN
+        PERFORM skipq.group_release(v_gq, v_gg);
+    END IF;
+END $$;
+-- +goose StatementEnd
+
+DROP FUNCTION skipq.receipt_rows(bigint[], bigint[], bytea[]);

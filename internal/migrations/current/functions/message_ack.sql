@@ -45,33 +45,24 @@ BEGIN
         WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
           AND m.group_id IS NOT NULL;
     END IF;
-    -- The rows the handles hold are deleted by address (DESIGN.md,
-    -- "Settling by address"): each found by a probe that only the primary
-    -- key serves (its sequence as both ends of a range within its queue,
-    -- in sequence order, sorts off), its token and queue checked there; a
-    -- TID scan is the delete's only plan (a condition the messages' indexes
-    -- could serve, such as queue_id = ANY(...), would give it others).
-    -- Joined to the handles by key, a plan made on drained statistics
-    -- walked the whole primary key per call. A TID scan checks the address
-    -- again when the row changed meanwhile (a transaction this one waited
-    -- for committed a new version of it), and the newest version has
-    -- another: such a row is left, locked, and a second pass, whose
-    -- snapshot sees the newest version, settles it if a handle still holds
-    -- it. The second pass leaves ready rows alone: one that the worker
-    -- added while the first pass waited for it stays for the worker's
-    -- sweep, as the first pass's snapshot decided.
+    -- The rows the handles hold are deleted at their addresses
+    -- (skipq.receipt_rows; DESIGN.md, "Settling by address"): a TID scan
+    -- is the delete's only plan, where a join of the handles by key, planned
+    -- on drained statistics, walked the whole primary key per call (and a
+    -- condition the messages' indexes could serve, such as
+    -- queue_id = ANY(...), would give it other plans). A TID scan checks
+    -- the address again when the row changed meanwhile (a transaction this
+    -- one waited for committed a new version of it), and the newest
+    -- version has another: such a row is left, locked, and a second pass,
+    -- whose snapshot sees the newest version, settles it if a handle still
+    -- holds it. The second pass leaves ready rows alone: one that the
+    -- worker added while the first pass waited for it stays for the
+    -- worker's sweep, as the first pass's snapshot decided.
     LOOP
         RETURN QUERY
         WITH gone AS (
             DELETE FROM skipq.messages m
-            WHERE m.ctid = ANY(ARRAY(
-                    SELECT x.ctid FROM unnest(p_queue_ids, p_sequences, p_tokens) AS k(queue_id, sequence, token)
-                    CROSS JOIN LATERAL (SELECT x.ctid, x.lease_token FROM skipq.messages x
-                                        WHERE x.queue_id = k.queue_id
-                                          AND x.sequence >= k.sequence AND x.sequence <= k.sequence
-                                        ORDER BY x.sequence LIMIT 1) x
-                    WHERE x.lease_token = k.token
-                      AND k.queue_id = ANY(ARRAY(SELECT q.id FROM skipq.queues q WHERE q.id = ANY(p_queue_ids)))))
+            WHERE m.ctid = ANY(ARRAY(SELECT k.address FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k))
               AND (NOT v_retain OR NOT EXISTS (SELECT 1 FROM skipq.queue_retention r WHERE r.queue_id = m.queue_id))
             RETURNING m.*
         ), unready AS (
