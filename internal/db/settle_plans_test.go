@@ -86,7 +86,7 @@ const (
 // call and kept for its life. Made on a drained table's statistics, a
 // join of the handles to the messages by key walked the whole primary key
 // per call (an ack of 100 read 57,521 buffers behind 28,000 messages).
-// Each settle of a few handles (ack, extend, nack), planned on such
+// Each settle of a few handles (ack, extend, nack, requeue), planned on such
 // statistics, must read a few buffers a handle however many messages sit
 // behind them.
 func TestSettlesPlannedOnADrainedTableProbeEachHandle(t *testing.T) {
@@ -101,6 +101,8 @@ func TestSettlesPlannedOnADrainedTableProbeEachHandle(t *testing.T) {
 			func(q, s []int64, tok [][]byte) []any { return []any{q, s, tok, repeated(int32(600), len(q))} }},
 		{"nack", `SELECT * FROM skipq.message_nack(NULL, $1, $2, $3, $4, 10)`,
 			func(q, s []int64, tok [][]byte) []any { return []any{q, s, tok, repeated("", len(q))} }},
+		{"requeue", `SELECT * FROM skipq.message_requeue(NULL, $1, $2, $3, 'elsewhere', 10)`,
+			func(q, s []int64, tok [][]byte) []any { return []any{q, s, tok} }},
 	}
 	for _, settle := range settles {
 		t.Run(settle.name, func(t *testing.T) {
@@ -213,4 +215,38 @@ func ackInBackground(t *testing.T, q *db.Queries, m db.SkipqMessage) <-chan int 
 		acked <- len(rows)
 	}()
 	return acked
+}
+
+// A nack that waits behind an uncommitted extension of the same delivery
+// nacks the message's newest version once the extension commits, as the
+// ack does: the message is ready again and its token gone.
+func TestNackWaitingForAnExtendNacksTheNewestVersion(t *testing.T) {
+	f := setup(t, 1)
+	ctx := context.Background()
+	m := claim(t, f.q, 1, nil)[0]
+	txE, qe := f.begin(t)
+	if extended, err := qe.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{
+		QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence}, Tokens: [][]byte{m.LeaseToken},
+		VisibilitySeconds: []int32{600}}); err != nil || len(extended) != 1 {
+		t.Fatalf("extend: %v %v", extended, err)
+	}
+	nacked := make(chan int, 1)
+	go func() {
+		rows, err := f.q.MessageNack(ctx, db.MessageNackParams{QueueIds: []int64{m.QueueID}, Sequences: []int64{m.Sequence},
+			Tokens: [][]byte{m.LeaseToken}, ServerMaxReceiveCount: 10})
+		if err != nil {
+			t.Error(err)
+		}
+		nacked <- len(rows)
+	}()
+	waitForLockWait(t, f.pool)
+	if err := txE.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-nacked; n != 1 {
+		t.Fatalf("the nack behind the extension settled %d rows, want 1", n)
+	}
+	if again := claim(t, f.q, 1, nil); len(again) != 1 || again[0].Sequence != m.Sequence {
+		t.Fatalf("after the nack a claim got %v, want the nacked message", again)
+	}
 }

@@ -22,14 +22,25 @@
 -- newest version has another, so a row that a transaction the statement
 -- waited for changed (an extension, which keeps the token) is settled by
 -- a second pass with a fresh snapshot, run only when not every handle
--- settled in the first. The retained ack locks its rows by the same
--- probe, skipq.message_retain updates the locked rows at their addresses,
--- and message_set_visibility locks the FIFO group rows by such a probe of
+-- settled in the first. message_requeue moves its messages so too. The
+-- retained ack locks its rows by the same probe; skipq.message_retain and
+-- message_dead_letter, whose callers hold the rows locked, find them by
+-- it (skipq.message_rows) and change them by address; and
+-- message_set_visibility locks the FIFO group rows by such a probe of
 -- message_groups_pkey before it extends their leases by address.
 --
 -- Signatures and results are unchanged; the Down restores the previous
--- bodies and drops skipq.receipt_rows.
+-- bodies and drops skipq.receipt_rows and skipq.message_rows.
 
+-- The rows that receipt handles (their parts, in arrays) hold: each row's
+-- address and the position of its handle in the arrays, for the settle
+-- statements to change it at that address (docs/DESIGN.md, "Settling by
+-- address"). Each handle's row is found by a probe that only the primary
+-- key serves: its sequence as both ends of a range within its queue, in
+-- sequence order, which no other index gives without a sort (the callers
+-- turn sorts off); its token is checked on the row found, and its queue
+-- must exist. Inlined into the calling statement, so it reads that
+-- statement's snapshot.
 -- The rows that receipt handles (their parts, in arrays) hold: each row's
 -- address and the position of its handle in the arrays, for the settle
 -- statements to change it at that address (docs/DESIGN.md, "Settling by
@@ -55,6 +66,25 @@ CREATE FUNCTION skipq.receipt_rows(p_queue_ids bigint[], p_sequences bigint[], p
 $$;
 -- +goose StatementEnd
 REVOKE ALL ON FUNCTION skipq.receipt_rows(bigint[], bigint[], bytea[]) FROM PUBLIC;
+
+-- The rows with the given keys (queue ids and sequences, in arrays): each
+-- row's address and the position of its key, found by the probe of
+-- skipq.receipt_rows, without a token. For rows that the calling
+-- transaction holds locked, whose addresses stay theirs meanwhile.
+-- +goose StatementBegin
+CREATE FUNCTION skipq.message_rows(p_queue_ids bigint[], p_sequences bigint[])
+    RETURNS TABLE(address tid, n bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT x.ctid, k.n
+    FROM unnest(p_queue_ids, p_sequences) WITH ORDINALITY AS k(queue_id, sequence, n)
+    CROSS JOIN LATERAL (SELECT x.ctid FROM skipq.messages x
+                        WHERE x.queue_id = k.queue_id
+                          AND x.sequence >= k.sequence AND x.sequence <= k.sequence
+                        ORDER BY x.sequence LIMIT 1) x
+$$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION skipq.message_rows(bigint[], bigint[]) FROM PUBLIC;
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.message_ack(p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_key_ids bigint[] DEFAULT NULL::bigint[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF skipq.messages
@@ -203,10 +233,11 @@ CREATE OR REPLACE FUNCTION skipq.message_retain(p_queue_ids bigint[], p_sequence
     AS $$
 BEGIN
     -- The callers hold the rows locked (the ack locks them, a claim has
-    -- just updated them), so each is updated at the address that a probe
-    -- only the primary key serves found (DESIGN.md, "Settling by
-    -- address"): a TID scan is the only plan. Joined by key, a plan made on drained statistics could walk
-    -- the whole table.
+    -- just updated them), so each is updated at its address
+    -- (skipq.message_rows; DESIGN.md, "Settling by address"): a TID scan is
+    -- the only plan, where a join by key, planned on drained statistics,
+    -- could walk the whole table.
+
     RETURN QUERY
     WITH kept AS (
         UPDATE skipq.messages m
@@ -221,13 +252,10 @@ BEGIN
             receive_count     = m.receive_count + CASE WHEN p_delivered THEN 1 ELSE 0 END,
             first_received_at = CASE WHEN p_delivered THEN coalesce(m.first_received_at, p_now)
                                      ELSE m.first_received_at END
-        FROM (SELECT o.ctid AS row, o.o, k.seconds
-              FROM unnest(p_queue_ids, p_sequences, p_seconds) AS k(queue_id, sequence, seconds)
-              CROSS JOIN LATERAL (SELECT o.ctid, o FROM skipq.messages o
-                                  WHERE o.queue_id = k.queue_id
-                                    AND o.sequence >= k.sequence AND o.sequence <= k.sequence
-                                  ORDER BY o.sequence LIMIT 1) o) k
-        WHERE m.ctid = k.row
+        FROM (SELECT r.address, o.o, p_seconds[r.n] AS seconds
+              FROM skipq.message_rows(p_queue_ids, p_sequences) r
+              CROSS JOIN LATERAL (SELECT o FROM skipq.messages o WHERE o.ctid = r.address OFFSET 0) o) k
+        WHERE m.ctid = k.address
         RETURNING (k.o).*
     ), unready AS (
         DELETE FROM skipq.ready r
@@ -465,6 +493,281 @@ BEGIN
     -- Last, after every message lock: the groups of the nacked messages.
     IF v_gq IS NOT NULL THEN
         PERFORM skipq.group_release(v_gq, v_gg);
+    END IF;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.message_requeue(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_to_queue text, p_server_max_receive_count integer, p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(source_queue_id bigint, source_sequence bigint, source_token bytea, destination_queue_id bigint)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_tenant text;
+    v_dest   bigint;
+    v_fifo   boolean;
+    v_keys   record;
+    v_gq     bigint[];
+    v_gg     text[];
+    v_again  boolean;
+    v_done   integer;
+    v_n      integer;
+BEGIN
+    p_now := coalesce(p_now, now());
+    FOR v_tenant IN
+        SELECT DISTINCT sq.tenant FROM unnest(p_queue_ids) AS u(id)
+        CROSS JOIN LATERAL (SELECT q.tenant FROM skipq.queues q WHERE q.id = u.id) sq
+    LOOP
+        -- A missing destination is created with its sources' type.
+        INSERT INTO skipq.queues (tenant, name, fifo)
+        SELECT v_tenant, p_to_queue, bool_or(x.fifo)
+        FROM unnest(p_queue_ids) AS u(id)
+        CROSS JOIN LATERAL (SELECT q.fifo FROM skipq.queues q WHERE q.id = u.id AND q.tenant = v_tenant) x
+        WHERE NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = v_tenant AND e.name = p_to_queue)
+        HAVING count(*) > 0
+        ON CONFLICT ON CONSTRAINT queues_tenant_name_key DO NOTHING;
+        SELECT d.id, d.fifo INTO v_dest, v_fifo FROM skipq.queues d WHERE d.tenant = v_tenant AND d.name = p_to_queue;
+        CONTINUE WHEN v_dest IS NULL; -- deleted meanwhile: these deliveries stay as they are
+        SELECT array_agg(k.q) AS q, array_agg(k.s) AS s, array_agg(k.t) AS t, array_agg(k.k) AS k,
+               bool_or(x.fifo IS DISTINCT FROM v_fifo) AS mismatch INTO v_keys
+        FROM unnest(p_queue_ids, p_sequences, p_tokens, p_key_ids) AS k(q, s, t, k)
+        CROSS JOIN LATERAL (SELECT x.fifo FROM skipq.queues x WHERE x.id = k.q AND x.tenant = v_tenant) x;
+        -- A group's order means nothing in a standard queue, and a standard
+        -- queue's message has no group.
+        IF v_keys.mismatch THEN
+            RAISE EXCEPTION 'skipq: queue_type_mismatch' USING ERRCODE = 'SQ409',
+                DETAIL = format('queue %L is %s', p_to_queue, CASE WHEN v_fifo THEN 'FIFO' ELSE 'not FIFO' END);
+        END IF;
+        v_gq := NULL;
+        v_gg := NULL;
+        IF v_fifo THEN
+            -- The groups the messages leave and join (the same names),
+            -- entered before the move.
+            SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
+            FROM skipq.receipt_rows(v_keys.q, v_keys.s, v_keys.t) k
+            CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m WHERE m.ctid = k.address OFFSET 0) m;
+            IF v_gq IS NOT NULL THEN
+                PERFORM skipq.group_enter(array_fill(v_dest, ARRAY[cardinality(v_gg)]), v_gg);
+            END IF;
+        END IF;
+        -- The messages leave by address, in two passes, as skipq.message_ack
+        -- deletes them (DESIGN.md, "Settling by address").
+        v_again := false;
+        v_done := 0;
+        LOOP
+            RETURN QUERY
+            WITH moved AS (
+                DELETE FROM skipq.messages m
+                USING skipq.receipt_rows(v_keys.q, v_keys.s, v_keys.t) k
+                WHERE m.ctid = k.address
+                RETURNING m.*, (v_keys.k)[k.n] AS key_id
+            ), unready AS (
+                -- A message is ready here only if its lease ran out and the worker
+                -- readied it before its holder requeued it: rare, so the plain array form
+                -- (which may scan the source queue's ready rows) is good enough.
+                DELETE FROM skipq.ready r
+                WHERE r.queue_id = ANY(ARRAY(SELECT DISTINCT g.queue_id FROM moved g WHERE g.ready AND NOT v_again))
+                  AND r.sequence = ANY(ARRAY(SELECT g.sequence FROM moved g WHERE g.ready AND NOT v_again))
+            ), source AS (
+                SELECT moved.*, sq.name AS source_name,
+                       row_number() OVER (PARTITION BY moved.message_id ORDER BY moved.sequence) AS id_rank
+                FROM moved JOIN skipq.queues sq ON sq.id = moved.queue_id
+            ), dq AS (
+                SELECT d.* FROM skipq.queues d WHERE d.id = v_dest
+            ), t AS (
+                SELECT p_now AS now
+            ), inserted AS (
+                INSERT INTO skipq.messages (
+                    queue_id, message_id, client_id, metadata, body, body_binary, tags,
+                    sent_at, visible_at, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready,
+                    group_id)
+                SELECT dq.id,
+                       CASE WHEN source.id_rank > 1 OR EXISTS (
+                                SELECT 1 FROM skipq.messages x
+                                WHERE x.queue_id = dq.id AND x.message_id = source.message_id)
+                            THEN skipq.uuid_v7()::text ELSE source.message_id END,
+                       source.client_id, source.metadata, source.body, source.body_binary, source.tags,
+                       source.sent_at, t.now,
+                       CASE WHEN dq.expiration_seconds > 0 THEN t.now + make_interval(secs => dq.expiration_seconds) END,
+                       CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count
+                            ELSE p_server_max_receive_count END,
+                       dq.dead_letter_queue,
+                       source.source_name,
+                       true,
+                       source.group_id
+                FROM source, dq, t
+                RETURNING queue_id, sequence
+            ), readied AS (
+                INSERT INTO skipq.ready (queue_id, sequence)
+                SELECT n.queue_id, n.sequence FROM inserted n
+            ), traced AS (
+                INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+                SELECT (moved.tags->>'skipq.trace')::bigint, moved.queue_id, moved.message_id, 'requeued', p_now,
+                       moved.key_id, jsonb_build_object('toQueue', p_to_queue)
+                FROM moved WHERE moved.tags ? 'skipq.trace'
+            )
+            SELECT moved.queue_id, moved.sequence, moved.lease_token, v_dest
+            FROM moved;
+            GET DIAGNOSTICS v_n = ROW_COUNT;
+            v_done := v_done + v_n;
+            EXIT WHEN v_again OR v_done >= cardinality(v_keys.q);
+            v_again := true;
+        END LOOP;
+        IF v_fifo AND v_gq IS NOT NULL THEN
+            PERFORM skipq.group_release(v_gq, v_gg);
+        END IF;
+    END LOOP;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.message_dead_letter(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_server_max_receive_count integer, p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(source_queue_id bigint, source_sequence bigint, tenant text, dead_letter_queue_id bigint, dead_letter_queue_name text, inserted_count bigint)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_e record;
+BEGIN
+    p_now := coalesce(p_now, now());
+    -- The callers hold the messages locked (a nack has just recorded their
+    -- failure, the worker locked them), so each is read and deleted at its
+    -- address (skipq.message_rows; DESIGN.md, "Settling by address"): a
+    -- TID scan is the only plan, where joins by key, planned on drained
+    -- statistics, could walk the whole table.
+    -- Missing dead-letter queues first, in each source's tenant (concurrent
+    -- creators are fine: ON CONFLICT skips the loser's row); a FIFO queue's
+    -- is FIFO.
+    INSERT INTO skipq.queues AS nq (tenant, name, fifo)
+    SELECT s.tenant, m.dead_letter_queue, bool_or(s.fifo)
+    FROM skipq.message_rows(p_queue_ids, p_sequences) k
+    CROSS JOIN LATERAL (SELECT * FROM skipq.messages x WHERE x.ctid = k.address OFFSET 0) m
+    CROSS JOIN LATERAL (SELECT q.tenant, q.fifo FROM skipq.queues q WHERE q.id = m.queue_id) s
+    WHERE m.dead_letter_queue <> ''
+      AND NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = s.tenant AND e.name = m.dead_letter_queue)
+    GROUP BY s.tenant, m.dead_letter_queue
+    ON CONFLICT ON CONSTRAINT queues_tenant_name_key DO NOTHING;
+
+    -- FIFO: the groups the messages leave, and those they join in FIFO
+    -- dead-letter queues (their own group, or one named by their messageId
+    -- when they come from a standard queue), entered before the move.
+    SELECT array_agg(m.queue_id) FILTER (WHERE m.group_id IS NOT NULL) AS sq,
+           array_agg(m.group_id) FILTER (WHERE m.group_id IS NOT NULL) AS sg,
+           array_agg(d.id) FILTER (WHERE d.fifo) AS dq,
+           array_agg(coalesce(m.group_id, m.message_id)) FILTER (WHERE d.fifo) AS dg
+    INTO v_e
+    FROM skipq.message_rows(p_queue_ids, p_sequences) k
+    CROSS JOIN LATERAL (SELECT * FROM skipq.messages x WHERE x.ctid = k.address OFFSET 0) m
+    CROSS JOIN LATERAL (SELECT q.tenant FROM skipq.queues q WHERE q.id = m.queue_id) s
+    LEFT JOIN LATERAL (SELECT e.id, e.fifo FROM skipq.queues e
+                       WHERE e.tenant = s.tenant AND e.name = m.dead_letter_queue) d ON true
+    WHERE m.group_id IS NOT NULL OR d.fifo;
+    IF v_e.dq IS NOT NULL THEN
+        PERFORM skipq.group_enter(v_e.dq, v_e.dg);
+    END IF;
+
+    RETURN QUERY
+    WITH moved AS (
+        DELETE FROM skipq.messages m
+        USING skipq.message_rows(p_queue_ids, p_sequences) k
+        WHERE m.ctid = k.address
+          AND m.receive_count >= m.max_receive_count
+          -- Never ready (an exhausted message is moved instead of readied), so
+          -- it has no ready row to take along.
+          AND NOT m.ready
+          AND (m.dead_letter_queue = '' OR EXISTS (
+              SELECT 1 FROM skipq.queues e, skipq.queues s
+              WHERE s.id = m.queue_id AND e.tenant = s.tenant AND e.name = m.dead_letter_queue))
+        RETURNING m.*, p_key_ids[k.n] AS key_id
+    ), target AS (
+        SELECT moved.*, sq.tenant, sq.name AS source_name, dq.id AS dq_id, dq.name AS dq_name,
+               dq.delay_seconds AS dq_delay_seconds, dq.expiration_seconds AS dq_expiration_seconds,
+               dq.max_receive_count AS dq_max_receive_count, dq.dead_letter_queue AS dq_dead_letter_queue, dq.fifo AS dq_fifo,
+               row_number() OVER (PARTITION BY dq.id, moved.message_id ORDER BY moved.sequence) AS id_rank,
+               f.doc AS failure
+        FROM moved
+        -- Why its last delivery failed: the failure recorded for that
+        -- delivery (a nack records it just before the move), else its lease
+        -- ran out (the worker's moves, and those of nodes of the previous
+        -- release).
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN (r.doc->>'receiveCount')::integer = moved.receive_count THEN r.doc
+                        ELSE skipq.failure_doc('lease_expired', NULL, p_now, moved.receive_count) END AS doc
+            FROM (SELECT (moved.tags->>'skipq.failure')::jsonb AS doc) r) f
+        JOIN skipq.queues sq ON sq.id = moved.queue_id
+        LEFT JOIN skipq.queues dq ON dq.tenant = sq.tenant AND dq.name = moved.dead_letter_queue
+    ), t AS (
+        SELECT p_now AS now
+    ), inserted AS (
+        INSERT INTO skipq.messages (
+            queue_id, message_id, client_id, metadata, body, body_binary, tags,
+            sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue,
+            re_routed_from, dead_lettered_at, ready, group_id)
+        SELECT target.dq_id,
+               CASE WHEN target.id_rank > 1 OR EXISTS (
+                        SELECT 1 FROM skipq.messages x
+                        WHERE x.queue_id = target.dq_id AND x.message_id = target.message_id)
+                    THEN skipq.uuid_v7()::text ELSE target.message_id END,
+               target.client_id, target.metadata, target.body, target.body_binary,
+               target.tags || jsonb_build_object(
+                   'skipq.failure', target.failure::text,
+                   'skipq.deadLetter', jsonb_build_object('cause', target.failure->'cause', 'reason', target.failure->'reason',
+                                                          'receiveCount', target.failure->'receiveCount')::text),
+               target.sent_at,
+               t.now + make_interval(secs => target.dq_delay_seconds),
+               CASE WHEN target.dq_delay_seconds > 0 THEN t.now + make_interval(secs => target.dq_delay_seconds) END,
+               CASE WHEN target.dq_expiration_seconds > 0
+                    THEN t.now + make_interval(secs => target.dq_delay_seconds + target.dq_expiration_seconds) END,
+               CASE WHEN target.dq_max_receive_count > 0 THEN target.dq_max_receive_count
+                    ELSE p_server_max_receive_count END,
+               target.dq_dead_letter_queue,
+               target.source_name,
+               t.now,
+               target.dq_delay_seconds = 0,
+               CASE WHEN target.dq_fifo THEN coalesce(target.group_id, target.message_id) END
+        FROM target, t
+        WHERE target.dq_id IS NOT NULL
+        RETURNING queue_id, sequence, visible_at, ready
+    ), readied AS (
+        INSERT INTO skipq.ready (queue_id, sequence)
+        SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
+    ), timed AS (
+        INSERT INTO skipq.timers (due_at, queue_id, sequence)
+        SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
+    ), traced AS (
+        -- Recorded in the queue it leaves; the dead letter keeps its trace
+        -- (tags), so its history goes on in the dead-letter queue. Without
+        -- one, the message is gone.
+        INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
+        SELECT (target.tags->>'skipq.trace')::bigint, target.queue_id, target.message_id, 'dead_lettered', p_now,
+               target.key_id,
+               jsonb_build_object('toQueue', target.dq_name, 'cause', target.failure->'cause',
+                                  'reason', target.failure->'reason'),
+               CASE WHEN target.dq_id IS NULL THEN p_now END
+        FROM target WHERE target.tags ? 'skipq.trace'
+    )
+    SELECT target.queue_id AS source_queue_id, target.sequence AS source_sequence, target.tenant,
+           target.dq_id AS dead_letter_queue_id,
+           target.dq_name AS dead_letter_queue_name,
+           (SELECT count(*) FROM inserted)::bigint AS inserted_count
+    FROM target;
+    IF v_e.sq IS NOT NULL THEN
+        PERFORM skipq.group_release(v_e.sq, v_e.sg);
     END IF;
 END $$;
 -- +goose StatementEnd
@@ -797,4 +1100,268 @@ BEGIN
 END $$;
 -- +goose StatementEnd
 
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.message_requeue(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_to_queue text, p_server_max_receive_count integer, p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(source_queue_id bigint, source_sequence bigint, source_token bytea, destination_queue_id bigint)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_tenant text;
+    v_dest   bigint;
+    v_fifo   boolean;
+    v_keys   record;
+    v_gq     bigint[];
+    v_gg     text[];
+BEGIN
+    p_now := coalesce(p_now, now());
+    FOR v_tenant IN
+        SELECT DISTINCT sq.tenant FROM unnest(p_queue_ids) AS u(id)
+        CROSS JOIN LATERAL (SELECT q.tenant FROM skipq.queues q WHERE q.id = u.id) sq
+    LOOP
+        -- A missing destination is created with its sources' type.
+        INSERT INTO skipq.queues (tenant, name, fifo)
+        SELECT v_tenant, p_to_queue, bool_or(x.fifo)
+        FROM unnest(p_queue_ids) AS u(id)
+        CROSS JOIN LATERAL (SELECT q.fifo FROM skipq.queues q WHERE q.id = u.id AND q.tenant = v_tenant) x
+        WHERE NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = v_tenant AND e.name = p_to_queue)
+        HAVING count(*) > 0
+        ON CONFLICT ON CONSTRAINT queues_tenant_name_key DO NOTHING;
+        SELECT d.id, d.fifo INTO v_dest, v_fifo FROM skipq.queues d WHERE d.tenant = v_tenant AND d.name = p_to_queue;
+        CONTINUE WHEN v_dest IS NULL; -- deleted meanwhile: these deliveries stay as they are
+        SELECT array_agg(k.q) AS q, array_agg(k.s) AS s, array_agg(k.t) AS t, array_agg(k.k) AS k,
+               bool_or(x.fifo IS DISTINCT FROM v_fifo) AS mismatch INTO v_keys
+        FROM unnest(p_queue_ids, p_sequences, p_tokens, p_key_ids) AS k(q, s, t, k)
+        CROSS JOIN LATERAL (SELECT x.fifo FROM skipq.queues x WHERE x.id = k.q AND x.tenant = v_tenant) x;
+        -- A group's order means nothing in a standard queue, and a standard
+        -- queue's message has no group.
+        IF v_keys.mismatch THEN
+            RAISE EXCEPTION 'skipq: queue_type_mismatch' USING ERRCODE = 'SQ409',
+                DETAIL = format('queue %L is %s', p_to_queue, CASE WHEN v_fifo THEN 'FIFO' ELSE 'not FIFO' END);
+        END IF;
+        v_gq := NULL;
+        v_gg := NULL;
+        IF v_fifo THEN
+            -- The groups the messages leave and join (the same names),
+            -- entered before the move.
+            SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
+            FROM unnest(v_keys.q, v_keys.s, v_keys.t) AS k(q, s, t)
+            CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m
+                                WHERE m.queue_id = k.q AND m.sequence = k.s AND m.lease_token = k.t) m;
+            IF v_gq IS NOT NULL THEN
+                PERFORM skipq.group_enter(array_fill(v_dest, ARRAY[cardinality(v_gg)]), v_gg);
+            END IF;
+        END IF;
+        RETURN QUERY
+        WITH moved AS (
+            DELETE FROM skipq.messages m
+            USING (SELECT unnest(v_keys.q) AS queue_id, unnest(v_keys.s) AS sequence,
+                    unnest(v_keys.t) AS token, unnest(v_keys.k) AS key_id) k
+            WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+              AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
+            RETURNING m.*, k.key_id
+        ), unready AS (
+            -- A message is ready here only if its lease ran out and the worker
+            -- readied it before its holder requeued it: rare, so the plain array form
+            -- (which may scan the source queue's ready rows) is good enough.
+            DELETE FROM skipq.ready r
+            WHERE r.queue_id = ANY(ARRAY(SELECT DISTINCT g.queue_id FROM moved g WHERE g.ready))
+              AND r.sequence = ANY(ARRAY(SELECT g.sequence FROM moved g WHERE g.ready))
+        ), source AS (
+            SELECT moved.*, sq.name AS source_name,
+                   row_number() OVER (PARTITION BY moved.message_id ORDER BY moved.sequence) AS id_rank
+            FROM moved JOIN skipq.queues sq ON sq.id = moved.queue_id
+        ), dq AS (
+            SELECT d.* FROM skipq.queues d WHERE d.id = v_dest
+        ), t AS (
+            SELECT p_now AS now
+        ), inserted AS (
+            INSERT INTO skipq.messages (
+                queue_id, message_id, client_id, metadata, body, body_binary, tags,
+                sent_at, visible_at, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready,
+                group_id)
+            SELECT dq.id,
+                   CASE WHEN source.id_rank > 1 OR EXISTS (
+                            SELECT 1 FROM skipq.messages x
+                            WHERE x.queue_id = dq.id AND x.message_id = source.message_id)
+                        THEN skipq.uuid_v7()::text ELSE source.message_id END,
+                   source.client_id, source.metadata, source.body, source.body_binary, source.tags,
+                   source.sent_at, t.now,
+                   CASE WHEN dq.expiration_seconds > 0 THEN t.now + make_interval(secs => dq.expiration_seconds) END,
+                   CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count
+                        ELSE p_server_max_receive_count END,
+                   dq.dead_letter_queue,
+                   source.source_name,
+                   true,
+                   source.group_id
+            FROM source, dq, t
+            RETURNING queue_id, sequence
+        ), readied AS (
+            INSERT INTO skipq.ready (queue_id, sequence)
+            SELECT n.queue_id, n.sequence FROM inserted n
+        ), traced AS (
+            INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+            SELECT (moved.tags->>'skipq.trace')::bigint, moved.queue_id, moved.message_id, 'requeued', p_now,
+                   moved.key_id, jsonb_build_object('toQueue', p_to_queue)
+            FROM moved WHERE moved.tags ? 'skipq.trace'
+        )
+        SELECT moved.queue_id, moved.sequence, moved.lease_token, v_dest
+        FROM moved;
+        IF v_fifo AND v_gq IS NOT NULL THEN
+            PERFORM skipq.group_release(v_gq, v_gg);
+        END IF;
+    END LOOP;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.message_dead_letter(p_now timestamp with time zone, p_queue_ids bigint[], p_sequences bigint[], p_server_max_receive_count integer, p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(source_queue_id bigint, source_sequence bigint, tenant text, dead_letter_queue_id bigint, dead_letter_queue_name text, inserted_count bigint)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_e record;
+BEGIN
+    p_now := coalesce(p_now, now());
+    -- Missing dead-letter queues first, in each source's tenant (concurrent
+    -- creators are fine: ON CONFLICT skips the loser's row); a FIFO queue's
+    -- is FIFO.
+    INSERT INTO skipq.queues AS nq (tenant, name, fifo)
+    SELECT s.tenant, m.dead_letter_queue, bool_or(s.fifo)
+    FROM unnest(p_queue_ids, p_sequences) AS k(queue_id, sequence)
+    CROSS JOIN LATERAL (SELECT * FROM skipq.messages x
+                        WHERE x.queue_id = k.queue_id AND x.sequence = k.sequence) m
+    CROSS JOIN LATERAL (SELECT q.tenant, q.fifo FROM skipq.queues q WHERE q.id = m.queue_id) s
+    WHERE m.dead_letter_queue <> ''
+      AND NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = s.tenant AND e.name = m.dead_letter_queue)
+    GROUP BY s.tenant, m.dead_letter_queue
+    ON CONFLICT ON CONSTRAINT queues_tenant_name_key DO NOTHING;
+
+    -- FIFO: the groups the messages leave, and those they join in FIFO
+    -- dead-letter queues (their own group, or one named by their messageId
+    -- when they come from a standard queue), entered before the move.
+    SELECT array_agg(m.queue_id) FILTER (WHERE m.group_id IS NOT NULL) AS sq,
+           array_agg(m.group_id) FILTER (WHERE m.group_id IS NOT NULL) AS sg,
+           array_agg(d.id) FILTER (WHERE d.fifo) AS dq,
+           array_agg(coalesce(m.group_id, m.message_id)) FILTER (WHERE d.fifo) AS dg
+    INTO v_e
+    FROM unnest(p_queue_ids, p_sequences) AS k(queue_id, sequence)
+    CROSS JOIN LATERAL (SELECT * FROM skipq.messages x
+                        WHERE x.queue_id = k.queue_id AND x.sequence = k.sequence) m
+    CROSS JOIN LATERAL (SELECT q.tenant FROM skipq.queues q WHERE q.id = m.queue_id) s
+    LEFT JOIN LATERAL (SELECT e.id, e.fifo FROM skipq.queues e
+                       WHERE e.tenant = s.tenant AND e.name = m.dead_letter_queue) d ON true
+    WHERE m.group_id IS NOT NULL OR d.fifo;
+    IF v_e.dq IS NOT NULL THEN
+        PERFORM skipq.group_enter(v_e.dq, v_e.dg);
+    END IF;
+
+    RETURN QUERY
+    WITH moved AS (
+        DELETE FROM skipq.messages m
+        USING (SELECT unnest(p_queue_ids) AS queue_id, unnest(p_sequences) AS sequence,
+                      unnest(p_key_ids) AS key_id) k
+        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
+          AND m.receive_count >= m.max_receive_count
+          -- Never ready (an exhausted message is moved instead of readied), so
+          -- it has no ready row to take along.
+          AND NOT m.ready
+          AND (m.dead_letter_queue = '' OR EXISTS (
+              SELECT 1 FROM skipq.queues e, skipq.queues s
+              WHERE s.id = m.queue_id AND e.tenant = s.tenant AND e.name = m.dead_letter_queue))
+        RETURNING m.*, k.key_id
+    ), target AS (
+        SELECT moved.*, sq.tenant, sq.name AS source_name, dq.id AS dq_id, dq.name AS dq_name,
+               dq.delay_seconds AS dq_delay_seconds, dq.expiration_seconds AS dq_expiration_seconds,
+               dq.max_receive_count AS dq_max_receive_count, dq.dead_letter_queue AS dq_dead_letter_queue, dq.fifo AS dq_fifo,
+               row_number() OVER (PARTITION BY dq.id, moved.message_id ORDER BY moved.sequence) AS id_rank,
+               f.doc AS failure
+        FROM moved
+        -- Why its last delivery failed: the failure recorded for that
+        -- delivery (a nack records it just before the move), else its lease
+        -- ran out (the worker's moves, and those of nodes of the previous
+        -- release).
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN (r.doc->>'receiveCount')::integer = moved.receive_count THEN r.doc
+                        ELSE skipq.failure_doc('lease_expired', NULL, p_now, moved.receive_count) END AS doc
+            FROM (SELECT (moved.tags->>'skipq.failure')::jsonb AS doc) r) f
+        JOIN skipq.queues sq ON sq.id = moved.queue_id
+        LEFT JOIN skipq.queues dq ON dq.tenant = sq.tenant AND dq.name = moved.dead_letter_queue
+    ), t AS (
+        SELECT p_now AS now
+    ), inserted AS (
+        INSERT INTO skipq.messages (
+            queue_id, message_id, client_id, metadata, body, body_binary, tags,
+            sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue,
+            re_routed_from, dead_lettered_at, ready, group_id)
+        SELECT target.dq_id,
+               CASE WHEN target.id_rank > 1 OR EXISTS (
+                        SELECT 1 FROM skipq.messages x
+                        WHERE x.queue_id = target.dq_id AND x.message_id = target.message_id)
+                    THEN skipq.uuid_v7()::text ELSE target.message_id END,
+               target.client_id, target.metadata, target.body, target.body_binary,
+               target.tags || jsonb_build_object(
+                   'skipq.failure', target.failure::text,
+                   'skipq.deadLetter', jsonb_build_object('cause', target.failure->'cause', 'reason', target.failure->'reason',
+                                                          'receiveCount', target.failure->'receiveCount')::text),
+               target.sent_at,
+               t.now + make_interval(secs => target.dq_delay_seconds),
+               CASE WHEN target.dq_delay_seconds > 0 THEN t.now + make_interval(secs => target.dq_delay_seconds) END,
+               CASE WHEN target.dq_expiration_seconds > 0
+                    THEN t.now + make_interval(secs => target.dq_delay_seconds + target.dq_expiration_seconds) END,
+               CASE WHEN target.dq_max_receive_count > 0 THEN target.dq_max_receive_count
+                    ELSE p_server_max_receive_count END,
+               target.dq_dead_letter_queue,
+               target.source_name,
+               t.now,
+               target.dq_delay_seconds = 0,
+               CASE WHEN target.dq_fifo THEN coalesce(target.group_id, target.message_id) END
+        FROM target, t
+        WHERE target.dq_id IS NOT NULL
+        RETURNING queue_id, sequence, visible_at, ready
+    ), readied AS (
+        INSERT INTO skipq.ready (queue_id, sequence)
+        SELECT n.queue_id, n.sequence FROM inserted n WHERE n.ready
+    ), timed AS (
+        INSERT INTO skipq.timers (due_at, queue_id, sequence)
+        SELECT n.visible_at, n.queue_id, n.sequence FROM inserted n WHERE NOT n.ready
+    ), traced AS (
+        -- Recorded in the queue it leaves; the dead letter keeps its trace
+        -- (tags), so its history goes on in the dead-letter queue. Without
+        -- one, the message is gone.
+        INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
+        SELECT (target.tags->>'skipq.trace')::bigint, target.queue_id, target.message_id, 'dead_lettered', p_now,
+               target.key_id,
+               jsonb_build_object('toQueue', target.dq_name, 'cause', target.failure->'cause',
+                                  'reason', target.failure->'reason'),
+               CASE WHEN target.dq_id IS NULL THEN p_now END
+        FROM target WHERE target.tags ? 'skipq.trace'
+    )
+    SELECT target.queue_id AS source_queue_id, target.sequence AS source_sequence, target.tenant,
+           target.dq_id AS dead_letter_queue_id,
+           target.dq_name AS dead_letter_queue_name,
+           (SELECT count(*) FROM inserted)::bigint AS inserted_count
+    FROM target;
+    IF v_e.sq IS NOT NULL THEN
+        PERFORM skipq.group_release(v_e.sq, v_e.sg);
+    END IF;
+END $$;
+-- +goose StatementEnd
+
 DROP FUNCTION skipq.receipt_rows(bigint[], bigint[], bytea[]);
+DROP FUNCTION skipq.message_rows(bigint[], bigint[]);
