@@ -250,3 +250,39 @@ func TestNackWaitingForAnExtendNacksTheNewestVersion(t *testing.T) {
 		t.Fatalf("after the nack a claim got %v, want the nacked message", again)
 	}
 }
+
+// An ack whose group_release waits for another transaction that changed
+// the group's row (a release of the group's other message, which keeps
+// the group's lease) still judges the group on the row's newest version:
+// nothing of it is in flight any more, so its lease ends. Locked by its
+// address, the row's newest version was not found and the group stayed
+// leased until its lease ran out.
+func TestAckReleasesAGroupWhoseRowChangedMeanwhile(t *testing.T) {
+	f := setupFIFO(t)
+	ctx := context.Background()
+	sendGrouped(t, f.q, []string{"g1", "g2", "g3"}, []string{"G", "G", "G"})
+	claimed := claimGrouped(t, f.q, 2, 2)
+	if len(claimed) != 2 {
+		t.Fatalf("claimed %+v, want G's first two messages", claimed)
+	}
+	txR, qr := f.begin(t)
+	released, err := qr.MessageSetVisibilityByReceipt(ctx, db.MessageSetVisibilityByReceiptParams{
+		QueueIds: []int64{claimed[0].QueueID}, Sequences: []int64{claimed[0].Sequence},
+		Tokens: [][]byte{claimed[0].LeaseToken}, VisibilitySeconds: []int32{0}})
+	if err != nil || len(released) != 1 {
+		t.Fatalf("release: %v %v", released, err)
+	}
+	acked := ackInBackground(t, f.q, claimed[1])
+	waitForLockWait(t, f.pool)
+	if err := txR.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-acked; n != 1 {
+		t.Fatalf("the ack settled %d rows, want 1", n)
+	}
+	var leased bool
+	if err := f.pool.QueryRow(ctx, `SELECT leased_until > now() FROM skipq.message_groups WHERE group_id = 'G'`).
+		Scan(&leased); err != nil || leased {
+		t.Fatalf("group G leased: %v (%v), want its lease ended: nothing of it is in flight", leased, err)
+	}
+}

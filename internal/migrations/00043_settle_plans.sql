@@ -29,9 +29,27 @@
 -- message_set_visibility locks the FIFO group rows by such a probe of
 -- message_groups_pkey before it extends their leases by address.
 --
+-- skipq.group_release (00041) locked each group row at the address its
+-- range probe found. Such a lock does not follow a row that another
+-- transaction changed meanwhile to its newest version (measured on
+-- PostgreSQL 15.18: the TID scan's recheck compares the address), so a
+-- settle that waited for, say, a release of the group's other message
+-- passed the group over and left it leased with nothing in flight until
+-- its lease ran out. It now locks by the bounded probe above, which the
+-- lock rechecks on the newest version.
+--
 -- Signatures and results are unchanged; the Down restores the previous
 -- bodies and drops skipq.receipt_rows and skipq.message_rows.
 
+-- The rows that receipt handles (their parts, in arrays) hold: each row's
+-- address and the position of its handle in the arrays, for the settle
+-- statements to change it at that address (docs/DESIGN.md, "Settling by
+-- address"). Each handle's row is found by a probe that only the primary
+-- key serves: its sequence as both ends of a range within its queue, in
+-- sequence order, which no other index gives without a sort (the callers
+-- turn sorts off); its token is checked on the row found, and its queue
+-- must exist. Inlined into the calling statement, so it reads that
+-- statement's snapshot.
 -- The rows that receipt handles (their parts, in arrays) hold: each row's
 -- address and the position of its handle in the arrays, for the settle
 -- statements to change it at that address (docs/DESIGN.md, "Settling by
@@ -772,6 +790,100 @@ BEGIN
 END $$;
 -- +goose StatementEnd
 
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.group_release(p_queue_ids bigint[], p_group_ids text[]) RETURNS TABLE(queue_id bigint, freed integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_q     bigint[];
+    v_g     text[];
+    v_rows  tid[];
+    v_empty tid[];
+    v_free  tid[];
+BEGIN
+    -- Called after messages of the given groups left flight or the queue:
+    -- deletes the groups left empty and ends the lease of the others that
+    -- have nothing in flight. Returns, per queue, how many groups it made
+    -- receivable again.
+    SELECT array_agg(k.q ORDER BY k.q, k.g), array_agg(k.g ORDER BY k.q, k.g) INTO v_q, v_g
+    FROM (SELECT DISTINCT u.q, u.g FROM unnest(p_queue_ids, p_group_ids) AS u(q, g) WHERE u.g IS NOT NULL) k;
+    IF v_q IS NULL THEN
+        RETURN;
+    END IF;
+    -- The rows locked in key order, each found by a probe that only the
+    -- primary key can serve (the group as both ends of a range within its
+    -- queue, in group order: with sorts off, no other index competes).
+    -- The lock rechecks that probe on the newest version of a row another
+    -- transaction changed meanwhile and returns its address; a lock of
+    -- the address a probe found (as 00041 had it) did not find that
+    -- version, and the group was passed over. The addresses cannot change
+    -- while this transaction holds the rows, and the statements below name
+    -- the rows by address: a TID scan is their only plan. Plans here are
+    -- generic and kept for a connection's life: joined to the arrays by
+    -- key, one made while the table's statistics said it was nearly empty
+    -- walked every group of every queue once per array element, and a
+    -- probe by key could as well walk message_groups_turn_idx over all of
+    -- the queue's groups.
+    SELECT array_agg(x.ctid) INTO v_rows
+    FROM unnest(v_q, v_g) AS k(q, g)
+    CROSS JOIN LATERAL (SELECT x.ctid FROM skipq.message_groups x
+                        WHERE x.queue_id = k.q AND x.group_id >= k.g AND x.group_id <= k.g
+                        ORDER BY x.group_id LIMIT 1
+                        FOR UPDATE) x;
+    IF v_rows IS NULL THEN
+        RETURN;
+    END IF;
+
+    -- One probe of each group's first ten messages, in a statement after
+    -- the locks (so it sees a settle of the same group that committed
+    -- while this one waited): is the group empty, is anything of it in
+    -- flight. No claim can take the group while its row is held, so the
+    -- judgement stands for the statements below. Empty groups are deleted
+    -- once their advisory lock is try-locked (a sender holding it will add
+    -- a message); the others with nothing in flight get their lease ended.
+    SELECT array_agg(x.ctid) FILTER (
+               WHERE CASE WHEN NOT f.has_messages
+                          THEN pg_try_advisory_xact_lock(skipq.group_lock_key(x.queue_id, x.group_id)) ELSE false END),
+           array_agg(x.ctid) FILTER (WHERE NOT f.in_flight)
+    INTO v_empty, v_free
+    FROM skipq.message_groups x
+    CROSS JOIN LATERAL (
+        SELECT count(*) > 0 AS has_messages,
+               coalesce(bool_or(h.lease_token IS NOT NULL AND h.visible_at > clock_timestamp()), false) AS in_flight
+        FROM (SELECT h.lease_token, h.visible_at FROM skipq.messages h
+              WHERE (h.queue_id::text || '/' || h.group_id) = (x.queue_id::text || '/' || x.group_id)
+                AND h.group_id IS NOT NULL
+              ORDER BY h.sequence LIMIT 10) h) f
+    WHERE x.ctid = ANY(v_rows);
+    IF v_empty IS NOT NULL THEN
+        -- A new snapshot, taken after the try-locks: a sender that held
+        -- one committed before, and its message is seen here (that group
+        -- stays, and its lease is ended below: nothing of it is in flight).
+        DELETE FROM skipq.message_groups x
+        WHERE x.ctid = ANY(v_empty)
+          AND NOT skipq.group_has_messages(x.queue_id, x.group_id);
+    END IF;
+
+    -- The rows just deleted are gone for this statement.
+    RETURN QUERY
+    WITH freed AS (
+        UPDATE skipq.message_groups x SET leased_until = '-infinity'
+        WHERE x.ctid = ANY(v_free) AND x.leased_until > clock_timestamp()
+        RETURNING x.queue_id
+    )
+    SELECT f.queue_id, count(*)::integer FROM freed f GROUP BY f.queue_id;
+END $$;
+-- +goose StatementEnd
+
 -- +goose Down
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.message_ack(p_queue_ids bigint[], p_sequences bigint[], p_tokens bytea[], p_key_ids bigint[] DEFAULT NULL::bigint[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF skipq.messages
@@ -1360,6 +1472,99 @@ BEGIN
     IF v_e.sq IS NOT NULL THEN
         PERFORM skipq.group_release(v_e.sq, v_e.sg);
     END IF;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.group_release(p_queue_ids bigint[], p_group_ids text[]) RETURNS TABLE(queue_id bigint, freed integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_q     bigint[];
+    v_g     text[];
+    v_rows  tid[];
+    v_empty tid[];
+    v_free  tid[];
+BEGIN
+    -- Called after messages of the given groups left flight or the queue:
+    -- deletes the groups left empty and ends the lease of the others that
+    -- have nothing in flight. Returns, per queue, how many groups it made
+    -- receivable again.
+    SELECT array_agg(k.q ORDER BY k.q, k.g), array_agg(k.g ORDER BY k.q, k.g) INTO v_q, v_g
+    FROM (SELECT DISTINCT u.q, u.g FROM unnest(p_queue_ids, p_group_ids) AS u(q, g) WHERE u.g IS NOT NULL) k;
+    IF v_q IS NULL THEN
+        RETURN;
+    END IF;
+    -- The rows locked in key order, each found by a range probe that only
+    -- the primary key can serve in order (with sorts off, no other index
+    -- competes) and locked by its address (an update since is followed to
+    -- the newest version, whose key is checked). Their addresses cannot
+    -- change while this transaction holds them, and the statements below
+    -- name the rows by address: a TID scan is their only plan. Plans here
+    -- are generic and kept for a connection's life: joined to the arrays
+    -- by key, one made while the table's statistics said it was nearly
+    -- empty walked every group of every queue once per array element, and
+    -- a probe by key could as well walk message_groups_turn_idx over all
+    -- of the queue's groups.
+    SELECT array_agg(x.ctid) INTO v_rows
+    FROM unnest(v_q, v_g) AS k(q, g)
+    CROSS JOIN LATERAL (SELECT x.ctid FROM skipq.message_groups x
+                        WHERE x.ctid = (SELECT y.ctid FROM skipq.message_groups y
+                                        WHERE (y.queue_id, y.group_id) >= (k.q, k.g)
+                                        ORDER BY y.queue_id, y.group_id LIMIT 1)
+                          AND x.queue_id = k.q AND x.group_id = k.g
+                        FOR UPDATE) x;
+    IF v_rows IS NULL THEN
+        RETURN;
+    END IF;
+
+    -- One probe of each group's first ten messages, in a statement after
+    -- the locks (so it sees a settle of the same group that committed
+    -- while this one waited): is the group empty, is anything of it in
+    -- flight. No claim can take the group while its row is held, so the
+    -- judgement stands for the statements below. Empty groups are deleted
+    -- once their advisory lock is try-locked (a sender holding it will add
+    -- a message); the others with nothing in flight get their lease ended.
+    SELECT array_agg(x.ctid) FILTER (
+               WHERE CASE WHEN NOT f.has_messages
+                          THEN pg_try_advisory_xact_lock(skipq.group_lock_key(x.queue_id, x.group_id)) ELSE false END),
+           array_agg(x.ctid) FILTER (WHERE NOT f.in_flight)
+    INTO v_empty, v_free
+    FROM skipq.message_groups x
+    CROSS JOIN LATERAL (
+        SELECT count(*) > 0 AS has_messages,
+               coalesce(bool_or(h.lease_token IS NOT NULL AND h.visible_at > clock_timestamp()), false) AS in_flight
+        FROM (SELECT h.lease_token, h.visible_at FROM skipq.messages h
+              WHERE (h.queue_id::text || '/' || h.group_id) = (x.queue_id::text || '/' || x.group_id)
+                AND h.group_id IS NOT NULL
+              ORDER BY h.sequence LIMIT 10) h) f
+    WHERE x.ctid = ANY(v_rows);
+    IF v_empty IS NOT NULL THEN
+        -- A new snapshot, taken after the try-locks: a sender that held
+        -- one committed before, and its message is seen here (that group
+        -- stays, and its lease is ended below: nothing of it is in flight).
+        DELETE FROM skipq.message_groups x
+        WHERE x.ctid = ANY(v_empty)
+          AND NOT skipq.group_has_messages(x.queue_id, x.group_id);
+    END IF;
+
+    -- The rows just deleted are gone for this statement.
+    RETURN QUERY
+    WITH freed AS (
+        UPDATE skipq.message_groups x SET leased_until = '-infinity'
+        WHERE x.ctid = ANY(v_free) AND x.leased_until > clock_timestamp()
+        RETURNING x.queue_id
+    )
+    SELECT f.queue_id, count(*)::integer FROM freed f GROUP BY f.queue_id;
 END $$;
 -- +goose StatementEnd
 
