@@ -29,24 +29,25 @@ BEGIN
     IF v_q IS NULL THEN
         RETURN;
     END IF;
-    -- The rows locked in key order, each found by a range probe that only
-    -- the primary key can serve in order (with sorts off, no other index
-    -- competes) and locked by its address (an update since is followed to
-    -- the newest version, whose key is checked). Their addresses cannot
-    -- change while this transaction holds them, and the statements below
-    -- name the rows by address: a TID scan is their only plan. Plans here
-    -- are generic and kept for a connection's life: joined to the arrays
-    -- by key, one made while the table's statistics said it was nearly
-    -- empty walked every group of every queue once per array element, and
-    -- a probe by key could as well walk message_groups_turn_idx over all
-    -- of the queue's groups.
+    -- The rows locked in key order, each found by a probe that only the
+    -- primary key can serve (the group as both ends of a range within its
+    -- queue, in group order: with sorts off, no other index competes).
+    -- The lock rechecks that probe on the newest version of a row another
+    -- transaction changed meanwhile and returns its address; a lock of
+    -- the address a probe found (as 00041 had it) did not find that
+    -- version, and the group was passed over. The addresses cannot change
+    -- while this transaction holds the rows, and the statements below name
+    -- the rows by address: a TID scan is their only plan. Plans here are
+    -- generic and kept for a connection's life: joined to the arrays by
+    -- key, one made while the table's statistics said it was nearly empty
+    -- walked every group of every queue once per array element, and a
+    -- probe by key could as well walk message_groups_turn_idx over all of
+    -- the queue's groups.
     SELECT array_agg(x.ctid) INTO v_rows
     FROM unnest(v_q, v_g) AS k(q, g)
     CROSS JOIN LATERAL (SELECT x.ctid FROM skipq.message_groups x
-                        WHERE x.ctid = (SELECT y.ctid FROM skipq.message_groups y
-                                        WHERE (y.queue_id, y.group_id) >= (k.q, k.g)
-                                        ORDER BY y.queue_id, y.group_id LIMIT 1)
-                          AND x.queue_id = k.q AND x.group_id = k.g
+                        WHERE x.queue_id = k.q AND x.group_id >= k.g AND x.group_id <= k.g
+                        ORDER BY x.group_id LIMIT 1
                         FOR UPDATE) x;
     IF v_rows IS NULL THEN
         RETURN;

@@ -19,6 +19,9 @@ DECLARE
     v_rq     bigint[];
     v_rs     bigint[];
     v_rt     integer[];
+    v_again  boolean := false;
+    v_acked  integer := 0;
+    v_n      integer;
 BEGIN
     -- Acks receipts (p_queue_ids, p_sequences, p_tokens: the handles'
     -- parts): deletes each message whose lease the token still holds, or
@@ -42,37 +45,57 @@ BEGIN
         WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
           AND m.group_id IS NOT NULL;
     END IF;
-    RETURN QUERY
-    WITH gone AS (
-        DELETE FROM skipq.messages m
-        USING (SELECT unnest(p_queue_ids::bigint[]) AS queue_id, unnest(p_sequences) AS sequence,
-                unnest(p_tokens) AS token) k
-        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-          AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-          AND (NOT v_retain OR NOT EXISTS (SELECT 1 FROM skipq.queue_retention r WHERE r.queue_id = m.queue_id))
-        RETURNING m.*
-    ), unready AS (
-        DELETE FROM skipq.ready r
-        WHERE r.ctid = ANY(ARRAY(
-            SELECT x.ctid FROM gone g
-            CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                                WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
-    ), keys AS (
-        -- Each handle's API key by its message's sequence (unique across
-        -- queues); read, and so built, only for traced rows.
-        SELECT jsonb_object_agg(u.s::text, u.k) AS map
-        FROM unnest(p_sequences, p_key_ids) AS u(s, k) WHERE u.k IS NOT NULL
-    ), traced AS (
-        INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
-        SELECT (g.tags->>'skipq.trace')::bigint, g.queue_id, g.message_id, 'acked', coalesce(p_now, now()),
-               (SELECT (k.map->>g.sequence::text)::bigint FROM keys k), NULL, coalesce(p_now, now())
-        FROM gone g WHERE g.tags ? 'skipq.trace'
-    )
-    SELECT gone.* FROM gone;
+    -- The rows the handles hold are deleted at their addresses
+    -- (skipq.receipt_rows; DESIGN.md, "Settling by address"): a TID scan
+    -- is the delete's only plan, where a join of the handles by key, planned
+    -- on drained statistics, walked the whole primary key per call (and a
+    -- condition the messages' indexes could serve, such as
+    -- queue_id = ANY(...), would give it other plans). A TID scan checks
+    -- the address again when the row changed meanwhile (a transaction this
+    -- one waited for committed a new version of it), and the newest
+    -- version has another: such a row is left, locked, and a second pass,
+    -- whose snapshot sees the newest version, settles it if a handle still
+    -- holds it. The second pass leaves ready rows alone: one that the
+    -- worker added while the first pass waited for it stays for the
+    -- worker's sweep, as the first pass's snapshot decided.
+    LOOP
+        RETURN QUERY
+        WITH gone AS (
+            DELETE FROM skipq.messages m
+            WHERE m.ctid = ANY(ARRAY(SELECT k.address FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k))
+              AND (NOT v_retain OR NOT EXISTS (SELECT 1 FROM skipq.queue_retention r WHERE r.queue_id = m.queue_id))
+            RETURNING m.*
+        ), unready AS (
+            DELETE FROM skipq.ready r
+            WHERE r.ctid = ANY(ARRAY(
+                SELECT x.ctid FROM gone g
+                CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                                    WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence OFFSET 0) x
+                WHERE g.ready AND NOT v_again))
+        ), keys AS (
+            -- Each handle's API key by its message's sequence (unique across
+            -- queues); read, and so built, only for traced rows.
+            SELECT jsonb_object_agg(u.s::text, u.k) AS map
+            FROM unnest(p_sequences, p_key_ids) AS u(s, k) WHERE u.k IS NOT NULL
+        ), traced AS (
+            INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
+            SELECT (g.tags->>'skipq.trace')::bigint, g.queue_id, g.message_id, 'acked', coalesce(p_now, now()),
+                   (SELECT (k.map->>g.sequence::text)::bigint FROM keys k), NULL, coalesce(p_now, now())
+            FROM gone g WHERE g.tags ? 'skipq.trace'
+        )
+        SELECT gone.* FROM gone;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_acked := v_acked + v_n;
+        -- Every handle settled (the common case), or this was the second pass.
+        EXIT WHEN v_again OR v_acked >= cardinality(p_sequences);
+        v_again := true;
+    END LOOP;
     IF v_retain THEN
         -- FOR UPDATE rechecks the token on the row's latest version: of two
         -- acks of one receipt, the second finds the empty token and
-        -- matches nothing.
+        -- matches nothing. Each row by the probe above, which the lock
+        -- rechecks on the newest version (a TID scan would not find that
+        -- version) and which locks no other row.
         SELECT array_agg(m.queue_id), array_agg(m.sequence), array_agg(k.seconds) INTO v_rq, v_rs, v_rt
         FROM (SELECT u.queue_id, u.sequence, u.token, r.seconds
               FROM unnest(p_queue_ids, p_sequences, p_tokens) AS u(queue_id, sequence, token)
@@ -80,7 +103,10 @@ BEGIN
                                   WHERE r.queue_id = u.queue_id
                                     AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = r.queue_id)) r) k
         CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence FROM skipq.messages m
-                            WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
+                            WHERE m.queue_id = k.queue_id
+                              AND m.sequence >= k.sequence AND m.sequence <= k.sequence
+                              AND m.lease_token = k.token
+                            ORDER BY m.sequence LIMIT 1
                             FOR UPDATE) m;
         IF v_rq IS NOT NULL THEN
             -- A retained message is gone when its retention ends (MessageDeleteExpired).

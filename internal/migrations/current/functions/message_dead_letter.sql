@@ -17,14 +17,18 @@ DECLARE
     v_e record;
 BEGIN
     p_now := coalesce(p_now, now());
+    -- The callers hold the messages locked (a nack has just recorded their
+    -- failure, the worker locked them), so each is read and deleted at its
+    -- address (skipq.message_rows; DESIGN.md, "Settling by address"): a
+    -- TID scan is the only plan, where joins by key, planned on drained
+    -- statistics, could walk the whole table.
     -- Missing dead-letter queues first, in each source's tenant (concurrent
     -- creators are fine: ON CONFLICT skips the loser's row); a FIFO queue's
     -- is FIFO.
     INSERT INTO skipq.queues AS nq (tenant, name, fifo)
     SELECT s.tenant, m.dead_letter_queue, bool_or(s.fifo)
-    FROM unnest(p_queue_ids, p_sequences) AS k(queue_id, sequence)
-    CROSS JOIN LATERAL (SELECT * FROM skipq.messages x
-                        WHERE x.queue_id = k.queue_id AND x.sequence = k.sequence) m
+    FROM skipq.message_rows(p_queue_ids, p_sequences) k
+    CROSS JOIN LATERAL (SELECT * FROM skipq.messages x WHERE x.ctid = k.address OFFSET 0) m
     CROSS JOIN LATERAL (SELECT q.tenant, q.fifo FROM skipq.queues q WHERE q.id = m.queue_id) s
     WHERE m.dead_letter_queue <> ''
       AND NOT EXISTS (SELECT 1 FROM skipq.queues e WHERE e.tenant = s.tenant AND e.name = m.dead_letter_queue)
@@ -39,9 +43,8 @@ BEGIN
            array_agg(d.id) FILTER (WHERE d.fifo) AS dq,
            array_agg(coalesce(m.group_id, m.message_id)) FILTER (WHERE d.fifo) AS dg
     INTO v_e
-    FROM unnest(p_queue_ids, p_sequences) AS k(queue_id, sequence)
-    CROSS JOIN LATERAL (SELECT * FROM skipq.messages x
-                        WHERE x.queue_id = k.queue_id AND x.sequence = k.sequence) m
+    FROM skipq.message_rows(p_queue_ids, p_sequences) k
+    CROSS JOIN LATERAL (SELECT * FROM skipq.messages x WHERE x.ctid = k.address OFFSET 0) m
     CROSS JOIN LATERAL (SELECT q.tenant FROM skipq.queues q WHERE q.id = m.queue_id) s
     LEFT JOIN LATERAL (SELECT e.id, e.fifo FROM skipq.queues e
                        WHERE e.tenant = s.tenant AND e.name = m.dead_letter_queue) d ON true
@@ -53,9 +56,8 @@ BEGIN
     RETURN QUERY
     WITH moved AS (
         DELETE FROM skipq.messages m
-        USING (SELECT unnest(p_queue_ids) AS queue_id, unnest(p_sequences) AS sequence,
-                      unnest(p_key_ids) AS key_id) k
-        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
+        USING skipq.message_rows(p_queue_ids, p_sequences) k
+        WHERE m.ctid = k.address
           AND m.receive_count >= m.max_receive_count
           -- Never ready (an exhausted message is moved instead of readied), so
           -- it has no ready row to take along.
@@ -63,7 +65,7 @@ BEGIN
           AND (m.dead_letter_queue = '' OR EXISTS (
               SELECT 1 FROM skipq.queues e, skipq.queues s
               WHERE s.id = m.queue_id AND e.tenant = s.tenant AND e.name = m.dead_letter_queue))
-        RETURNING m.*, k.key_id
+        RETURNING m.*, p_key_ids[k.n] AS key_id
     ), target AS (
         SELECT moved.*, sq.tenant, sq.name AS source_name, dq.id AS dq_id, dq.name AS dq_name,
                dq.delay_seconds AS dq_delay_seconds, dq.expiration_seconds AS dq_expiration_seconds,

@@ -15,68 +15,90 @@ CREATE OR REPLACE FUNCTION skipq.message_nack(p_now timestamp with time zone, p_
 #variable_conflict use_column
 DECLARE
     v_final record;
+    v_fq    bigint[];
+    v_fs    bigint[];
+    v_ft    bytea[];
+    v_fk    bigint[];
     v_gq    bigint[];
     v_gg    text[];
+    v_again boolean := false;
+    v_done  integer := 0;
+    v_n     integer;
 BEGIN
     p_now := coalesce(p_now, now());
-    -- The groups of FIFO messages, read before they change.
+    -- The groups of FIFO messages, read before they change (the group
+    -- checked outside the probe: a condition on group_id in it would let
+    -- messages_group_idx, partial on it, be walked instead).
     IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = ANY(p_queue_ids) AND q.fifo) THEN
         SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
-        FROM unnest(p_queue_ids, p_sequences, p_tokens) AS k(queue_id, sequence, token)
-        CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m
-                            WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-                              AND m.group_id IS NOT NULL) m;
+        FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k
+        CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m WHERE m.ctid = k.address OFFSET 0) m
+        WHERE m.group_id IS NOT NULL;
     END IF;
-    RETURN QUERY
-    WITH nacked AS (
-        UPDATE skipq.messages m
-        SET visible_at = p_now,
-            lease_token = NULL,
-            ready = true,
-            tags = m.tags || jsonb_build_object('skipq.failure',
-                                                skipq.failure_doc('nack', k.reason, p_now, m.receive_count)::text)
-        FROM unnest(p_queue_ids, p_sequences, p_tokens, p_reasons, p_key_ids)
-             AS k(queue_id, sequence, token, reason, key_id)
-        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-          AND m.receive_count < m.max_receive_count
-          AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-        RETURNING m.queue_id, m.sequence, k.token::bytea AS token, m.message_id, m.tags, k.reason, k.key_id
-    ), readied AS (
-        INSERT INTO skipq.ready (queue_id, sequence)
-        SELECT n.queue_id, n.sequence FROM nacked n
-        ON CONFLICT DO NOTHING
-    ), traced AS (
-        INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
-        SELECT (n.tags->>'skipq.trace')::bigint, n.queue_id, n.message_id, 'nacked', p_now, n.key_id,
-               jsonb_build_object('reason', n.reason)
-        FROM nacked n WHERE n.tags ? 'skipq.trace'
-    )
-    SELECT n.queue_id, n.sequence, n.token, NULL::bigint, false FROM nacked n;
+    -- Both updates change the rows the handles hold at their addresses, in
+    -- two passes, as skipq.message_ack deletes them (DESIGN.md, "Settling
+    -- by address"): the TID join is their only plan, and a row that changed
+    -- while the first pass waited for it is settled by the second if its
+    -- handle still holds it.
+    LOOP
+        RETURN QUERY
+        WITH nacked AS (
+            UPDATE skipq.messages m
+            SET visible_at = p_now,
+                lease_token = NULL,
+                ready = true,
+                tags = m.tags || jsonb_build_object('skipq.failure',
+                                                    skipq.failure_doc('nack', p_reasons[k.n], p_now, m.receive_count)::text)
+            FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k
+            WHERE m.ctid = k.address
+              AND m.receive_count < m.max_receive_count
+            RETURNING m.queue_id, m.sequence, p_tokens[k.n] AS token, m.message_id, m.tags, p_reasons[k.n] AS reason,
+                      p_key_ids[k.n] AS key_id
+        ), readied AS (
+            INSERT INTO skipq.ready (queue_id, sequence)
+            SELECT n.queue_id, n.sequence FROM nacked n
+            ON CONFLICT DO NOTHING
+        ), traced AS (
+            INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+            SELECT (n.tags->>'skipq.trace')::bigint, n.queue_id, n.message_id, 'nacked', p_now, n.key_id,
+                   jsonb_build_object('reason', n.reason)
+            FROM nacked n WHERE n.tags ? 'skipq.trace'
+        )
+        SELECT n.queue_id, n.sequence, n.token, NULL::bigint, false FROM nacked n;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_done := v_done + v_n;
 
-    -- The last deliveries: their failure is recorded (and the rows locked)
-    -- for message_dead_letter to carry into the dead letters. One left in
-    -- place (its dead-letter queue deleted meanwhile) keeps the record.
-    WITH f AS (
-        UPDATE skipq.messages m
-        SET tags = m.tags || jsonb_build_object('skipq.failure',
-                                                skipq.failure_doc('nack', k.reason, p_now, m.receive_count)::text)
-        FROM unnest(p_queue_ids, p_sequences, p_tokens, p_reasons, p_key_ids)
-             AS k(queue_id, sequence, token, reason, key_id)
-        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-          AND m.receive_count >= m.max_receive_count
-          AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-        RETURNING m.queue_id, m.sequence, k.token::bytea AS token, m.message_id, m.tags, k.reason, k.key_id
-    ), traced AS (
-        -- Before message_dead_letter records the move: history in order.
-        INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
-        SELECT (f.tags->>'skipq.trace')::bigint, f.queue_id, f.message_id, 'nacked', p_now, f.key_id,
-               jsonb_build_object('reason', f.reason)
-        FROM f WHERE f.tags ? 'skipq.trace'
-    )
-    SELECT array_agg(f.queue_id) AS q, array_agg(f.sequence) AS s, array_agg(f.token) AS t,
-           array_agg(f.key_id) AS k INTO v_final
-    FROM f;
-    IF v_final.q IS NOT NULL THEN
+        -- The last deliveries: their failure is recorded (and the rows locked)
+        -- for message_dead_letter to carry into the dead letters. One left in
+        -- place (its dead-letter queue deleted meanwhile) keeps the record.
+        WITH f AS (
+            UPDATE skipq.messages m
+            SET tags = m.tags || jsonb_build_object('skipq.failure',
+                                                    skipq.failure_doc('nack', p_reasons[k.n], p_now, m.receive_count)::text)
+            FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k
+            WHERE m.ctid = k.address
+              AND m.receive_count >= m.max_receive_count
+            RETURNING m.queue_id, m.sequence, p_tokens[k.n] AS token, m.message_id, m.tags, p_reasons[k.n] AS reason,
+                      p_key_ids[k.n] AS key_id
+        ), traced AS (
+            -- Before message_dead_letter records the move: history in order.
+            INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+            SELECT (f.tags->>'skipq.trace')::bigint, f.queue_id, f.message_id, 'nacked', p_now, f.key_id,
+                   jsonb_build_object('reason', f.reason)
+            FROM f WHERE f.tags ? 'skipq.trace'
+        )
+        SELECT array_agg(f.queue_id) AS q, array_agg(f.sequence) AS s, array_agg(f.token) AS t,
+               array_agg(f.key_id) AS k INTO v_final
+        FROM f;
+        v_fq := v_fq || v_final.q;
+        v_fs := v_fs || v_final.s;
+        v_ft := v_ft || v_final.t;
+        v_fk := v_fk || v_final.k;
+        v_done := v_done + coalesce(cardinality(v_final.q), 0);
+        EXIT WHEN v_again OR v_done >= cardinality(p_sequences);
+        v_again := true;
+    END LOOP;
+    IF v_fq IS NOT NULL THEN
         -- The last deliveries move (once: a CTE calling a volatile function is
         -- evaluated once), each matched to its handle by its message. A message
         -- left in place (its dead-letter queue deleted meanwhile) is not
@@ -84,10 +106,10 @@ BEGIN
         RETURN QUERY
         WITH moved AS MATERIALIZED (
             SELECT x.source_queue_id, x.source_sequence, x.dead_letter_queue_id
-            FROM skipq.message_dead_letter(p_now, v_final.q, v_final.s, p_server_max_receive_count, v_final.k) x
+            FROM skipq.message_dead_letter(p_now, v_fq, v_fs, p_server_max_receive_count, v_fk) x
         )
         SELECT k.queue_id, k.sequence, k.token, mv.dead_letter_queue_id, mv.dead_letter_queue_id IS NULL
-        FROM unnest(v_final.q, v_final.s, v_final.t) AS k(queue_id, sequence, token)
+        FROM unnest(v_fq, v_fs, v_ft) AS k(queue_id, sequence, token)
         JOIN moved mv ON mv.source_queue_id = k.queue_id AND mv.source_sequence = k.sequence;
     END IF;
     -- Last, after every message lock: the groups of the nacked messages.

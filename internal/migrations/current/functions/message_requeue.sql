@@ -20,6 +20,9 @@ DECLARE
     v_keys   record;
     v_gq     bigint[];
     v_gg     text[];
+    v_again  boolean;
+    v_done   integer;
+    v_n      integer;
 BEGIN
     p_now := coalesce(p_now, now());
     FOR v_tenant IN
@@ -52,68 +55,75 @@ BEGIN
             -- The groups the messages leave and join (the same names),
             -- entered before the move.
             SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
-            FROM unnest(v_keys.q, v_keys.s, v_keys.t) AS k(q, s, t)
-            CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m
-                                WHERE m.queue_id = k.q AND m.sequence = k.s AND m.lease_token = k.t) m;
+            FROM skipq.receipt_rows(v_keys.q, v_keys.s, v_keys.t) k
+            CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m WHERE m.ctid = k.address OFFSET 0) m;
             IF v_gq IS NOT NULL THEN
                 PERFORM skipq.group_enter(array_fill(v_dest, ARRAY[cardinality(v_gg)]), v_gg);
             END IF;
         END IF;
-        RETURN QUERY
-        WITH moved AS (
-            DELETE FROM skipq.messages m
-            USING (SELECT unnest(v_keys.q) AS queue_id, unnest(v_keys.s) AS sequence,
-                    unnest(v_keys.t) AS token, unnest(v_keys.k) AS key_id) k
-            WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-              AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-            RETURNING m.*, k.key_id
-        ), unready AS (
-            -- A message is ready here only if its lease ran out and the worker
-            -- readied it before its holder requeued it: rare, so the plain array form
-            -- (which may scan the source queue's ready rows) is good enough.
-            DELETE FROM skipq.ready r
-            WHERE r.queue_id = ANY(ARRAY(SELECT DISTINCT g.queue_id FROM moved g WHERE g.ready))
-              AND r.sequence = ANY(ARRAY(SELECT g.sequence FROM moved g WHERE g.ready))
-        ), source AS (
-            SELECT moved.*, sq.name AS source_name,
-                   row_number() OVER (PARTITION BY moved.message_id ORDER BY moved.sequence) AS id_rank
-            FROM moved JOIN skipq.queues sq ON sq.id = moved.queue_id
-        ), dq AS (
-            SELECT d.* FROM skipq.queues d WHERE d.id = v_dest
-        ), t AS (
-            SELECT p_now AS now
-        ), inserted AS (
-            INSERT INTO skipq.messages (
-                queue_id, message_id, client_id, metadata, body, body_binary, tags,
-                sent_at, visible_at, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready,
-                group_id)
-            SELECT dq.id,
-                   CASE WHEN source.id_rank > 1 OR EXISTS (
-                            SELECT 1 FROM skipq.messages x
-                            WHERE x.queue_id = dq.id AND x.message_id = source.message_id)
-                        THEN skipq.uuid_v7()::text ELSE source.message_id END,
-                   source.client_id, source.metadata, source.body, source.body_binary, source.tags,
-                   source.sent_at, t.now,
-                   CASE WHEN dq.expiration_seconds > 0 THEN t.now + make_interval(secs => dq.expiration_seconds) END,
-                   CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count
-                        ELSE p_server_max_receive_count END,
-                   dq.dead_letter_queue,
-                   source.source_name,
-                   true,
-                   source.group_id
-            FROM source, dq, t
-            RETURNING queue_id, sequence
-        ), readied AS (
-            INSERT INTO skipq.ready (queue_id, sequence)
-            SELECT n.queue_id, n.sequence FROM inserted n
-        ), traced AS (
-            INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
-            SELECT (moved.tags->>'skipq.trace')::bigint, moved.queue_id, moved.message_id, 'requeued', p_now,
-                   moved.key_id, jsonb_build_object('toQueue', p_to_queue)
-            FROM moved WHERE moved.tags ? 'skipq.trace'
-        )
-        SELECT moved.queue_id, moved.sequence, moved.lease_token, v_dest
-        FROM moved;
+        -- The messages leave by address, in two passes, as skipq.message_ack
+        -- deletes them (DESIGN.md, "Settling by address").
+        v_again := false;
+        v_done := 0;
+        LOOP
+            RETURN QUERY
+            WITH moved AS (
+                DELETE FROM skipq.messages m
+                USING skipq.receipt_rows(v_keys.q, v_keys.s, v_keys.t) k
+                WHERE m.ctid = k.address
+                RETURNING m.*, (v_keys.k)[k.n] AS key_id
+            ), unready AS (
+                -- A message is ready here only if its lease ran out and the worker
+                -- readied it before its holder requeued it: rare, so the plain array form
+                -- (which may scan the source queue's ready rows) is good enough.
+                DELETE FROM skipq.ready r
+                WHERE r.queue_id = ANY(ARRAY(SELECT DISTINCT g.queue_id FROM moved g WHERE g.ready AND NOT v_again))
+                  AND r.sequence = ANY(ARRAY(SELECT g.sequence FROM moved g WHERE g.ready AND NOT v_again))
+            ), source AS (
+                SELECT moved.*, sq.name AS source_name,
+                       row_number() OVER (PARTITION BY moved.message_id ORDER BY moved.sequence) AS id_rank
+                FROM moved JOIN skipq.queues sq ON sq.id = moved.queue_id
+            ), dq AS (
+                SELECT d.* FROM skipq.queues d WHERE d.id = v_dest
+            ), t AS (
+                SELECT p_now AS now
+            ), inserted AS (
+                INSERT INTO skipq.messages (
+                    queue_id, message_id, client_id, metadata, body, body_binary, tags,
+                    sent_at, visible_at, expires_at, max_receive_count, dead_letter_queue, re_routed_from, ready,
+                    group_id)
+                SELECT dq.id,
+                       CASE WHEN source.id_rank > 1 OR EXISTS (
+                                SELECT 1 FROM skipq.messages x
+                                WHERE x.queue_id = dq.id AND x.message_id = source.message_id)
+                            THEN skipq.uuid_v7()::text ELSE source.message_id END,
+                       source.client_id, source.metadata, source.body, source.body_binary, source.tags,
+                       source.sent_at, t.now,
+                       CASE WHEN dq.expiration_seconds > 0 THEN t.now + make_interval(secs => dq.expiration_seconds) END,
+                       CASE WHEN dq.max_receive_count > 0 THEN dq.max_receive_count
+                            ELSE p_server_max_receive_count END,
+                       dq.dead_letter_queue,
+                       source.source_name,
+                       true,
+                       source.group_id
+                FROM source, dq, t
+                RETURNING queue_id, sequence
+            ), readied AS (
+                INSERT INTO skipq.ready (queue_id, sequence)
+                SELECT n.queue_id, n.sequence FROM inserted n
+            ), traced AS (
+                INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail)
+                SELECT (moved.tags->>'skipq.trace')::bigint, moved.queue_id, moved.message_id, 'requeued', p_now,
+                       moved.key_id, jsonb_build_object('toQueue', p_to_queue)
+                FROM moved WHERE moved.tags ? 'skipq.trace'
+            )
+            SELECT moved.queue_id, moved.sequence, moved.lease_token, v_dest
+            FROM moved;
+            GET DIAGNOSTICS v_n = ROW_COUNT;
+            v_done := v_done + v_n;
+            EXIT WHEN v_again OR v_done >= cardinality(v_keys.q);
+            v_again := true;
+        END LOOP;
         IF v_fifo AND v_gq IS NOT NULL THEN
             PERFORM skipq.group_release(v_gq, v_gg);
         END IF;

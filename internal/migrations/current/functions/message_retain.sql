@@ -13,6 +13,12 @@ CREATE OR REPLACE FUNCTION skipq.message_retain(p_queue_ids bigint[], p_sequence
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
+    -- The callers hold the rows locked (the ack locks them, a claim has
+    -- just updated them), so each is updated at its address
+    -- (skipq.message_rows; DESIGN.md, "Settling by address"): a TID scan is
+    -- the only plan, where a join by key, planned on drained statistics,
+    -- could walk the whole table.
+
     RETURN QUERY
     WITH kept AS (
         UPDATE skipq.messages m
@@ -27,11 +33,11 @@ BEGIN
             receive_count     = m.receive_count + CASE WHEN p_delivered THEN 1 ELSE 0 END,
             first_received_at = CASE WHEN p_delivered THEN coalesce(m.first_received_at, p_now)
                                      ELSE m.first_received_at END
-        FROM unnest(p_queue_ids, p_sequences, p_seconds) AS k(queue_id, sequence, seconds)
-        CROSS JOIN LATERAL (SELECT o FROM skipq.messages o
-                            WHERE o.queue_id = k.queue_id AND o.sequence = k.sequence) o
-        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence
-        RETURNING (o.o).*
+        FROM (SELECT r.address, o.o, p_seconds[r.n] AS seconds
+              FROM skipq.message_rows(p_queue_ids, p_sequences) r
+              CROSS JOIN LATERAL (SELECT o FROM skipq.messages o WHERE o.ctid = r.address OFFSET 0) o) k
+        WHERE m.ctid = k.address
+        RETURNING (k.o).*
     ), unready AS (
         DELETE FROM skipq.ready r
         WHERE r.ctid = ANY(ARRAY(

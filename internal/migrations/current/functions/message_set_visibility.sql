@@ -13,8 +13,13 @@ CREATE OR REPLACE FUNCTION skipq.message_set_visibility(p_now timestamp with tim
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
-    v_gq bigint[];
-    v_gg text[];
+    v_gq    bigint[];
+    v_gg    text[];
+    v_again boolean := false;
+    v_done  integer := 0;
+    v_n     integer;
+    v_rows  tid[];
+    v_until timestamptz[];
 BEGIN
     -- Sets the visibility of receipts (the handles' parts) still leased by
     -- their tokens to now + p_visibility_seconds: extends a lease, or ends
@@ -22,60 +27,85 @@ BEGIN
     -- lease lasts as long as its longest message's. Returns the rows
     -- changed; on a traced queue each gets its 'extended' event under its
     -- handle's API key (p_key_ids).
-    -- The groups of FIFO messages, read before they change.
+    -- The groups of FIFO messages, read before they change (the group
+    -- checked outside the probe: a condition on group_id in it would let
+    -- messages_group_idx, partial on it, be walked instead).
     IF EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = ANY(p_queue_ids) AND q.fifo) THEN
         SELECT array_agg(m.queue_id), array_agg(m.group_id) INTO v_gq, v_gg
-        FROM unnest(p_queue_ids, p_sequences, p_tokens) AS k(queue_id, sequence, token)
-        CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m
-                            WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-                              AND m.group_id IS NOT NULL) m;
+        FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k
+        CROSS JOIN LATERAL (SELECT m.queue_id, m.group_id FROM skipq.messages m WHERE m.ctid = k.address OFFSET 0) m
+        WHERE m.group_id IS NOT NULL;
     END IF;
-    RETURN QUERY
-    WITH extended AS (
-        UPDATE skipq.messages m
-        SET visible_at = t.now + make_interval(secs => k.seconds),
-            ready = false
-        FROM (SELECT coalesce(p_now, now()) AS now) t,
-             (SELECT unnest(p_queue_ids::bigint[]) AS queue_id, unnest(p_sequences) AS sequence,
-                unnest(p_tokens) AS token, unnest(p_visibility_seconds) AS seconds) k
-        WHERE m.queue_id = k.queue_id AND m.sequence = k.sequence AND m.lease_token = k.token
-          AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = m.queue_id OFFSET 0)
-          -- A FIFO lease that ran out stays over: its group may be leased
-          -- to another receiver already.
-          AND (m.group_id IS NULL OR m.visible_at > t.now)
-        RETURNING m.*
-    ), unready AS (
-        DELETE FROM skipq.ready r
-        WHERE r.ctid = ANY(ARRAY(
-            SELECT x.ctid FROM extended e
-            CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                                WHERE y.queue_id = e.queue_id AND y.sequence = e.sequence) x))
-    ), timed AS (
-        INSERT INTO skipq.timers (due_at, queue_id, sequence)
-        SELECT e.visible_at, e.queue_id, e.sequence FROM extended e
-    ), keys AS (
-        -- Each handle's API key by its message's sequence (unique across
-        -- queues); read, and so built, only for traced rows.
-        SELECT jsonb_object_agg(u.s::text, u.k) AS map
-        FROM unnest(p_sequences, p_key_ids) AS u(s, k) WHERE u.k IS NOT NULL
-    ), traced AS (
-        INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
-        SELECT (e.tags->>'skipq.trace')::bigint, e.queue_id, e.message_id, 'extended', coalesce(p_now, now()),
-               (SELECT (k.map->>e.sequence::text)::bigint FROM keys k), jsonb_build_object('visibleUntil', e.visible_at), NULL
-        FROM extended e WHERE e.tags ? 'skipq.trace'
-    )
-    SELECT extended.* FROM extended;
+    -- The rows the handles hold are changed at their addresses, in two
+    -- passes, as skipq.message_ack deletes them (DESIGN.md, "Settling by
+    -- address"): the TID join is the only plan, and a row that changed
+    -- while the first pass waited for it is extended by the second if its
+    -- handle still holds it, leaving a ready row the worker added meanwhile
+    -- to the worker's sweep.
+    LOOP
+        RETURN QUERY
+        WITH extended AS (
+            UPDATE skipq.messages m
+            SET visible_at = t.now + make_interval(secs => p_visibility_seconds[k.n]),
+                ready = false
+            FROM (SELECT coalesce(p_now, now()) AS now) t,
+                 skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) k
+            WHERE m.ctid = k.address
+              -- A FIFO lease that ran out stays over: its group may be leased
+              -- to another receiver already.
+              AND (m.group_id IS NULL OR m.visible_at > t.now)
+            RETURNING m.*
+        ), unready AS (
+            DELETE FROM skipq.ready r
+            WHERE r.ctid = ANY(ARRAY(
+                SELECT x.ctid FROM extended e
+                CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                                    WHERE y.queue_id = e.queue_id AND y.sequence = e.sequence OFFSET 0) x
+                WHERE NOT v_again))
+        ), timed AS (
+            INSERT INTO skipq.timers (due_at, queue_id, sequence)
+            SELECT e.visible_at, e.queue_id, e.sequence FROM extended e
+        ), keys AS (
+            -- Each handle's API key by its message's sequence (unique across
+            -- queues); read, and so built, only for traced rows.
+            SELECT jsonb_object_agg(u.s::text, u.k) AS map
+            FROM unnest(p_sequences, p_key_ids) AS u(s, k) WHERE u.k IS NOT NULL
+        ), traced AS (
+            INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
+            SELECT (e.tags->>'skipq.trace')::bigint, e.queue_id, e.message_id, 'extended', coalesce(p_now, now()),
+                   (SELECT (k.map->>e.sequence::text)::bigint FROM keys k), jsonb_build_object('visibleUntil', e.visible_at), NULL
+            FROM extended e WHERE e.tags ? 'skipq.trace'
+        )
+        SELECT extended.* FROM extended;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_done := v_done + v_n;
+        EXIT WHEN v_again OR v_done >= cardinality(p_sequences);
+        v_again := true;
+    END LOOP;
     IF v_gq IS NOT NULL THEN
-        -- The groups' leases last as long as their longest message's, in
-        -- key order after the message locks.
-        UPDATE skipq.message_groups x SET leased_until = greatest(x.leased_until, k.until)
+        -- The groups' leases last as long as their longest message's. The
+        -- group rows are locked in key order after the message locks, each
+        -- by a probe that only their primary key serves (the group as both
+        -- ends of a range within its queue, in group order), which the lock
+        -- rechecks on a row's newest version; then updated at the
+        -- addresses the locks returned, which stay theirs while this
+        -- transaction holds them. Joined by key, a plan made on drained
+        -- statistics could walk every group per message.
+        SELECT array_agg(g.ctid), array_agg(k.until) INTO v_rows, v_until
         FROM (SELECT m.queue_id, m.group_id, max(m.visible_at) AS until
-              FROM unnest(p_queue_ids, p_sequences, p_tokens) AS u(queue_id, sequence, token)
+              FROM skipq.receipt_rows(p_queue_ids, p_sequences, p_tokens) u
               CROSS JOIN LATERAL (SELECT h.queue_id, h.group_id, h.visible_at FROM skipq.messages h
-                                  WHERE h.queue_id = u.queue_id AND h.sequence = u.sequence
-                                    AND h.lease_token = u.token AND h.group_id IS NOT NULL) m
+                                  WHERE h.ctid = u.address OFFSET 0) m
+              WHERE m.group_id IS NOT NULL
               GROUP BY m.queue_id, m.group_id ORDER BY m.queue_id, m.group_id) k
-        WHERE x.queue_id = k.queue_id AND x.group_id = k.group_id;
+        CROSS JOIN LATERAL (SELECT g.ctid FROM skipq.message_groups g
+                            WHERE g.queue_id = k.queue_id
+                              AND g.group_id >= k.group_id AND g.group_id <= k.group_id
+                            ORDER BY g.group_id LIMIT 1
+                            FOR UPDATE) g;
+        UPDATE skipq.message_groups x SET leased_until = greatest(x.leased_until, k.until)
+        FROM unnest(v_rows, v_until) AS k(row, until)
+        WHERE x.ctid = k.row;
     END IF;
 END $$;
 
