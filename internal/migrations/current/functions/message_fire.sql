@@ -28,16 +28,19 @@ BEGIN
     -- on their last allowed delivery, for the caller to dead-letter in the
     -- same transaction (exhausted true).
     --
-    -- Each timer's message by a range probe that only the primary key
-    -- serves in its order, its key checked after: a join by key, planned on
-    -- the statistics of a drained table, walked every message.
+    -- Each timer's message by a probe of its key that only the primary key
+    -- serves (its sequence as both ends of a range, in sequence order:
+    -- sorts are off), then read by address: a join by key, planned on the
+    -- statistics of a drained table, walked every message. A message with
+    -- two timers in the batch is one address.
     SELECT array_agg(m.ctid) INTO v_due
-    FROM (SELECT DISTINCT u.q, u.s FROM unnest(p_queue_ids, p_sequences) AS u(q, s)) k
-    CROSS JOIN LATERAL (SELECT y.ctid, y.queue_id, y.sequence, y.ready, y.visible_at, y.expires_at
-                        FROM skipq.messages y
-                        WHERE (y.queue_id, y.sequence) >= (k.q, k.s)
-                        ORDER BY y.queue_id, y.sequence LIMIT 1) m
-    WHERE m.queue_id = k.q AND m.sequence = k.s
+    FROM skipq.messages m
+    WHERE m.ctid = ANY(ARRAY(
+            SELECT y.ctid
+            FROM unnest(p_queue_ids, p_sequences) AS k(q, s)
+            CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.messages y
+                                WHERE y.queue_id = k.q AND y.sequence >= k.s AND y.sequence <= k.s
+                                ORDER BY y.sequence LIMIT 1) y))
       AND NOT m.ready AND m.visible_at <= v_now AND (m.expires_at IS NULL OR m.expires_at > v_now);
     IF v_due IS NULL THEN
         RETURN;
