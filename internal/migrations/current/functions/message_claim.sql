@@ -48,13 +48,16 @@ BEGIN
     -- of ready rows and the update of the claimed messages by key did the
     -- same over ready_pkey and messages_queue_sent_idx (sequence = ANY(...)
     -- a filter, not an index condition): each claim read the whole queue.
-    -- So a message is found by a range probe on the primary key in its
-    -- order, which no other index serves without a sort (sorts are off),
-    -- and locked at that address with its key checked; the ready rows and
-    -- messages the walk locked are then deleted and updated by address (a
-    -- TID scan is their only plan). A row locked at its address cannot
-    -- move; one that another transaction updated since this statement's
-    -- snapshot fails the lock's recheck and is skipped, as a locked one is.
+    -- So a message is found by a probe of its queue in sequence order
+    -- between two bounds on its sequence, which only the primary key
+    -- serves without a sort (sorts are off; an equality on the sequence
+    -- would make the order moot, and a range open at one end would test
+    -- every later entry of the page), and locked at that address with its
+    -- key checked; the ready rows and messages the walk locked are then
+    -- deleted and updated by address (a TID scan is their only plan). A row
+    -- locked at its address cannot move; one that another transaction
+    -- updated since this statement's snapshot fails the lock's recheck and
+    -- is skipped, as a locked one is.
     SELECT * INTO q FROM skipq.queues x WHERE x.tenant = p_tenant AND x.name = p_queue;
     IF NOT FOUND OR (q.fifo AND p_mode IS NULL) THEN
         RETURN;
@@ -80,8 +83,8 @@ BEGIN
                            c.client_id, c.re_routed_from) + p_message_overhead AS size
                 FROM skipq.messages c
                 WHERE c.ctid = (SELECT y.ctid FROM skipq.messages y
-                                WHERE (y.queue_id, y.sequence) >= (q.id, r.sequence)
-                                ORDER BY y.queue_id, y.sequence LIMIT 1)
+                                WHERE y.queue_id = q.id AND y.sequence >= r.sequence AND y.sequence <= r.sequence
+                                ORDER BY y.sequence LIMIT 1)
                   AND c.queue_id = q.id AND c.sequence = r.sequence
                   AND c.ready AND (c.expires_at IS NULL OR c.expires_at > v_now)) c
             LIMIT p_max_messages
@@ -110,8 +113,8 @@ BEGIN
                        c.client_id, c.re_routed_from) + p_message_overhead AS size
             FROM skipq.messages c
             WHERE c.ctid = (SELECT y.ctid FROM skipq.messages y
-                            WHERE (y.queue_id, y.sequence) >= (q.id, r.sequence)
-                            ORDER BY y.queue_id, y.sequence LIMIT 1)
+                            WHERE y.queue_id = q.id AND y.sequence >= r.sequence AND y.sequence <= r.sequence
+                            ORDER BY y.sequence LIMIT 1)
               AND c.queue_id = q.id AND c.sequence = r.sequence
               AND c.ready
               AND (c.expires_at IS NULL OR c.expires_at > v_now)

@@ -30,10 +30,11 @@ BEGIN
         RETURN;
     END IF;
     SELECT r.seconds INTO v_retain FROM skipq.queue_retention r WHERE r.queue_id = q.id;
-    -- The walk is skipq.message_claim's (which says why each row is found
-    -- by a range probe on the primary key and then named by address); the
-    -- rows it locks keep their addresses to this transaction's end, so the
-    -- statements after it delete them by address too.
+    -- The walk is skipq.message_claim's (which says why each message is
+    -- found by a bounded probe of the primary key and then named by
+    -- address); the rows it locks keep their addresses to this
+    -- transaction's end, so the statements after it delete them by address
+    -- too.
     WITH walked AS (
         SELECT r.row AS ready_row, c.row, c.sequence, c.size
         FROM (SELECT r.ctid AS row, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence
@@ -44,8 +45,8 @@ BEGIN
                        c.client_id, c.re_routed_from) + p_message_overhead AS size
             FROM skipq.messages c
             WHERE c.ctid = (SELECT y.ctid FROM skipq.messages y
-                            WHERE (y.queue_id, y.sequence) >= (q.id, r.sequence)
-                            ORDER BY y.queue_id, y.sequence LIMIT 1)
+                            WHERE y.queue_id = q.id AND y.sequence >= r.sequence AND y.sequence <= r.sequence
+                            ORDER BY y.sequence LIMIT 1)
               AND c.queue_id = q.id AND c.sequence = r.sequence
               AND c.ready
               AND (c.expires_at IS NULL OR c.expires_at > v_now)
