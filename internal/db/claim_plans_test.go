@@ -20,7 +20,7 @@ import (
 // returns: a probe of a message by key walked messages_queue_sent_idx over
 // every message of the queue, and the delete of the ready rows and the
 // update of the messages by `sequence = ANY(...)` walked all of the
-// queue's ready rows and messages (3,644 buffers for a claim of 100 behind
+// queue's ready rows and messages (4,753 buffers for a claim of 100 behind
 // 5,000 messages, where the claim reads about 1,100).
 func TestStandardClaimPlansIgnoreDrainedStatistics(t *testing.T) {
 	ctx := context.Background()
