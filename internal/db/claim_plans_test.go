@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/skipq/skipq/internal/db"
 	"github.com/skipq/skipq/internal/testdb"
 )
@@ -23,17 +21,9 @@ import (
 // queue's ready rows and messages (4,753 buffers for a claim of 100 behind
 // 5,000 messages, where the claim reads about 1,100).
 func TestStandardClaimPlansIgnoreDrainedStatistics(t *testing.T) {
+	f := setup(t, 0)
 	ctx := context.Background()
-	url := testdb.New(t)
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	q := db.New(pool)
-	if err := q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: "t", Names: []string{"q"}}); err != nil {
-		t.Fatal(err)
-	}
+	pool, q := f.pool, f.q
 	// Drain: 25,000 messages, all but the last gone, then the vacuum's
 	// statistics; no autovacuum may take newer ones during the test.
 	for _, stmt := range []string{
@@ -64,7 +54,7 @@ func TestStandardClaimPlansIgnoreDrainedStatistics(t *testing.T) {
 
 	// The claim's plans are made on this connection's first call, on the
 	// drained statistics.
-	explained, notices := testdb.Explained(t, url)
+	explained, notices := testdb.Explained(t, pool.Config().ConnString())
 	for _, mode := range []string{"peek", "claim", "delete"} {
 		notices()
 		rows, err := db.New(explained).MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q", MaxMessages: 100,
