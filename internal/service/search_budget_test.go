@@ -8,15 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/skipq/skipq/internal/service"
+	"github.com/skipq/skipq/internal/testdb"
 )
 
 // A search reads at most its budget of index entries (20,000) whatever
@@ -82,37 +78,12 @@ func TestSearchReadsAtMostItsBudget(t *testing.T) {
 // averages, rounded, times the loops: within half a row per loop).
 func explainedIndexReads(t *testing.T, url string, clk *clock, index string, o service.SearchOptions) int {
 	t.Helper()
-	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var notices []string
-	cfg.MaxConns = 1
-	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		notices = append(notices, n.Message)
-	}
-	// Session settings on this test's own connection.
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, `LOAD 'auto_explain';
-SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on;
-SET auto_explain.log_nested_statements = on; SET client_min_messages = log`)
-		return err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool, explained := testdb.Explained(t, url)
 	svc := service.New(pool, service.Options{Limits: service.DefaultLimits(), Clock: clk.now})
-	if _, _, err := svc.SearchMessages(ctx, "default", o); err != nil {
+	if _, _, err := svc.SearchMessages(context.Background(), "default", o); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	notices := explained()
 	scan := regexp.MustCompile(`Index (?:Only )?Scan (?:Backward )?using ` + regexp.QuoteMeta(index) + `\b.*\(actual time=\S+ rows=(\d+) loops=(\d+)\)`)
 	removed := regexp.MustCompile(`^\s*Rows Removed by (?:Index Recheck|Filter): (\d+)`)
 	total := 0

@@ -38,10 +38,26 @@ BEGIN
     -- snapshot deleted it: the lock finds it gone and skips it, where a
     -- lock on its message would succeed on the newer version, fail the
     -- recheck and stay held to this claim's commit, making that message's
-    -- ack wait. Ready rows are deleted by primary-key
-    -- probes (`sequence = ANY(...)` on one queue), never by a join: joined
-    -- to a CTE, the planner may walk the whole ready table once per row of
-    -- the CTE (measured: 30 ms for a claim of 100 behind 1,100 ready rows).
+    -- ack wait.
+    --
+    -- Every row is found in a way only one plan serves, whatever the
+    -- statistics the generic plan was made with. On statistics of a
+    -- drained table (one live row over many pages) every index that leads
+    -- with the queue id costs the same, and a probe by key walked
+    -- messages_queue_sent_idx over all of the queue's messages, the deletes
+    -- of ready rows and the update of the claimed messages by key did the
+    -- same over ready_pkey and messages_queue_sent_idx (sequence = ANY(...)
+    -- a filter, not an index condition): each claim read the whole queue.
+    -- So a message is found by a probe of its queue in sequence order
+    -- between two bounds on its sequence, which only the primary key
+    -- serves without a sort (sorts are off; an equality on the sequence
+    -- would make the order moot, and a range open at one end would test
+    -- every later entry of the page), and locked at that address with its
+    -- key checked; the ready rows and messages the walk locked are then
+    -- deleted and updated by address (a TID scan is their only plan). A row
+    -- locked at its address cannot move; one that another transaction
+    -- updated since this statement's snapshot fails the lock's recheck and
+    -- is skipped, as a locked one is.
     SELECT * INTO q FROM skipq.queues x WHERE x.tenant = p_tenant AND x.name = p_queue;
     IF NOT FOUND OR (q.fifo AND p_mode IS NULL) THEN
         RETURN;
@@ -59,25 +75,28 @@ BEGIN
     IF p_mode = 'peek' THEN
         RETURN QUERY
         WITH walked AS (
-            SELECT c.sequence, c.size
+            SELECT c.row, c.sequence, c.size
             FROM (SELECT r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence) r
             CROSS JOIN LATERAL (
-                SELECT c.sequence,
+                SELECT c.ctid AS row, c.sequence,
                        skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
                            c.client_id, c.re_routed_from) + p_message_overhead AS size
                 FROM skipq.messages c
-                WHERE c.queue_id = q.id AND c.sequence = r.sequence
+                WHERE c.ctid = (SELECT y.ctid FROM skipq.messages y
+                                WHERE y.queue_id = q.id AND y.sequence >= r.sequence AND y.sequence <= r.sequence
+                                ORDER BY y.sequence LIMIT 1)
+                  AND c.queue_id = q.id AND c.sequence = r.sequence
                   AND c.ready AND (c.expires_at IS NULL OR c.expires_at > v_now)) c
             LIMIT p_max_messages
         ), picked AS (
-            SELECT w.sequence FROM (
-                SELECT w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+            SELECT w.row FROM (
+                SELECT w.row, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
                 FROM walked w
                 WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
             WHERE w.n = 1 OR w.before < p_max_response_bytes
         )
         SELECT m.* FROM skipq.messages m
-        WHERE m.queue_id = q.id AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p))
+        WHERE m.ctid = ANY(ARRAY(SELECT p.row FROM picked p))
         ORDER BY m.sequence;
         RETURN;
     END IF;
@@ -85,28 +104,31 @@ BEGIN
     WITH t AS (
         SELECT v_now AS now, coalesce(p_visibility_seconds, q.visibility_seconds) AS visibility_seconds
     ), walked AS (
-        SELECT c.sequence, c.size
-        FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence
+        SELECT r.row AS ready_row, c.row, c.sequence, c.size
+        FROM (SELECT r.ctid AS row, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence
               FOR UPDATE SKIP LOCKED) r
         CROSS JOIN LATERAL (
-            SELECT c.sequence,
+            SELECT c.ctid AS row, c.sequence,
                    skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
                        c.client_id, c.re_routed_from) + p_message_overhead AS size
             FROM skipq.messages c
-            WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
+            WHERE c.ctid = (SELECT y.ctid FROM skipq.messages y
+                            WHERE y.queue_id = q.id AND y.sequence >= r.sequence AND y.sequence <= r.sequence
+                            ORDER BY y.sequence LIMIT 1)
+              AND c.queue_id = q.id AND c.sequence = r.sequence
               AND c.ready
               AND (c.expires_at IS NULL OR c.expires_at > v_now)
             FOR UPDATE SKIP LOCKED) c
         LIMIT p_max_messages
     ), picked AS (
-        SELECT w.sequence FROM (
-            SELECT w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+        SELECT w.ready_row, w.row, w.sequence FROM (
+            SELECT w.ready_row, w.row, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
             FROM walked w
             WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
         WHERE w.n = 1 OR w.before < p_max_response_bytes
     ), unready AS (
         DELETE FROM skipq.ready r
-        WHERE r.queue_id = q.id AND r.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p))
+        WHERE r.ctid = ANY(ARRAY(SELECT p.ready_row FROM picked p))
     ), timed AS (
         INSERT INTO skipq.timers (due_at, queue_id, sequence)
         SELECT t.now + make_interval(secs => t.visibility_seconds), q.id, p.sequence
@@ -119,7 +141,7 @@ BEGIN
             lease_token       = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()),
             ready             = false
         FROM t
-        WHERE m.queue_id = q.id AND m.sequence = ANY(ARRAY(SELECT p.sequence FROM picked p))
+        WHERE m.ctid = ANY(ARRAY(SELECT p.row FROM picked p))
         RETURNING m.*
     ), traced AS (
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)

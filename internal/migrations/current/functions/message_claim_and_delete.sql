@@ -17,6 +17,8 @@ DECLARE
     v_now    timestamptz := coalesce(p_now, clock_timestamp());
     v_retain integer;
     v_seqs   bigint[];
+    v_ready_rows tid[];
+    v_rows   tid[];
 BEGIN
     -- autoAck on a standard queue: claims as skipq.message_claim does and
     -- removes what it takes, or retains it on a queue with
@@ -28,23 +30,32 @@ BEGIN
         RETURN;
     END IF;
     SELECT r.seconds INTO v_retain FROM skipq.queue_retention r WHERE r.queue_id = q.id;
+    -- The walk is skipq.message_claim's (which says why each message is
+    -- found by a bounded probe of the primary key and then named by
+    -- address); the rows it locks keep their addresses to this
+    -- transaction's end, so the statements after it delete them by address
+    -- too.
     WITH walked AS (
-        SELECT c.sequence, c.size
-        FROM (SELECT r.queue_id, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence
+        SELECT r.row AS ready_row, c.row, c.sequence, c.size
+        FROM (SELECT r.ctid AS row, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence
               FOR UPDATE SKIP LOCKED) r
         CROSS JOIN LATERAL (
-            SELECT c.sequence,
+            SELECT c.ctid AS row, c.sequence,
                    skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
                        c.client_id, c.re_routed_from) + p_message_overhead AS size
             FROM skipq.messages c
-            WHERE c.queue_id = r.queue_id AND c.sequence = r.sequence
+            WHERE c.ctid = (SELECT y.ctid FROM skipq.messages y
+                            WHERE y.queue_id = q.id AND y.sequence >= r.sequence AND y.sequence <= r.sequence
+                            ORDER BY y.sequence LIMIT 1)
+              AND c.queue_id = q.id AND c.sequence = r.sequence
               AND c.ready
               AND (c.expires_at IS NULL OR c.expires_at > v_now)
             FOR UPDATE SKIP LOCKED) c
         LIMIT p_max_messages
     )
-    SELECT array_agg(w.sequence) INTO v_seqs FROM (
-        SELECT w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+    SELECT array_agg(w.sequence), array_agg(w.ready_row), array_agg(w.row)
+    INTO v_seqs, v_ready_rows, v_rows FROM (
+        SELECT w.ready_row, w.row, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
         FROM walked w
         WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
     WHERE w.n = 1 OR w.before < p_max_response_bytes;
@@ -70,10 +81,10 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH unready AS (
-        DELETE FROM skipq.ready r WHERE r.queue_id = q.id AND r.sequence = ANY(v_seqs)
+        DELETE FROM skipq.ready r WHERE r.ctid = ANY(v_ready_rows)
     ), gone AS (
         DELETE FROM skipq.messages m
-        WHERE m.queue_id = q.id AND m.sequence = ANY(v_seqs)
+        WHERE m.ctid = ANY(v_rows)
         RETURNING m.*
     ), traced AS (
         INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
