@@ -1,10 +1,56 @@
 -- +goose Up
--- A replay step evaluates a subscription's filter only when it has one
--- (skipq.topic_publish already did): the call of skipq.topic_matches for
--- every retained message, a function with settings that is never inlined,
--- was about a quarter of a step of 1,000 (docs/PERFORMANCE.md, "Topics:
--- wake-ups of every group, and a replay of 1,000,000"). Only the
--- function's body changes.
+-- The claims of several queues in one statement, a topic copy's stored
+-- body read beside it (skipq.message_claim_queues): a publish wakes a
+-- receiver on each of its groups at once, and a claim statement per queue
+-- and a body read per receive made the median of ten receivers wait for
+-- about three rounds of claims (docs/PERFORMANCE.md, "Topics: wake-ups of
+-- every group, and a replay of 1,000,000"). A new function: nodes of the
+-- previous release do not call it.
+--
+-- And a replay step evaluates a subscription's filter only when it has
+-- one (skipq.topic_publish already did): the call of skipq.topic_matches
+-- for every retained message, a function with settings that is never
+-- inlined, was about a quarter of a step of 1,000. Only the function's
+-- body changes.
+
+-- +goose StatementBegin
+CREATE FUNCTION skipq.message_claim_queues(p_now timestamptz, p_tenants text[], p_queues text[],
+    p_max_messages integer[], p_visibility_seconds integer[], p_key_ids bigint[], p_max_response_bytes bigint[],
+    p_message_overheads bigint[])
+RETURNS TABLE(claim integer, queue_id bigint, sequence bigint, message_id text, client_id text, metadata text,
+              body bytea, body_binary boolean, tags jsonb, sent_at timestamptz, visible_at timestamptz,
+              delayed_to timestamptz, expires_at timestamptz, receive_count integer, first_received_at timestamptz,
+              max_receive_count integer, dead_letter_queue text, re_routed_from text, dead_lettered_at timestamptz,
+              lease_token bytea, ready boolean, group_id text)
+LANGUAGE sql SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+    SET jit = off AS $$
+    -- Claim i takes up to p_max_messages[i] of queue p_queues[i] as
+    -- skipq.message_claim does (at most one message of a FIFO group),
+    -- under p_key_ids[i]; rows in claim order, each claim's in answer
+    -- order. A topic copy comes with its stored body in place of its
+    -- empty one and without the tag that named it (one primary-key probe
+    -- of skipq.topic_bodies: the settings keep the planner from joining
+    -- the whole table); a copy whose body is gone keeps both.
+    SELECT k.claim::integer, m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata,
+           coalesce(b.body, m.body), m.body_binary,
+           CASE WHEN b.body IS NULL THEN m.tags ELSE m.tags - 'skipq.body' END,
+           m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at,
+           m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready,
+           m.group_id
+    FROM unnest(p_tenants, p_queues, p_max_messages, p_visibility_seconds, p_key_ids, p_max_response_bytes,
+                p_message_overheads)
+             WITH ORDINALITY AS k(tenant, queue, max_messages, visibility_seconds, key_id, max_response_bytes,
+                                  message_overhead, claim)
+    CROSS JOIN LATERAL skipq.message_claim(k.tenant, k.queue, p_now, k.visibility_seconds, k.max_messages,
+        k.max_response_bytes, k.message_overhead, k.key_id, 1, 'claim') WITH ORDINALITY AS m
+    LEFT JOIN LATERAL (SELECT d.body FROM skipq.topic_bodies d
+                       WHERE m.tags ? 'skipq.body' AND d.id = (m.tags ->> 'skipq.body')::bigint) b ON true
+    ORDER BY k.claim, m.ordinality
+$$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION skipq.message_claim_queues(timestamptz, text[], text[], integer[], integer[], bigint[],
+    bigint[], bigint[]) FROM PUBLIC;
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.topic_replay(p_max integer) RETURNS TABLE(queue_id bigint, copied integer, available integer, more boolean)
@@ -109,6 +155,9 @@ END $$;
 -- +goose StatementEnd
 
 -- +goose Down
+DROP FUNCTION skipq.message_claim_queues(timestamptz, text[], text[], integer[], integer[], bigint[],
+    bigint[], bigint[]);
+
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.topic_replay(p_max integer) RETURNS TABLE(queue_id bigint, copied integer, available integer, more boolean)
     LANGUAGE plpgsql
