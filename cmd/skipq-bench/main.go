@@ -54,7 +54,9 @@ Scenarios (--scenario, comma-separated; default all):
              to one queue (batch 1 × 16 and 100 × 4 publishers, 1 KiB
              bodies), each group's drain by 2 consumers next to a plain
              queue's, the storage of a published message next to a sent
-             one, and a publish's wake-up of a receiver on each group
+             one, a publish's wake-up of a receiver on each group, and
+             publishes during a replay of 1,000,000 retained messages
+             (--replay-retained) next to publishes without
   idle       1,000 waiting long-polls on one node: connections, statements/s
   heads      p50 of one client's send → receive → ack cycle on an empty queue,
              behind 1,000,000 delayed messages (delay 1 h) and behind 100,000

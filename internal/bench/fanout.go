@@ -203,6 +203,14 @@ SELECT topic_id, id, message_id, published_at, '', '', false, '{}', -1, 0 FROM b
 	e.logf("  written and vacuumed in %s", time.Since(filled).Round(time.Second))
 	p := Point{Batch: 100, Pairs: 4}
 	r := &FanoutReplay{Retained: retained}
+	// One window unmeasured first: the first after the checkpoint writes a
+	// full page image of every page it touches, and the first on fresh
+	// tables runs faster than the ones after it (measured: 9,366 msgs/s,
+	// then 6,031, 6,097, 6,133 with no replay at all), so measured first,
+	// the window without a replay was not the one to compare with.
+	if _, _, err := e.publishWindow(ctx, tu+"/messages", p); err != nil {
+		return nil, err
+	}
 	var err error
 	if r.PublishMsgsPerS, _, err = e.publishWindow(ctx, tu+"/messages", p); err != nil {
 		return nil, err

@@ -542,7 +542,8 @@ func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibil
 // statement per queue (at most claimConcurrency at once, all answered when
 // the slowest ended) and then a body read per receive made the median of
 // ten receivers wait for about three rounds of claims and a body read
-// (docs/PERFORMANCE.md, "Topics: the wake-up of every group"). Claims
+// (docs/PERFORMANCE.md, "Topics: wake-ups of every group, and a replay of
+// 1,000,000"). Claims
 // behind acks, and all claims when that statement fails, run at once, each
 // its own statement and commit (at most claimConcurrency).
 //
