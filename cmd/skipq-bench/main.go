@@ -56,7 +56,9 @@ Scenarios (--scenario, comma-separated; default all):
              to one queue (batch 1 × 16 and 100 × 4 publishers, 1 KiB
              bodies), each group's drain by 2 consumers next to a plain
              queue's, the storage of a published message next to a sent
-             one, and a publish's wake-up of a receiver on each group
+             one, a publish's wake-up of a receiver on each group, and
+             publishes during a replay of 1,000,000 retained messages
+             (--replay-retained) next to publishes without
   idle       1,000 waiting long-polls on one node: connections, statements/s
   heads      p50 of one client's send → receive → ack cycle on an empty queue,
              behind 1,000,000 delayed messages (delay 1 h) and behind 100,000
@@ -132,6 +134,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	points := fs.String("points", "", "lifecycle points as BATCHxPAIRS, comma-separated (default 1x1,1x4,1x16,100x1,100x4,100x16; --quick 1x4,100x4)")
 	headsDelayed := fs.Int("heads-delayed", 0, "delayed messages ahead of the heads cycle (default 1000000; 100000 with --quick)")
 	headsInFlight := fs.Int("heads-in-flight", 0, "in-flight messages ahead of the heads cycle (default 100000; 20000 with --quick)")
+	replayRetained := fs.Int("replay-retained", 0, "retained messages the fanout scenario's replay goes through while publishers publish (default 1000000; 20000 with --quick)")
 	ackInReceive := fs.Bool("ack-in-receive", false, "HTTP consumers ack what they got with their next receive (\"ack\" of the receive) instead of an ack request")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one HTTP lifecycle window to this file: the batch-1 point with the most pairs (none: the first point); with the sqs scenario but not lifecycle, the node's in the SQS batch-1 window")
 	cpuProfileNative := fs.String("cpuprofile-native", "", "with the sqs scenario but not lifecycle: write the node's CPU profile of the native HTTP window beside the SQS batch-1 one to this file")
@@ -160,6 +163,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: --heads-delayed and --heads-in-flight must not be negative", errUsage)
 	}
 	opts.HeadsDelayed, opts.HeadsInFlight = *headsDelayed, *headsInFlight
+	if *replayRetained < 0 {
+		return fmt.Errorf("%w: --replay-retained must not be negative", errUsage)
+	}
+	opts.ReplayRetained = *replayRetained
 	if *nodes < 1 {
 		return fmt.Errorf("%w: --nodes must be at least 1", errUsage)
 	}

@@ -98,6 +98,7 @@ type Options struct {
 	HeadsDelayed   int           // delayed messages ahead of the heads cycle
 	HeadsInFlight  int           // in-flight messages ahead of the heads cycle
 	HeadsSamples   int           // measured heads cycles per queue
+	ReplayRetained int           // retained messages the fanout scenario's replay goes through
 
 	// AckInReceive makes the HTTP lifecycle's consumers ack what they got
 	// with their next receive ("ack" of the receive) rather than with an
@@ -176,6 +177,7 @@ func (o Options) withDefaults() (Options, error) {
 	pickN(&o.HeadsDelayed, DefaultHeadsDelayed, QuickHeadsDelayed)
 	pickN(&o.HeadsInFlight, DefaultHeadsInFlight, QuickHeadsInFlight)
 	pickN(&o.HeadsSamples, DefaultHeadsSamples, QuickHeadsSamples)
+	pickN(&o.ReplayRetained, fanoutReplayRetained, fanoutReplayQuick)
 	if o.IdleWaiters <= 0 {
 		o.IdleWaiters = DefaultIdleWaiters
 	}

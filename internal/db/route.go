@@ -33,6 +33,7 @@ var directStatements = map[string]bool{
 	// Functions with their own plan settings.
 	"MessageInsert":                 true,
 	"MessageClaim":                  true,
+	"MessageClaimQueues":            true,
 	"MessageAckByReceipt":           true,
 	"MessageNack":                   true,
 	"MessageSetVisibilityByReceipt": true,

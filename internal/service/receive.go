@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -530,28 +531,31 @@ func (s *Service) claimShared(ctx context.Context, tenant, queue string, visibil
 }
 
 // runClaims claims, per queue and visibility, as many messages as there are
-// calls, in one statement, and hands them out in answer order, one each (a
-// FIFO queue's from as many groups: the receivers share no group, and get
-// the groups in rotation order).
-// A call left without a message (the queue had fewer) answers empty, as a
-// claim of its own would have. The claims of different queues run at once
-// (at most claimConcurrency), each its own statement and commit: a publish
-// to a topic wakes a waiter on each of its groups' queues together, and one
-// claim after another made the last of them wait for all the others.
+// calls, and hands them out in answer order, one each (a FIFO queue's from
+// as many groups: the receivers share no group, and get the groups in
+// rotation order). A call left without a message (the queue had fewer)
+// answers empty, as a claim of its own would have.
+//
+// The claims of several queues are one statement and one commit
+// (claimQueuesTogether), topic copies' bodies included: a publish to a
+// topic wakes a waiter on each of its groups' queues together, and a claim
+// statement per queue (at most claimConcurrency at once, all answered when
+// the slowest ended) and then a body read per receive made the median of
+// ten receivers wait for about three rounds of claims and a body read
+// (docs/PERFORMANCE.md, "Topics: wake-ups of every group, and a replay of
+// 1,000,000"). Claims
+// behind acks, and all claims when that statement fails, run at once, each
+// its own statement and commit (at most claimConcurrency).
+//
 // Claims skip locked rows and groups, but a claim that still ran out of its
 // lock timeout returns its calls, blocked, to claim on their own (sharer).
 func (s *Service) runClaims(ctx context.Context, st statements, calls []*claimCall) (blocked []*claimCall) {
 	// Calls share a claim when they would make the same one, under the
 	// same API key (the history names one per statement).
-	type key struct {
-		tenant, queue string
-		visibility    int   // -1: the queue's default
-		keyID         int64 // 0: none
-	}
-	groups := map[key][]*claimCall{}
-	var order []key
+	groups := map[claimKey][]*claimCall{}
+	var order []claimKey
 	for _, c := range calls {
-		k := key{c.tenant, c.queue, -1, 0}
+		k := claimKey{c.tenant, c.queue, -1, 0}
 		if c.keyID != nil {
 			k.keyID = *c.keyID
 		}
@@ -566,10 +570,24 @@ func (s *Service) runClaims(ctx context.Context, st statements, calls []*claimCa
 	if len(order) == 1 {
 		return s.claimTogether(ctx, st, order[0].tenant, order[0].queue, groups[order[0]])
 	}
+	var plain, withAcks []claimKey
+	for _, k := range order {
+		if slices.ContainsFunc(groups[k], func(c *claimCall) bool { return c.ack != nil }) {
+			withAcks = append(withAcks, k)
+		} else {
+			plain = append(plain, k)
+		}
+	}
+	if len(plain) > 1 {
+		var failed bool
+		if blocked, failed = s.claimQueuesTogether(ctx, st, plain, groups); !failed {
+			plain = nil
+		}
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, claimConcurrency)
-	for _, k := range order {
+	for _, k := range append(withAcks, plain...) {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
@@ -581,6 +599,50 @@ func (s *Service) runClaims(ctx context.Context, st statements, calls []*claimCa
 	}
 	wg.Wait()
 	return blocked
+}
+
+// claimKey is what the calls of one shared claim have in common.
+type claimKey struct {
+	tenant, queue string
+	visibility    int   // -1: the queue's default
+	keyID         int64 // 0: none
+}
+
+// claimQueuesTogether makes the claims of several queues (keys) in one
+// statement, each as claimTogether would. It reports failed when that
+// statement failed as a whole, other than by the lock timeout (which
+// returns every call blocked): nothing was claimed, and the claims are to
+// be made one by one.
+func (s *Service) claimQueuesTogether(ctx context.Context, st statements, keys []claimKey, groups map[claimKey][]*claimCall) (blocked []*claimCall, failed bool) {
+	p := db.MessageClaimQueuesParams{Now: s.now()}
+	for _, k := range keys {
+		g := groups[k]
+		p.Tenants, p.Queues = append(p.Tenants, k.tenant), append(p.Queues, k.queue)
+		p.MaxMessages = append(p.MaxMessages, int32(len(g)))
+		p.VisibilitySeconds = append(p.VisibilitySeconds, int32Ptr(g[0].visibility))
+		p.KeyIDs = append(p.KeyIDs, g[0].keyID)
+		p.MaxResponseBytes = append(p.MaxResponseBytes, int64(s.limits.MaxResponseBytes)*int64(len(g)))
+		p.MessageOverheads = append(p.MessageOverheads, messageOverhead(k.queue))
+	}
+	rows, err := st.q.MessageClaimQueues(ctx, p)
+	switch {
+	case st.outsideLock(err):
+		for _, k := range keys {
+			blocked = append(blocked, groups[k]...)
+		}
+		return blocked, false
+	case err != nil:
+		return nil, true
+	}
+	next := make([]int, len(keys))
+	for _, r := range rows {
+		i := int(r.Claim) - 1
+		if g := groups[keys[i]]; next[i] < len(g) {
+			g[next[i]].rows = []db.SkipqMessage{r.Message}
+			next[i]++
+		}
+	}
+	return nil, false
 }
 
 // claimConcurrency bounds the claims of one shared batch that run at once,

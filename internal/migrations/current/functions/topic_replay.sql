@@ -65,8 +65,18 @@ BEGIN
     -- filter, and not in the queue already.
     v_rows := ARRAY(
         SELECT r FROM unnest(v_rows) r
-        WHERE r.published_at >= s.replay_from AND skipq.topic_matches(v_filter, r.tags)
-          AND NOT EXISTS (SELECT 1 FROM skipq.messages m WHERE m.message_id = r.message_id AND m.queue_id = q.id)
+        WHERE r.published_at >= s.replay_from
+          -- No filter matches every message: a call of skipq.topic_matches
+          -- per message (a function with settings, never inlined) was a
+          -- quarter of a step.
+          AND CASE WHEN v_filter IS NULL THEN true ELSE skipq.topic_matches(v_filter, r.tags) END
+          -- One probe of messages_message_id_queue_key per message (OFFSET 0
+          -- keeps it one): as an anti join the planner read every message
+          -- of the queue once per step and compared each with every
+          -- retained one, so a step's time grew with the replay's progress
+          -- (1,000 x 14,000 comparisons, 2.5 s, after 14 steps).
+          AND NOT EXISTS (SELECT 1 FROM skipq.messages m WHERE m.message_id = r.message_id AND m.queue_id = q.id
+                          OFFSET 0)
         ORDER BY r.id);
     IF cardinality(v_rows) > 0 THEN
         SELECT count(*), count(*) FILTER (WHERE m.delayed_to IS NULL) INTO v_copied, v_ready
