@@ -208,6 +208,11 @@ func buildPreviousRelease(t *testing.T, root string) (binary, rev, newest string
 	if added := strings.Fields(git("log", "-m", "--first-parent", "--follow", "-M100%", "--diff-filter=A", "--format=%H", "--", "internal/migrations/"+newest)); len(added) > 0 {
 		rev = added[len(added)-1] + "^"
 	}
+	// SKIPQ_PREVIOUS_RELEASE names another revision to upgrade from: the
+	// release actually running, when several migrations came after it.
+	if r := os.Getenv("SKIPQ_PREVIOUS_RELEASE"); r != "" {
+		rev = r
+	}
 	rev = git("rev-parse", "--short", rev)
 	// Kept between runs (a revision's binary never changes).
 	binary = filepath.Join(root, ".skipq", "previous", "skipq-"+rev)
