@@ -311,10 +311,11 @@ type verdict struct {
 // is weaker but still sound (leases only move forward).
 //
 // The claim's time is clock_timestamp() read during its statement, after
-// its snapshot (skipq.message_claim). It was now(), the call's start,
-// before the snapshot: a claim that began a few milliseconds before the
-// worker readied a delayed message and saw the message was dated before
-// the delay ended -- this check caught it (early_delayed=1, 5 ms).
+// its snapshot (skipq.message_claim). It was now(), then clock_timestamp()
+// at the call's start, both before the statement's snapshot: a claim that
+// began a few milliseconds before the worker readied a delayed message and
+// saw the message was dated before the delay ended -- this check caught
+// both (early_delayed=1: 5 ms, then 25 ms on a loaded machine).
 func (v *verdict) checkLeases(l *ledger) {
 	for k, ds := range l.byMessage {
 		ds = slices.Clone(ds)

@@ -102,7 +102,12 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH t AS (
-        SELECT v_now AS now, coalesce(p_visibility_seconds, q.visibility_seconds) AS visibility_seconds
+        -- The lease starts when this statement runs, after its snapshot:
+        -- v_now was read at the call's start, and a message that the worker
+        -- readied in between (its delay just ended) would get a lease dated
+        -- before it was available. t is read once (volatile: materialized).
+        SELECT coalesce(p_now, clock_timestamp()) AS now,
+               coalesce(p_visibility_seconds, q.visibility_seconds) AS visibility_seconds
     ), walked AS (
         SELECT r.row AS ready_row, c.row, c.sequence, c.size
         FROM (SELECT r.ctid AS row, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence

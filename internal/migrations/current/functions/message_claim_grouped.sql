@@ -151,7 +151,11 @@ BEGIN
         RETURN;
     END IF;
 
-    v_until := v_now + make_interval(secs => coalesce(p_visibility_seconds, q.visibility_seconds));
+    -- The lease starts now, after the statements above chose the messages:
+    -- v_now was read at the call's start, and a message readied in between
+    -- (its delay just ended) would get a lease dated before it was
+    -- available.
+    v_until := coalesce(p_now, clock_timestamp()) + make_interval(secs => coalesce(p_visibility_seconds, q.visibility_seconds));
     -- By the rows' addresses (locked above, so they stay put): a TID scan
     -- whatever the statistics say.
     UPDATE skipq.message_groups g
