@@ -143,12 +143,9 @@ func (q *Queries) SQSDeadLetterSources(ctx context.Context, arg SQSDeadLetterSou
 
 const sQSMessagesInFlight = `-- name: SQSMessagesInFlight :many
 SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id FROM skipq.messages m
-WHERE m.ctid = ANY(ARRAY(
-        SELECT (SELECT y.ctid FROM skipq.messages y
-                WHERE (y.queue_id, y.sequence) >= ($1::bigint, k.sequence)
-                  AND (y.queue_id, y.sequence) <= ($1::bigint, k.sequence)
-                ORDER BY y.queue_id, y.sequence LIMIT 1)
-        FROM unnest($2::bigint[]) AS k(sequence)))
+WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                         FROM skipq.message_rows(array_fill($1::bigint, ARRAY[cardinality($2::bigint[])]),
+                                                 $2::bigint[]) AS r(address, n)))
   AND m.visible_at > now()
   AND m.lease_token IS NOT NULL
 `
@@ -159,11 +156,11 @@ type SQSMessagesInFlightParams struct {
 }
 
 // The messages of a queue among @sequences that are in flight (the caller
-// compares their lease tokens). Each message by its address, found by a
-// probe of exactly its key that only the primary key serves (in its order,
-// and the plan settings turn sorts off), so that the address is the only
-// condition a plan can look up by. With `queue_id = @queue_id AND sequence
-// = ANY(...)`, a plan made on a drained table's statistics walked
+// compares their lease tokens). Each message by its address, found by
+// skipq.message_rows (a probe that only the primary key serves; the plan
+// settings turn sorts off), so that the address is the only condition a
+// plan can look up by. With `queue_id = @queue_id AND sequence = ANY(...)`,
+// a plan made on a drained table's statistics walked
 // messages_queue_sent_idx over all of the queue's messages, sequence being
 // its third column.
 func (q *Queries) SQSMessagesInFlight(ctx context.Context, arg SQSMessagesInFlightParams) ([]SkipqMessage, error) {
@@ -551,13 +548,9 @@ func (q *Queries) SQSQueuePut(ctx context.Context, arg SQSQueuePutParams) error 
 const sQSReadyAgain = `-- name: SQSReadyAgain :many
 WITH readied AS (
     UPDATE skipq.messages m SET ready = true
-    WHERE m.ctid = ANY(ARRAY(
-            SELECT (SELECT y.ctid FROM skipq.messages y
-                    WHERE (y.queue_id, y.sequence) >= (k.queue_id, k.sequence)
-                      AND (y.queue_id, y.sequence) <= (k.queue_id, k.sequence)
-                    ORDER BY y.queue_id, y.sequence LIMIT 1)
-            FROM (SELECT unnest($1::bigint[]) AS queue_id, unnest($2::bigint[]) AS sequence) k))
-      AND m.lease_token = ANY($3::bytea[])
+    WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                             FROM skipq.receipt_rows($1::bigint[], $2::bigint[], $3::bytea[])
+                                  AS r(address, n)))
       AND NOT m.ready AND m.receive_count < m.max_receive_count
     RETURNING m.queue_id, m.sequence
 )
@@ -580,11 +573,11 @@ type SQSReadyAgainParams struct {
 // worker, which dead-letters it, as after any lease. Message first, then
 // its ready row: the lock order of every statement that waits for a lock.
 //
-// Each message by its address, found by a probe of exactly its key that
-// only the primary key serves (SQSMessagesInFlight says why); the token
-// and the rest are checked on the row, and again on its newest version
-// when another transaction changed it meanwhile (tokens are random, so
-// matching any of the handles' is matching its own).
+// Each message by its address, found with its token by skipq.receipt_rows
+// (a probe that only the primary key serves: SQSMessagesInFlight says
+// why). A row another transaction changed meanwhile (the worker readied
+// it, or its lease moved on) is not at that address any more and is left
+// as it is.
 func (q *Queries) SQSReadyAgain(ctx context.Context, arg SQSReadyAgainParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, sQSReadyAgain, arg.QueueIds, arg.Sequences, arg.Tokens)
 	if err != nil {

@@ -59,20 +59,16 @@ SELECT key_id, access_key_id FROM skipq.sqs_credentials;
 -- worker, which dead-letters it, as after any lease. Message first, then
 -- its ready row: the lock order of every statement that waits for a lock.
 --
--- Each message by its address, found by a probe of exactly its key that
--- only the primary key serves (SQSMessagesInFlight says why); the token
--- and the rest are checked on the row, and again on its newest version
--- when another transaction changed it meanwhile (tokens are random, so
--- matching any of the handles' is matching its own).
+-- Each message by its address, found with its token by skipq.receipt_rows
+-- (a probe that only the primary key serves: SQSMessagesInFlight says
+-- why). A row another transaction changed meanwhile (the worker readied
+-- it, or its lease moved on) is not at that address any more and is left
+-- as it is.
 WITH readied AS (
     UPDATE skipq.messages m SET ready = true
-    WHERE m.ctid = ANY(ARRAY(
-            SELECT (SELECT y.ctid FROM skipq.messages y
-                    WHERE (y.queue_id, y.sequence) >= (k.queue_id, k.sequence)
-                      AND (y.queue_id, y.sequence) <= (k.queue_id, k.sequence)
-                    ORDER BY y.queue_id, y.sequence LIMIT 1)
-            FROM (SELECT unnest(@queue_ids::bigint[]) AS queue_id, unnest(@sequences::bigint[]) AS sequence) k))
-      AND m.lease_token = ANY(@tokens::bytea[])
+    WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                             FROM skipq.receipt_rows(@queue_ids::bigint[], @sequences::bigint[], @tokens::bytea[])
+                                  AS r(address, n)))
       AND NOT m.ready AND m.receive_count < m.max_receive_count
     RETURNING m.queue_id, m.sequence
 )
@@ -171,19 +167,16 @@ ON CONFLICT (queue_id, attempt_id) DO UPDATE SET
 
 -- name: SQSMessagesInFlight :many
 -- The messages of a queue among @sequences that are in flight (the caller
--- compares their lease tokens). Each message by its address, found by a
--- probe of exactly its key that only the primary key serves (in its order,
--- and the plan settings turn sorts off), so that the address is the only
--- condition a plan can look up by. With `queue_id = @queue_id AND sequence
--- = ANY(...)`, a plan made on a drained table's statistics walked
+-- compares their lease tokens). Each message by its address, found by
+-- skipq.message_rows (a probe that only the primary key serves; the plan
+-- settings turn sorts off), so that the address is the only condition a
+-- plan can look up by. With `queue_id = @queue_id AND sequence = ANY(...)`,
+-- a plan made on a drained table's statistics walked
 -- messages_queue_sent_idx over all of the queue's messages, sequence being
 -- its third column.
 SELECT m.* FROM skipq.messages m
-WHERE m.ctid = ANY(ARRAY(
-        SELECT (SELECT y.ctid FROM skipq.messages y
-                WHERE (y.queue_id, y.sequence) >= (@queue_id::bigint, k.sequence)
-                  AND (y.queue_id, y.sequence) <= (@queue_id::bigint, k.sequence)
-                ORDER BY y.queue_id, y.sequence LIMIT 1)
-        FROM unnest(@sequences::bigint[]) AS k(sequence)))
+WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                         FROM skipq.message_rows(array_fill(@queue_id::bigint, ARRAY[cardinality(@sequences::bigint[])]),
+                                                 @sequences::bigint[]) AS r(address, n)))
   AND m.visible_at > now()
   AND m.lease_token IS NOT NULL;

@@ -9,9 +9,9 @@
 -- walk of every message of every queue with the keys as a join filter,
 -- and a probe by key as a walk of messages_queue_sent_idx over all of a
 -- queue's messages (sequence is its third column): O(table) a batch until
--- the next analyze. Here each message is found by a range probe that only
--- the primary key serves in order (sorts are off), and named by its
--- address afterwards, a TID scan being the only plan of those statements.
+-- the next analyze. Here each message is found by skipq.message_rows (00043:
+-- a probe that only the primary key serves), and named by its address
+-- afterwards, a TID scan being the only plan of those statements.
 --
 -- Timers filed again every second. A timer whose message was not locked
 -- was filed again a second later whatever the reason, so the first timer
@@ -49,19 +49,13 @@ BEGIN
     -- on their last allowed delivery, for the caller to dead-letter in the
     -- same transaction (exhausted true).
     --
-    -- Each timer's message by a probe of its key that only the primary key
-    -- serves (its sequence as both ends of a range, in sequence order:
-    -- sorts are off), then read by address: a join by key, planned on the
-    -- statistics of a drained table, walked every message. A message with
-    -- two timers in the batch is one address.
+    -- Each timer's message by skipq.message_rows (a probe of its key that
+    -- only the primary key serves), then read by address: a join by key,
+    -- planned on the statistics of a drained table, walked every message.
+    -- A message with two timers in the batch is one address.
     SELECT array_agg(m.ctid) INTO v_due
     FROM skipq.messages m
-    WHERE m.ctid = ANY(ARRAY(
-            SELECT y.ctid
-            FROM unnest(p_queue_ids, p_sequences) AS k(q, s)
-            CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.messages y
-                                WHERE y.queue_id = k.q AND y.sequence >= k.s AND y.sequence <= k.s
-                                ORDER BY y.sequence LIMIT 1) y))
+    WHERE m.ctid = ANY(ARRAY(SELECT r.address FROM skipq.message_rows(p_queue_ids, p_sequences) r))
       AND NOT m.ready AND m.visible_at <= v_now AND (m.expires_at IS NULL OR m.expires_at > v_now);
     IF v_due IS NULL THEN
         RETURN;
