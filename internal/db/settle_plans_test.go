@@ -2,40 +2,13 @@ package db_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/internal/db"
+	"github.com/skipq/skipq/internal/testdb"
 )
-
-// drainedStatistics leaves skipq.messages as a drained queue leaves it:
-// 20,000 messages come and go, one delayed message stays at the table's
-// end, and VACUUM ANALYZE records one live row over hundreds of pages.
-// Autovacuum is off for the table so that nothing analyzes it again while
-// a test builds up a backlog behind statements planned on those
-// statistics.
-func drainedStatistics(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	ctx := context.Background()
-	for _, stmt := range []string{
-		`ALTER TABLE skipq.messages SET (autovacuum_enabled = false)`,
-		`INSERT INTO skipq.queues (tenant, name) VALUES ('t', 'drained') ON CONFLICT DO NOTHING`,
-		`INSERT INTO skipq.messages (queue_id, message_id, sent_at, visible_at, max_receive_count, lease_token, receive_count)
-		 SELECT q.id, 'gone-' || g, now(), now() + interval '1 hour', 10, uuid_send(gen_random_uuid()), 1
-		 FROM skipq.queues q, generate_series(1, 20000) g WHERE q.name = 'drained'`,
-		`INSERT INTO skipq.messages (queue_id, message_id, sent_at, visible_at, delayed_to, max_receive_count)
-		 SELECT q.id, 'delayed', now(), now() + interval '1 day', now() + interval '1 day', 10
-		 FROM skipq.queues q WHERE q.name = 'drained'`,
-		`DELETE FROM skipq.messages WHERE message_id LIKE 'gone-%'`,
-		`VACUUM ANALYZE skipq.messages`,
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-}
 
 // backlog adds n messages in flight to the queue "drained", without an
 // analyze: what the settles' plans, made on drained statistics, must not
@@ -49,27 +22,6 @@ func backlog(t *testing.T, pool *pgxpool.Pool, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// explainedBuffers runs sql under EXPLAIN (ANALYZE, BUFFERS) on conn and
-// returns the shared buffers its top node touched, which for a function
-// call counts those of the statements it ran.
-func explainedBuffers(t *testing.T, conn *pgxpool.Conn, sql string, args ...any) int {
-	t.Helper()
-	var doc []byte
-	if err := conn.QueryRow(context.Background(), "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&doc); err != nil {
-		t.Fatal(err)
-	}
-	var plans []struct {
-		Plan struct {
-			Hit  int `json:"Shared Hit Blocks"`
-			Read int `json:"Shared Read Blocks"`
-		}
-	}
-	if err := json.Unmarshal(doc, &plans); err != nil || len(plans) != 1 {
-		t.Fatalf("explain: %v %s", err, doc)
-	}
-	return plans[0].Plan.Hit + plans[0].Plan.Read
 }
 
 // settleBuffersBound is what a settle of settleHandles may read: a few
@@ -108,7 +60,7 @@ func TestSettlesPlannedOnADrainedTableProbeEachHandle(t *testing.T) {
 		t.Run(settle.name, func(t *testing.T) {
 			f := setup(t, 0)
 			ctx := context.Background()
-			drainedStatistics(t, f.pool)
+			testdb.DrainedStatistics(t, f.pool)
 			conn, err := f.pool.Acquire(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -135,7 +87,7 @@ func TestSettlesPlannedOnADrainedTableProbeEachHandle(t *testing.T) {
 			for _, m := range claimed {
 				q, s, tok = append(q, m.QueueID), append(s, m.Sequence), append(tok, m.LeaseToken)
 			}
-			buffers := explainedBuffers(t, conn, settle.sql, settle.args(q, s, tok)...)
+			buffers := testdb.ExplainedBuffers(t, conn, settle.sql, settle.args(q, s, tok)...)
 			if buffers > settleBuffersBound {
 				t.Fatalf("%s of %d handles read %d buffers behind %d messages, want at most %d: its plan walks the table",
 					settle.name, settleHandles, buffers, settleBacklog, settleBuffersBound)
