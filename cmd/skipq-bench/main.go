@@ -135,7 +135,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	headsDelayed := fs.Int("heads-delayed", 0, "delayed messages ahead of the heads cycle (default 1000000; 100000 with --quick)")
 	headsInFlight := fs.Int("heads-in-flight", 0, "in-flight messages ahead of the heads cycle (default 100000; 20000 with --quick)")
 	replayRetained := fs.Int("replay-retained", 0, "retained messages the fanout scenario's replay goes through while publishers publish (default 1000000; 20000 with --quick)")
-	ackInReceive := fs.Bool("ack-in-receive", false, "HTTP consumers ack what they got with their next receive (\"ack\" of the receive) instead of an ack request")
+	ackInReceive := fs.Bool("ack-in-receive", true, "consumers ack what they got with their next receive (\"ack\" of the receive, as the Go client's consumer loop), the plain-SQL baselines with their next read; false: an ack request (a delete) of its own after each receive")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one HTTP lifecycle window to this file: the batch-1 point with the most pairs (none: the first point); with the sqs scenario but not lifecycle, the node's in the SQS batch-1 window")
 	cpuProfileNative := fs.String("cpuprofile-native", "", "with the sqs scenario but not lifecycle: write the node's CPU profile of the native HTTP window beside the SQS batch-1 one to this file")
 	if err := fs.Parse(args); err != nil {
@@ -148,13 +148,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: bench takes no arguments (got %q)", errUsage, fs.Args())
 	}
 	opts := bench.Options{
-		Quick:        *quick,
-		Duration:     *duration,
-		DatabaseURL:  *dbURL,
-		Nodes:        *nodes,
-		APIKey:       os.Getenv("SKIPQ_API_KEY"),
-		Progress:     stderr,
-		AckInReceive: *ackInReceive,
+		Quick:       *quick,
+		Duration:    *duration,
+		DatabaseURL: *dbURL,
+		Nodes:       *nodes,
+		APIKey:      os.Getenv("SKIPQ_API_KEY"),
+		Progress:    stderr,
+	}
+	if !*ackInReceive {
+		opts.ConsumerShape = bench.AckSeparately
 	}
 	if *duration < 0 || (*duration > 0 && *duration < 100*time.Millisecond) {
 		return fmt.Errorf("%w: --duration must be at least 100ms", errUsage)
