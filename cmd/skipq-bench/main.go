@@ -32,7 +32,8 @@ takes --database-url.
 
 Scenarios (--scenario, comma-separated; default all):
   lifecycle  send → receive → ack over HTTP and the same in plain SQL,
-             batch 1 and 100 × 1, 4 and 16 producer/consumer pairs
+             batch 1 and 100 × 1, 4 and 16 producer/consumer pairs; the
+             consumers ack with their next receive (--ack-in-receive)
   sqlconsumer the same lifecycle with consumers in SQL (HTTP sends,
              skipq.receive, skipq.ack) next to the plain-SQL baseline
   latency    send answered → waiting receive answered, p50/p90/p99
@@ -43,7 +44,8 @@ Scenarios (--scenario, comma-separated; default all):
              apart
   kubemq     the lifecycle over KubeMQ's QueuesUpstream + QueuesDownstream
              streams (batch 1 × 16 and 100 × 4 pairs) next to the native
-             HTTP API, and the wake latency of a waiting Downstream Get
+             HTTP API, and the wake latency of a waiting Downstream Get;
+             its node runs in a process of its own, as the sqs scenario's
   trace      the lifecycle over HTTP on traced queues (message history)
              next to untraced ones, batch 1 × 16 and 100 × 4 pairs, runs
              alternating untraced, traced, traced, untraced; history rows
