@@ -90,7 +90,7 @@ BEGIN
             LIMIT p_max_messages
         ), picked AS (
             SELECT w.row FROM (
-                SELECT w.row, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+                SELECT w.row, row_number() OVER win AS n, sum(w.size::float8) OVER win - w.size AS before
                 FROM walked w
                 WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
             WHERE w.n = 1 OR w.before < p_max_response_bytes
@@ -115,7 +115,9 @@ BEGIN
         -- handles of one claim, which a shared claim hands to several
         -- receivers, reveal nothing of each other (finding the secret from
         -- them is a preimage search of SHA-256); a later claim of the same
-        -- message draws another secret, so every lease has a new token.
+        -- message draws another secret, so every lease has a new token. A
+        -- claim of one message has no other handle to keep apart: its token
+        -- is the secret itself, and the claim costs no more than before.
         SELECT coalesce(p_now, clock_timestamp()) AS now,
                coalesce(p_visibility_seconds, q.visibility_seconds) AS visibility_seconds,
                uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) AS secret
@@ -137,8 +139,11 @@ BEGIN
             FOR UPDATE SKIP LOCKED) c
         LIMIT p_max_messages
     ), picked AS (
+        -- The running sum (here and in the peek's) in float8, exact below
+        -- 2^53 bytes: sum() of a bigint is a numeric, about 2,000
+        -- instructions a row.
         SELECT w.ready_row, w.row, w.sequence FROM (
-            SELECT w.ready_row, w.row, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+            SELECT w.ready_row, w.row, w.sequence, row_number() OVER win AS n, sum(w.size::float8) OVER win - w.size AS before
             FROM walked w
             WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
         WHERE w.n = 1 OR w.before < p_max_response_bytes
@@ -154,7 +159,8 @@ BEGIN
         SET visible_at        = t.now + make_interval(secs => t.visibility_seconds),
             receive_count     = m.receive_count + 1,
             first_received_at = coalesce(m.first_received_at, t.now),
-            lease_token       = sha256(t.secret || int8send(m.sequence)),
+            lease_token       = CASE WHEN p_max_messages = 1 THEN t.secret
+                                     ELSE sha256(t.secret || int8send(m.sequence)) END,
             ready             = false
         FROM t
         WHERE m.ctid = ANY(ARRAY(SELECT p.row FROM picked p))
