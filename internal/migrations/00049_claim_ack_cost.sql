@@ -1,9 +1,9 @@
 -- +goose Up
 -- The standard claim draws one random secret per claim statement and
 -- derives each message's lease token from it with SHA-256, instead of two
--- random UUIDs per message: the two draws were 17 % of a claim of 100's
--- instructions (DESIGN.md, "Receipt handles", says why the tokens stay
--- unguessable). The response budget's running sum is a float8 instead of a
+-- random UUIDs per message (a claim of one message takes the secret as
+-- its token): the two draws were 17 % of a claim of 100's instructions
+-- (DESIGN.md, "Receipt handles", says why the tokens stay unguessable). The response budget's running sum is a float8 instead of a
 -- numeric (1.7 %). Same signature, same rows; handles keep their 48 bytes,
 -- and a node of the previous release settles tokens of either kind. The
 -- Down restores the previous body.
@@ -114,7 +114,8 @@ BEGIN
         -- readied in between (its delay just ended) would get a lease dated
         -- before it was available. t is read once (volatile: materialized).
         -- secret: 244 random bits (two version 4 UUIDs) drawn for this
-        -- claim alone and kept nowhere. Each claimed message's lease token
+        -- claim alone, stored nowhere but as the token of a claim of one
+        -- (below). Each claimed message's lease token
         -- is SHA-256 of the secret and its sequence (unique across queues):
         -- one random draw per claim instead of two per message (a draw is
         -- OpenSSL's RAND_bytes, about 11,000 instructions; this SHA-256

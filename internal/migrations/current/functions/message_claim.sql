@@ -107,7 +107,8 @@ BEGIN
         -- readied in between (its delay just ended) would get a lease dated
         -- before it was available. t is read once (volatile: materialized).
         -- secret: 244 random bits (two version 4 UUIDs) drawn for this
-        -- claim alone and kept nowhere. Each claimed message's lease token
+        -- claim alone, stored nowhere but as the token of a claim of one
+        -- (below). Each claimed message's lease token
         -- is SHA-256 of the secret and its sequence (unique across queues):
         -- one random draw per claim instead of two per message (a draw is
         -- OpenSSL's RAND_bytes, about 11,000 instructions; this SHA-256
