@@ -90,7 +90,7 @@ BEGIN
             LIMIT p_max_messages
         ), picked AS (
             SELECT w.row FROM (
-                SELECT w.row, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+                SELECT w.row, row_number() OVER win AS n, sum(w.size::float8) OVER win - w.size AS before
                 FROM walked w
                 WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
             WHERE w.n = 1 OR w.before < p_max_response_bytes
@@ -106,8 +106,22 @@ BEGIN
         -- v_now was read at the call's start, and a message that the worker
         -- readied in between (its delay just ended) would get a lease dated
         -- before it was available. t is read once (volatile: materialized).
+        -- secret: 244 random bits (two version 4 UUIDs) drawn for this
+        -- claim alone, stored nowhere but as the token of a claim of one
+        -- (below). Each claimed message's lease token
+        -- is SHA-256 of the secret and its sequence (unique across queues):
+        -- one random draw per claim instead of two per message (a draw is
+        -- OpenSSL's RAND_bytes, about 11,000 instructions; this SHA-256
+        -- about 7,000). A token is as hard to guess as the secret, and the
+        -- handles of one claim, which a shared claim hands to several
+        -- receivers, reveal nothing of each other (finding the secret from
+        -- them is a preimage search of SHA-256); a later claim of the same
+        -- message draws another secret, so every lease has a new token. A
+        -- claim of one message has no other handle to keep apart: its token
+        -- is the secret itself, and the claim costs no more than before.
         SELECT coalesce(p_now, clock_timestamp()) AS now,
-               coalesce(p_visibility_seconds, q.visibility_seconds) AS visibility_seconds
+               coalesce(p_visibility_seconds, q.visibility_seconds) AS visibility_seconds,
+               uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) AS secret
     ), walked AS (
         SELECT r.row AS ready_row, c.row, c.sequence, c.size
         FROM (SELECT r.ctid AS row, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence
@@ -126,8 +140,11 @@ BEGIN
             FOR UPDATE SKIP LOCKED) c
         LIMIT p_max_messages
     ), picked AS (
+        -- The running sum (here and in the peek's) in float8, exact below
+        -- 2^53 bytes: sum() of a bigint is a numeric, about 2,000
+        -- instructions a row.
         SELECT w.ready_row, w.row, w.sequence FROM (
-            SELECT w.ready_row, w.row, w.sequence, row_number() OVER win AS n, sum(w.size) OVER win - w.size AS before
+            SELECT w.ready_row, w.row, w.sequence, row_number() OVER win AS n, sum(w.size::float8) OVER win - w.size AS before
             FROM walked w
             WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
         WHERE w.n = 1 OR w.before < p_max_response_bytes
@@ -143,7 +160,8 @@ BEGIN
         SET visible_at        = t.now + make_interval(secs => t.visibility_seconds),
             receive_count     = m.receive_count + 1,
             first_received_at = coalesce(m.first_received_at, t.now),
-            lease_token       = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()),
+            lease_token       = CASE WHEN p_max_messages = 1 THEN t.secret
+                                     ELSE sha256(t.secret || int8send(m.sequence)) END,
             ready             = false
         FROM t
         WHERE m.ctid = ANY(ARRAY(SELECT p.row FROM picked p))
