@@ -1342,7 +1342,7 @@ func (q *Queries) MessageTraceOf(ctx context.Context, arg MessageTraceOfParams) 
 }
 
 const messageVacuum = `-- name: MessageVacuum :exec
-VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers, skipq.message_groups
+VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers, skipq.timer_sets, skipq.message_groups
 `
 
 // Worker: VACUUM sooner than autovacuum's one-minute nap. Every message
@@ -1444,14 +1444,28 @@ func (q *Queries) ReadyVacuum(ctx context.Context) error {
 }
 
 const timerTakeDue = `-- name: TimerTakeDue :many
-DELETE FROM skipq.timers t
-WHERE t.ctid = ANY(ARRAY(
-    SELECT c.ctid FROM skipq.timers c
-    WHERE c.due_at <= coalesce($1::timestamptz, now())
-    ORDER BY c.due_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED))
-RETURNING t.queue_id, t.sequence
+WITH single AS (
+    DELETE FROM skipq.timers t
+    WHERE t.ctid = ANY(ARRAY(
+        SELECT c.ctid FROM skipq.timers c
+        WHERE c.due_at <= coalesce($1::timestamptz, now())
+        ORDER BY c.due_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED))
+    RETURNING t.queue_id, t.sequence
+), sets AS (
+    DELETE FROM skipq.timer_sets t
+    WHERE t.ctid = ANY(ARRAY(
+        SELECT c.ctid FROM skipq.timer_sets c
+        WHERE c.due_at <= coalesce($1::timestamptz, now())
+        ORDER BY c.due_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED))
+    RETURNING t.queue_id, t.sequences
+)
+SELECT s.queue_id, s.sequence FROM single s
+UNION ALL
+SELECT t.queue_id, x.sequence FROM sets t CROSS JOIN LATERAL unnest(t.sequences) AS x(sequence)
 `
 
 type TimerTakeDueParams struct {
@@ -1464,12 +1478,13 @@ type TimerTakeDueRow struct {
 	Sequence int64
 }
 
-// Worker: takes up to @max_timers due timers, oldest first. SKIP LOCKED, so
-// workers on several nodes take disjoint batches. The caller then locks the
-// messages (MessageFire) in the same transaction: timers are locked
-// before messages, and as no statement holds a message and then waits for a
-// timer (timers are only ever inserted otherwise), this order cannot
-// deadlock.
+// Worker: takes up to @max_timers due timers, oldest first, and as many due
+// timer sets (skipq.timer_sets: one row for several messages of a queue),
+// one row a message. SKIP LOCKED, so workers on several nodes take
+// disjoint batches. The caller then locks the messages (MessageFire) in
+// the same transaction: timers are locked before messages, and as no
+// statement holds a message and then waits for a timer (timers are only
+// ever inserted otherwise), this order cannot deadlock.
 func (q *Queries) TimerTakeDue(ctx context.Context, arg TimerTakeDueParams) ([]TimerTakeDueRow, error) {
 	rows, err := q.db.Query(ctx, timerTakeDue, arg.Now, arg.MaxTimers)
 	if err != nil {

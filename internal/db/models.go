@@ -199,6 +199,12 @@ type SkipqTimer struct {
 	Sequence int64
 }
 
+type SkipqTimerSet struct {
+	DueAt     time.Time
+	QueueID   int64
+	Sequences []int64
+}
+
 type SkipqTopic struct {
 	ID                 int64
 	Tenant             string

@@ -126,20 +126,35 @@ SELECT gone.queue_id FROM gone;
 SELECT skipq.timer_wait(sqlc.narg('now')::timestamptz, @cap_seconds::float8)::float8 AS wait_seconds;
 
 -- name: TimerTakeDue :many
--- Worker: takes up to @max_timers due timers, oldest first. SKIP LOCKED, so
--- workers on several nodes take disjoint batches. The caller then locks the
--- messages (MessageFire) in the same transaction: timers are locked
--- before messages, and as no statement holds a message and then waits for a
--- timer (timers are only ever inserted otherwise), this order cannot
--- deadlock.
-DELETE FROM skipq.timers t
-WHERE t.ctid = ANY(ARRAY(
-    SELECT c.ctid FROM skipq.timers c
-    WHERE c.due_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-    ORDER BY c.due_at
-    LIMIT @max_timers
-    FOR UPDATE SKIP LOCKED))
-RETURNING t.queue_id, t.sequence;
+-- Worker: takes up to @max_timers due timers, oldest first, and as many due
+-- timer sets (skipq.timer_sets: one row for several messages of a queue),
+-- one row a message. SKIP LOCKED, so workers on several nodes take
+-- disjoint batches. The caller then locks the messages (MessageFire) in
+-- the same transaction: timers are locked before messages, and as no
+-- statement holds a message and then waits for a timer (timers are only
+-- ever inserted otherwise), this order cannot deadlock.
+WITH single AS (
+    DELETE FROM skipq.timers t
+    WHERE t.ctid = ANY(ARRAY(
+        SELECT c.ctid FROM skipq.timers c
+        WHERE c.due_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+        ORDER BY c.due_at
+        LIMIT @max_timers
+        FOR UPDATE SKIP LOCKED))
+    RETURNING t.queue_id, t.sequence
+), sets AS (
+    DELETE FROM skipq.timer_sets t
+    WHERE t.ctid = ANY(ARRAY(
+        SELECT c.ctid FROM skipq.timer_sets c
+        WHERE c.due_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+        ORDER BY c.due_at
+        LIMIT @max_timers
+        FOR UPDATE SKIP LOCKED))
+    RETURNING t.queue_id, t.sequences
+)
+SELECT s.queue_id, s.sequence FROM single s
+UNION ALL
+SELECT t.queue_id, x.sequence FROM sets t CROSS JOIN LATERAL unnest(t.sequences) AS x(sequence);
 
 -- name: MessageFire :many
 -- Worker: fires the timers TimerTakeDue took, in the same transaction:
@@ -445,7 +460,7 @@ VACUUM (SKIP_LOCKED) skipq.ready;
 -- primary-key probe (measured: a claim probing each message through the
 -- messageId index, 600 ms under load). ANALYZE also invalidates the plans
 -- cached from the old statistics.
-VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers, skipq.message_groups;
+VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers, skipq.timer_sets, skipq.message_groups;
 
 -- name: MessageSearchByID :many
 -- Search with a messageId: the message id index gives the (at most one per

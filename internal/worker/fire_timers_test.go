@@ -29,7 +29,9 @@ func TestReadyRowsFollowEveryPath(t *testing.T) {
 			 WHERE NOT EXISTS (SELECT 1 FROM skipq.messages m WHERE m.queue_id = r.queue_id AND m.sequence = r.sequence)),
 			(SELECT count(*) FROM skipq.messages m
 			 WHERE NOT m.ready AND NOT EXISTS (
-			     SELECT 1 FROM skipq.timers t WHERE t.queue_id = m.queue_id AND t.sequence = m.sequence AND t.due_at <= m.visible_at))`).
+			     SELECT 1 FROM skipq.timers t WHERE t.queue_id = m.queue_id AND t.sequence = m.sequence AND t.due_at <= m.visible_at)
+			   AND NOT EXISTS (
+			     SELECT 1 FROM skipq.timer_sets s WHERE s.queue_id = m.queue_id AND m.sequence = ANY(s.sequences) AND s.due_at <= m.visible_at))`).
 			Scan(&mismatched, &orphanReady, &untimed)
 		if err != nil {
 			t.Fatal(err)
@@ -236,5 +238,47 @@ func TestFireReadsNoBacklogOnDrainedStatistics(t *testing.T) {
 	// backlog reads hundreds.
 	if read > 150 {
 		t.Fatalf("firing 3 timers read %d buffers behind 4,000 messages", read)
+	}
+}
+
+// A timer set (skipq.timer_sets) stands for several messages of its queue:
+// the worker sleeps until it is due, then fires every message in it, as it
+// fires single timers. Nothing writes sets yet; the release after this
+// one's claims will, so its predecessor's worker -- this one -- must
+// already take them.
+func TestFireTakesTimerSets(t *testing.T) {
+	svc, clk, pool := newService(t)
+	ctx := context.Background()
+	fire := worker.NewFireTimers(pool, svc)
+	if _, err := svc.SendBatch(ctx, "default", "sets", []service.MessageInput{{Body: "a"}, {Body: "b"}, {Body: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	max, vis, zero := 3, 30, 0
+	leased, err := svc.Receive(ctx, "default", "sets", service.ReceiveOptions{MaxMessages: &max, VisibilitySeconds: &vis, WaitSeconds: &zero})
+	if err != nil || len(leased) != max {
+		t.Fatalf("receive: %v, %d messages", err, len(leased))
+	}
+	// The claim's three timers become one set, as a claim of the next
+	// release writes it.
+	var moved int
+	err = pool.QueryRow(ctx, `WITH single AS (DELETE FROM skipq.timers RETURNING due_at, queue_id, sequence),
+		set AS (INSERT INTO skipq.timer_sets (due_at, queue_id, sequences)
+		        SELECT max(due_at), queue_id, array_agg(sequence ORDER BY sequence) FROM single GROUP BY queue_id
+		        RETURNING cardinality(sequences))
+		SELECT coalesce(sum(cardinality), 0) FROM set`).Scan(&moved)
+	if err != nil || moved != max {
+		t.Fatalf("timers moved into a set: %v, %d of %d", err, moved, max)
+	}
+	clk.advance(time.Duration(vis+1) * time.Second)
+	if _, err := fire.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ready, sets int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM skipq.messages WHERE ready),
+		(SELECT count(*) FROM skipq.timer_sets)`).Scan(&ready, &sets); err != nil {
+		t.Fatal(err)
+	}
+	if ready != max || sets != 0 {
+		t.Fatalf("after the set came due: %d of %d messages ready, %d sets left; want all ready, none left", ready, max, sets)
 	}
 }

@@ -299,6 +299,15 @@ CREATE TABLE skipq.sqs_receive_attempts (
     tokens bytea[] NOT NULL
 );
 
+-- TABLE timer_sets
+
+CREATE TABLE skipq.timer_sets (
+    due_at timestamp with time zone NOT NULL,
+    queue_id bigint NOT NULL,
+    sequences bigint[] NOT NULL
+)
+WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.01', autovacuum_vacuum_cost_delay='0', vacuum_truncate='false');
+
 -- TABLE timers
 
 CREATE TABLE skipq.timers (
@@ -635,6 +644,10 @@ CREATE INDEX sqs_move_tasks_source_idx ON skipq.sqs_move_tasks USING btree (sour
 -- INDEX sqs_receive_attempts_age_idx
 
 CREATE INDEX sqs_receive_attempts_age_idx ON skipq.sqs_receive_attempts USING btree (queue_id, created_at);
+
+-- INDEX timer_sets_due_at_idx
+
+CREATE INDEX timer_sets_due_at_idx ON skipq.timer_sets USING btree (due_at);
 
 -- INDEX timers_due_at_idx
 

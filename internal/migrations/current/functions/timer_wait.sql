@@ -15,7 +15,9 @@ CREATE OR REPLACE FUNCTION skipq.timer_wait(p_now timestamp with time zone, p_ca
 DECLARE
     v_next timestamptz;
 BEGIN
-    SELECT t.due_at INTO v_next FROM skipq.timers t ORDER BY t.due_at LIMIT 1;
+    SELECT least((SELECT t.due_at FROM skipq.timers t ORDER BY t.due_at LIMIT 1),
+                 (SELECT s.due_at FROM skipq.timer_sets s ORDER BY s.due_at LIMIT 1))
+    INTO v_next;
     RETURN greatest(0, least(p_cap, coalesce(extract(epoch FROM v_next - coalesce(p_now, now()))::double precision, p_cap)));
 END $$;
 
