@@ -42,16 +42,6 @@ const pgmqShapeApp = "skipq-bench-pgmq-shape"
 type pgmqShapeStatements struct {
 	table                                          string // schema-qualified, quoted
 	create, send1, sendBatch, read, del1, delBatch string
-	// deleteRead deletes the ids $2 a consumer read last and reads its
-	// next batch in one statement and one commit (AckWithNextReceive):
-	// pgmq's delete by id array and its read. Both parts run on one
-	// snapshot, taken before either, in an order that is PostgreSQL's
-	// choice: the read still sees the rows being deleted, and were one of
-	// them visible again (its vt come) it could lease it, the delete then
-	// leaving it in place (TestAckReadSkipsWhatItDeletes). The read skips
-	// them by id. The statement answers one row at least: the count
-	// deleted, then a read message's columns, NULL when it read none.
-	deleteRead string
 }
 
 func newPgmqShapeStatements(name string) pgmqShapeStatements {
@@ -87,21 +77,6 @@ RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.vt, m.message`,
 DELETE FROM ` + t + ` WHERE msg_id = $1`,
 		delBatch: `-- name: PgmqShapeDeleteBatch
 DELETE FROM ` + t + ` WHERE msg_id = ANY($1::bigint[])`,
-		deleteRead: `-- name: PgmqShapeDeleteRead
-WITH deleted AS (
-    DELETE FROM ` + t + ` WHERE msg_id = ANY($2::bigint[]) RETURNING 1
-), read AS (
-    UPDATE ` + t + ` m
-    SET vt = clock_timestamp() + interval '60 seconds', read_ct = m.read_ct + 1
-    WHERE m.msg_id = ANY(ARRAY(
-        SELECT msg_id FROM ` + t + `
-        WHERE vt <= clock_timestamp() AND msg_id <> ALL($2::bigint[])
-        ORDER BY msg_id ASC
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED))
-    RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.vt, m.message
-)
-SELECT (SELECT count(*) FROM deleted), r.* FROM (SELECT) AS answer LEFT JOIN read r ON true`,
 	}
 }
 
@@ -136,10 +111,14 @@ func (w *pgmqShapeWorkload) produce(ctx context.Context, _ int) (int, error) {
 func (w *pgmqShapeWorkload) consume(ctx context.Context, i int) (int, error) {
 	if w.shape == AckWithNextReceive {
 		return consumeHolding(ctx, &w.held[i], w.avail, "pgmq-shaped delete", func(ctx context.Context, held []int64) (int, []int64, error) {
-			return ackAndRead(ctx, w.pool, scanPgmqShapeRead, w.st.deleteRead, w.batch, held)
+			return deleteThenRead(ctx, w.pool, w.st.del1, w.st.delBatch, held, nil, w.st.read, []any{w.batch}, scanPgmqShapeRead)
 		})
 	}
-	ids, err := w.read(ctx)
+	rows, err := w.pool.Query(ctx, w.st.read, w.batch)
+	if err != nil {
+		return 0, err
+	}
+	ids, err := collectKeys(rows, scanPgmqShapeRead)
 	if err != nil {
 		return 0, err
 	}
@@ -159,36 +138,15 @@ func (w *pgmqShapeWorkload) settleHeld(ctx context.Context, i int) (int, error) 
 	return deleteClaimed(ctx, w.pool, "pgmq-shaped delete", w.st.del1, w.st.delBatch, held)
 }
 
-// scanPgmqShapeRead reads a read message's columns as a consumer would use
-// them, after the statement's first column; a NULL msg_id is no message.
-func scanPgmqShapeRead(rows pgx.Rows, deleted *int64) (*int64, error) {
-	var id *int64
-	var readCt *int32
-	var enqueuedAt, vt *time.Time
+// scanPgmqShapeRead reads a read message's columns as a consumer would
+// use them and returns its id.
+func scanPgmqShapeRead(rows pgx.Rows) (int64, error) {
+	var id int64
+	var readCt int32
+	var enqueuedAt, vt time.Time
 	var message []byte
-	err := rows.Scan(deleted, &id, &readCt, &enqueuedAt, &vt, &message)
+	err := rows.Scan(&id, &readCt, &enqueuedAt, &vt, &message)
 	return id, err
-}
-
-// read runs pgmq's read and reads what a consumer would use.
-func (w *pgmqShapeWorkload) read(ctx context.Context) ([]int64, error) {
-	rows, err := w.pool.Query(ctx, w.st.read, w.batch)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		var readCt int32
-		var enqueuedAt, vt time.Time
-		var message []byte
-		if err := rows.Scan(&id, &readCt, &enqueuedAt, &vt, &message); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // pgmqShapeLifecycle runs one point of the pgmq-shaped baseline on a fresh
