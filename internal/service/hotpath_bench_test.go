@@ -41,3 +41,29 @@ func BenchmarkReceivedMessages(b *testing.B) {
 		}
 	}
 }
+
+// An ack of 100 handles without its statement: the handles parsed, merged
+// into the statement's arrays, and each credited from the rows it returned.
+func BenchmarkAckHandles(b *testing.B) {
+	handles := make([]string, 100)
+	rows := make([]db.MessageAckByReceiptRow, 100)
+	for i := range handles {
+		token := make([]byte, tokenBytes)
+		token[0] = byte(i)
+		handles[i] = encodeReceipt(7, int64(1000+i), token)
+		rows[i] = db.MessageAckByReceiptRow{QueueID: 7, Sequence: int64(1000 + i), Token: token}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		c := &settleCall{rs: parseReceipts(handles)}
+		m := merge([]*settleCall{c})
+		changed := map[settledKey]bool{}
+		for _, r := range rows {
+			changed[settled(r.QueueID, r.Sequence, r.Token)] = true
+		}
+		m.answer([]*settleCall{c}, changed)
+		if c.res.Succeeded != len(handles) || len(m.tokens) != len(handles) {
+			b.Fatal(c.res)
+		}
+	}
+}
