@@ -12,34 +12,19 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/skipq/skipq/internal/metrics"
+	"github.com/skipq/skipq/internal/service"
 )
 
 const requestIDKey = "skipq.requestID"
 
-// saneRequestID reports whether a client's X-Request-Id is a sane token,
-// ^[A-Za-z0-9._:-]{1,128}$, which is echoed; anything else is replaced, so
-// logs never carry arbitrary client bytes. A loop, not a regexp: the Go
-// client sends an id with every request.
-func saneRequestID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		switch c := id[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
 
-// withRequestID gives every request an id, echoed in X-Request-Id.
+// withRequestID gives every request an id, echoed in X-Request-Id: the
+// client's when it is an id as the API takes them (service.IsID), else a
+// new one, so logs never carry arbitrary client bytes.
 func withRequestID(c *gin.Context) {
 	id := c.GetHeader("X-Request-Id")
-	if !saneRequestID(id) {
+	if !service.IsID(id) {
 		id = newRequestID()
 	}
 	c.Set(requestIDKey, id)

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -66,39 +64,4 @@ func BenchmarkLogRequests(b *testing.B) {
 	for b.Loop() {
 		e.ServeHTTP(w, req)
 	}
-}
-
-// The rule for an echoed X-Request-Id, as docs/API.md states it.
-var requestIDRule = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-
-func FuzzSaneRequestID(f *testing.F) {
-	for _, id := range []string{"", "req-1", "a.b_c:d-e", "A9", "a b", "a/b", "é", "\x00", "a\n",
-		strings.Repeat("x", 128), strings.Repeat("x", 129), "0194c5a2-7c1e-7c3a-9b7e-2f0c1d9e8a01"} {
-		f.Add(id)
-	}
-	f.Fuzz(func(t *testing.T, id string) {
-		if got, want := saneRequestID(id), requestIDRule.MatchString(id); got != want {
-			t.Fatalf("%q: saneRequestID %v, the rule says %v", id, got, want)
-		}
-	})
-}
-
-// The check of a Go client's X-Request-Id (24 hex digits), by the rule's
-// regexp as it was done and by saneRequestID.
-func BenchmarkRequestIDCheck(b *testing.B) {
-	const id = "8f3a9c0d1e2b4a5f6c7d8e9f"
-	b.Run("regexp", func(b *testing.B) {
-		for b.Loop() {
-			if !requestIDRule.MatchString(id) {
-				b.Fatal(id)
-			}
-		}
-	})
-	b.Run("saneRequestID", func(b *testing.B) {
-		for b.Loop() {
-			if !saneRequestID(id) {
-				b.Fatal(id)
-			}
-		}
-	})
 }

@@ -556,7 +556,7 @@ func (s *Service) prepare(queue string, in []MessageInput, pathOf func(int) stri
 			tooLarge.add("body", "body and metadata together exceed %d bytes", s.limits.MaxMessageBytes)
 		}
 		if m.MessageID != "" {
-			if !messageIDPattern.MatchString(m.MessageID) {
+			if !IsID(m.MessageID) {
 				is.add("messageId", "must match ^[A-Za-z0-9._:-]{1,128}$")
 			}
 			o.clientGiven = true
@@ -567,7 +567,7 @@ func (s *Service) prepare(queue string, in []MessageInput, pathOf func(int) stri
 			}
 			o.MessageID = id.String()
 		}
-		if m.GroupID != "" && !messageIDPattern.MatchString(m.GroupID) {
+		if m.GroupID != "" && !IsID(m.GroupID) {
 			is.add("groupId", "must match ^[A-Za-z0-9._:-]{1,128}$")
 		}
 		if len(m.ClientID) > 256 {
