@@ -33,7 +33,8 @@ takes --database-url.
 
 Scenarios (--scenario, comma-separated; default all):
   lifecycle  send → receive → ack over HTTP and the same in plain SQL,
-             batch 1 and 100 × 1, 4 and 16 producer/consumer pairs
+             batch 1 and 100 × 1, 4 and 16 producer/consumer pairs; the
+             consumers ack with their next receive (--ack-in-receive)
   sqlconsumer the same lifecycle with consumers in SQL (HTTP sends,
              skipq.receive, skipq.ack) next to the plain-SQL baseline
   latency    send answered → waiting receive answered, p50/p90/p99
@@ -44,7 +45,8 @@ Scenarios (--scenario, comma-separated; default all):
              apart
   kubemq     the lifecycle over KubeMQ's QueuesUpstream + QueuesDownstream
              streams (batch 1 × 16 and 100 × 4 pairs) next to the native
-             HTTP API, and the wake latency of a waiting Downstream Get
+             HTTP API, and the wake latency of a waiting Downstream Get;
+             its node runs in a process of its own, as the sqs scenario's
   trace      the lifecycle over HTTP on traced queues (message history)
              next to untraced ones, batch 1 × 16 and 100 × 4 pairs, runs
              alternating untraced, traced, traced, untraced; history rows
@@ -136,7 +138,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	headsDelayed := fs.Int("heads-delayed", 0, "delayed messages ahead of the heads cycle (default 1000000; 100000 with --quick)")
 	headsInFlight := fs.Int("heads-in-flight", 0, "in-flight messages ahead of the heads cycle (default 100000; 20000 with --quick)")
 	replayRetained := fs.Int("replay-retained", 0, "retained messages the fanout scenario's replay goes through while publishers publish (default 1000000; 20000 with --quick)")
-	ackInReceive := fs.Bool("ack-in-receive", false, "HTTP consumers ack what they got with their next receive (\"ack\" of the receive) instead of an ack request")
+	ackInReceive := fs.Bool("ack-in-receive", true, "consumers ack what they got with their next receive (\"ack\" of the receive, as the Go client's consumer loop), the plain-SQL baselines with their next read; false: an ack request (a delete) of its own after each receive")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one HTTP lifecycle window to this file: the batch-1 point with the most pairs (none: the first point); with the sqs scenario but not lifecycle, the node's in the SQS batch-1 window")
 	cpuProfileNative := fs.String("cpuprofile-native", "", "with the sqs scenario but not lifecycle: write the node's CPU profile of the native HTTP window beside the SQS batch-1 one to this file")
 	memProfile := fs.String("memprofile", "", "write this process's allocation profile of the whole run to this file (in-process nodes and clients together; go tool pprof -sample_index=alloc_space)")
@@ -150,13 +152,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: bench takes no arguments (got %q)", errUsage, fs.Args())
 	}
 	opts := bench.Options{
-		Quick:        *quick,
-		Duration:     *duration,
-		DatabaseURL:  *dbURL,
-		Nodes:        *nodes,
-		APIKey:       os.Getenv("SKIPQ_API_KEY"),
-		Progress:     stderr,
-		AckInReceive: *ackInReceive,
+		Quick:       *quick,
+		Duration:    *duration,
+		DatabaseURL: *dbURL,
+		Nodes:       *nodes,
+		APIKey:      os.Getenv("SKIPQ_API_KEY"),
+		Progress:    stderr,
+	}
+	if !*ackInReceive {
+		opts.ConsumerShape = bench.AckSeparately
 	}
 	if *duration < 0 || (*duration > 0 && *duration < 100*time.Millisecond) {
 		return fmt.Errorf("%w: --duration must be at least 100ms", errUsage)

@@ -31,7 +31,7 @@ func (e *env) backlog(ctx context.Context, lifecycle []LifecyclePoint) (*Backlog
 	}
 	e.checkpoint(ctx)
 	e.logf("backlog: batch %d × %d pairs on an empty queue", p.Batch, p.Pairs)
-	if res.EmptyMsgsPerS, res.Empty, err = e.drive(ctx, newHTTPWorkload(e.http, ns, qe, p, e.o.AckInReceive), p, nil); err != nil {
+	if res.EmptyMsgsPerS, res.Empty, err = e.drive(ctx, newHTTPWorkload(e.http, ns, qe, p, e.o.ConsumerShape), p, nil); err != nil {
 		return nil, err
 	}
 	if err := e.deleteLeftovers(ctx, qe); err != nil {
@@ -63,7 +63,7 @@ func (e *env) backlog(ctx context.Context, lifecycle []LifecyclePoint) (*Backlog
 	}
 	e.checkpoint(ctx)
 	e.logf("backlog: batch %d × %d pairs behind the backlog", p.Batch, p.Pairs)
-	if res.MsgsPerS, res.HTTP, err = e.drive(ctx, newHTTPWorkload(e.http, ns, qb, p, e.o.AckInReceive), p, nil); err != nil {
+	if res.MsgsPerS, res.HTTP, err = e.drive(ctx, newHTTPWorkload(e.http, ns, qb, p, e.o.ConsumerShape), p, nil); err != nil {
 		return nil, err
 	}
 	if res.ClaimExplain, err = e.explainClaim(ctx, qb, 1, fmt.Sprintf("HTTP lifecycle batch %d × %d pairs behind the backlog, %.0f s", p.Batch, p.Pairs, runFor)); err != nil {

@@ -100,31 +100,42 @@ func TestRunShape(t *testing.T) {
 		t.Errorf("latency_ms.samples = %v, want 50", lat["samples"])
 	}
 	positive("rss_mb_peak", got["rss_mb_peak"])
+	// By default consumers ack with their next receive, as the Go
+	// client's consumer loop does.
+	if setup, _ := got["setup"].(map[string]any); setup["consumer_shape"] != string(bench.AckWithNextReceive) {
+		t.Errorf("setup.consumer_shape = %v, want %s", setup["consumer_shape"], bench.AckWithNextReceive)
+	}
 	if testing.Verbose() {
 		rep.WriteText(os.Stderr)
 	}
 }
 
-// TestAckInReceiveShape runs one lifecycle point whose HTTP consumers ack
-// with their next receive: every message sent is acked that way (the run
-// fails on an ack that settled fewer than it carried), and the report
-// says which consumers ran. It asserts no speed.
-func TestAckInReceiveShape(t *testing.T) {
+// TestAckSeparatelyShape runs lifecycle points whose consumers ack apart
+// from their receives (an ack request; a delete statement of its own for
+// the plain-SQL baselines), the shape --ack-in-receive=false keeps: every
+// side completes messages (a run fails on an ack that settled fewer than
+// it carried), and the report says which shape ran. It asserts no speed.
+func TestAckSeparatelyShape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := bench.Run(ctx, bench.Options{
-		DatabaseURL:  testdb.New(t),
-		Scenarios:    []string{bench.Lifecycle},
-		Duration:     time.Second,
-		Warmup:       300 * time.Millisecond,
-		Matrix:       []bench.Point{{Batch: 10, Pairs: 2}},
-		AckInReceive: true,
+		DatabaseURL:   testdb.New(t),
+		Scenarios:     []string{bench.Lifecycle},
+		Duration:      time.Second,
+		Warmup:        300 * time.Millisecond,
+		Matrix:        []bench.Point{{Batch: 1, Pairs: 2}, {Batch: 10, Pairs: 2}},
+		ConsumerShape: bench.AckSeparately,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.Setup.AckInReceive || len(rep.Lifecycle) != 1 || rep.Lifecycle[0].HTTPMsgsPerS <= 0 {
+	if rep.Setup.ConsumerShape != bench.AckSeparately || len(rep.Lifecycle) != 2 {
 		t.Fatalf("setup %+v, lifecycle %+v", rep.Setup, rep.Lifecycle)
+	}
+	for _, p := range rep.Lifecycle {
+		if p.HTTPMsgsPerS <= 0 || p.RawMsgsPerS <= 0 || p.PgmqShapeMsgsPerS <= 0 {
+			t.Errorf("a side completed nothing: %+v", p)
+		}
 	}
 }
 
@@ -262,7 +273,8 @@ type cpuPerMessage struct {
 }
 
 // TestKubeMQShape runs a short kubemq scenario and checks its JSON: both
-// sides of each point and the wake latency measured. No speed is asserted.
+// sides of each point and the wake latency measured, and the CPU of the
+// node's process apart from the load generators'. No speed is asserted.
 func TestKubeMQShape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -281,8 +293,14 @@ func TestKubeMQShape(t *testing.T) {
 			B100x4Ratio float64 `json:"b100x4_ratio"`
 			WakeP50Ms   float64 `json:"wake_p50_ms"`
 			Points      []struct {
-				KubeMQ float64 `json:"kubemq_msgs_per_s"`
-				HTTP   float64 `json:"http_msgs_per_s"`
+				KubeMQ    float64 `json:"kubemq_msgs_per_s"`
+				HTTP      float64 `json:"http_msgs_per_s"`
+				KubeMQRun struct {
+					CPU cpuPerMessage `json:"cpu_us_per_message"`
+				} `json:"kubemq_run"`
+				HTTPRun struct {
+					CPU cpuPerMessage `json:"cpu_us_per_message"`
+				} `json:"http_run"`
 			} `json:"points"`
 		} `json:"kubemq"`
 	}
@@ -296,6 +314,11 @@ func TestKubeMQShape(t *testing.T) {
 	for _, p := range k.Points {
 		if p.KubeMQ <= 0 || p.HTTP <= 0 {
 			t.Fatalf("a point measured nothing: %s", raw)
+		}
+		for _, c := range []cpuPerMessage{p.KubeMQRun.CPU, p.HTTPRun.CPU} {
+			if c.Nodes <= 0 || c.Bench <= 0 {
+				t.Fatalf("a window's CPU is not split between the node's process and the load generators': %s", raw)
+			}
 		}
 	}
 }

@@ -22,12 +22,14 @@
 //     CHECKPOINT before each measured run, fresh queue names).
 //   - harness_nodes.go: in-process nodes, or the running ones of --url.
 //   - harness_nodeproc.go: nodes in processes of their own (the bench's
-//     executable started again), for the sqs scenario, which compares two
-//     client stacks and must not run them in the node's process.
+//     executable started again), for the sqs and kubemq scenarios, which
+//     compare two client stacks and must not run them in the node's
+//     process.
 //   - harness_client.go: the HTTP client, senders and receivers.
 //   - harness_drive.go: producers and consumers of a workload bounded by
 //     credits through warm-up, one measured window and a drain; the HTTP
-//     lifecycle workload most scenarios drive.
+//     lifecycle workload most scenarios drive, its consumers in either
+//     ConsumerShape.
 //   - harness_probe.go: what a measured window records: the machine's CPU
 //     split, wait events of busy backends, pg_stat_statements, commits, WAL and
 //     vacuums, the process's RSS.

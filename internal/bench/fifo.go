@@ -46,7 +46,7 @@ func (e *env) fifo(ctx context.Context) (*FIFOResult, error) {
 		}
 		e.checkpoint(ctx)
 		e.logf("fifo: standard lifecycle batch %d × %d pairs over HTTP", p.Batch, p.Pairs)
-		if fp.StandardMsgsPerS, fp.Standard, err = e.drive(ctx, newHTTPWorkload(e.http, ns, std, p, e.o.AckInReceive), p, nil); err != nil {
+		if fp.StandardMsgsPerS, fp.Standard, err = e.drive(ctx, newHTTPWorkload(e.http, ns, std, p, e.o.ConsumerShape), p, nil); err != nil {
 			return res, fmt.Errorf("standard batch %d × %d: %w", p.Batch, p.Pairs, err)
 		}
 		fq := queueName(fmt.Sprintf("fifo-b%d-p%d", p.Batch, p.Pairs))
@@ -55,7 +55,7 @@ func (e *env) fifo(ctx context.Context) (*FIFOResult, error) {
 		}
 		e.checkpoint(ctx)
 		e.logf("fifo: FIFO lifecycle batch %d × %d pairs over HTTP, %d groups", p.Batch, p.Pairs, fifoGroups)
-		if fp.FIFOMsgsPerS, fp.FIFO, err = e.drive(ctx, newFIFOWorkload(e.http, ns, fq, p, e.o.AckInReceive), p, nil); err != nil {
+		if fp.FIFOMsgsPerS, fp.FIFO, err = e.drive(ctx, newFIFOWorkload(e.http, ns, fq, p, e.o.ConsumerShape), p, nil); err != nil {
 			return res, fmt.Errorf("FIFO batch %d × %d: %w", p.Batch, p.Pairs, err)
 		}
 		fp.StandardMsgsPerS, fp.FIFOMsgsPerS = round(fp.StandardMsgsPerS, 0), round(fp.FIFOMsgsPerS, 0)
@@ -88,10 +88,12 @@ type fifoWorkload struct {
 	calls []atomic.Int64 // per producer
 }
 
-func newFIFOWorkload(c *client, ns *nodes, queue string, p Point, ackInReceive bool) *fifoWorkload {
-	w := &fifoWorkload{httpWorkload: newHTTPWorkload(c, ns, queue, p, ackInReceive), batch: p.Batch, calls: make([]atomic.Int64, p.Pairs)}
+func newFIFOWorkload(c *client, ns *nodes, queue string, p Point, shape ConsumerShape) *fifoWorkload {
+	w := &fifoWorkload{httpWorkload: newHTTPWorkload(c, ns, queue, p, shape), batch: p.Batch, calls: make([]atomic.Int64, p.Pairs)}
 	for _, r := range w.receivers {
-		r.body = []byte(`{"maxMessages":` + strconv.Itoa(p.Batch) + `,"waitSeconds":1,"maxMessagesPerGroup":1}`)
+		perGroup := `{"maxMessages":` + strconv.Itoa(p.Batch) + `,"maxMessagesPerGroup":1`
+		r.body = []byte(perGroup + `,"waitSeconds":1}`)
+		r.ackBody = []byte(perGroup + `,"waitSeconds":0,"ack":`)
 	}
 	return w
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -95,6 +96,43 @@ DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1 AND sequence = $2`
 	rawAckBatch = `-- name: RawAckBatch
 DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1 AND sequence = ANY($2::bigint[])`
 
+	// rawAckClaim1 and rawAckClaimBatch are a consumer's ack and its next
+	// claim in one statement and one commit (AckWithNextReceive): the
+	// claims above, after deleting the messages $2 that the consumer's
+	// previous claim got. Both parts run on one snapshot, taken before
+	// either, in an order that is PostgreSQL's choice: the claim still
+	// sees the rows being deleted, and were one of them available again
+	// (its lease over) it could lease it, the delete then leaving it in
+	// place (TestAckReadSkipsWhatItDeletes). The claim skips them by key.
+	// The statement answers one row at least: the count the delete
+	// removed, then a claimed message's columns, NULL when it claimed none.
+	rawAckClaim1 = "-- name: RawAckClaim1\n" + rawAckClaimHead + `= (` + rawAckClaimAvailable + `1
+        FOR UPDATE SKIP LOCKED)` + rawAckClaimAnswer
+
+	rawAckClaimBatch = "-- name: RawAckClaimBatch\n" + rawAckClaimHead + `= ANY(ARRAY(` + rawAckClaimAvailable + `$3
+        FOR UPDATE SKIP LOCKED))` + rawAckClaimAnswer
+
+	// The parts of rawAckClaim1 and rawAckClaimBatch.
+	rawAckClaimHead = `WITH acked AS (
+    DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1 AND sequence = ANY($2::bigint[]) RETURNING 1
+), claimed AS (
+    UPDATE skipq_bench.raw_messages m
+    SET visible_at = now() + interval '60 seconds',
+        receive_count = m.receive_count + 1,
+        first_received_at = coalesce(m.first_received_at, now()),
+        lease_token = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
+    WHERE m.queue_id = $1 AND m.sequence `
+	rawAckClaimAvailable = `
+        SELECT c.sequence FROM skipq_bench.raw_messages c
+        WHERE c.queue_id = $1 AND c.visible_at <= now() AND c.receive_count < c.max_receive_count
+          AND (c.expires_at IS NULL OR c.expires_at > now())
+          AND c.sequence <> ALL($2::bigint[])
+        ORDER BY c.sequence LIMIT `
+	rawAckClaimAnswer = `
+    RETURNING m.sequence, m.message_id, m.body, m.receive_count, m.lease_token
+)
+SELECT (SELECT count(*) FROM acked), c.* FROM (SELECT) AS answer LEFT JOIN claimed c ON true`
+
 	// rawVacuum does for the baseline's table what skipq's worker does for
 	// its own, on the same schedule (worker.VacuumPeriod).
 	rawVacuum = `VACUUM (SKIP_LOCKED) skipq_bench.raw_messages`
@@ -106,13 +144,15 @@ DELETE FROM skipq_bench.raw_messages WHERE queue_id = $1 AND sequence = ANY($2::
 // rawWorkload runs the lifecycle over a pgx pool with a connection per
 // worker. A consumer that finds nothing waits for a producer's signal (or
 // 100 ms): the in-process equivalent of skipq's local wake-up, so neither
-// side pays for polling.
+// side pays for polling. Its consumers settle as shape says.
 type rawWorkload struct {
 	pool    *pgxpool.Pool
 	queueID int64
 	batch   int
 	avail   chan struct{}
 	body    []byte
+	shape   ConsumerShape
+	held    [][]int64 // consumer i's claimed sequences, deleted by its next claim (AckWithNextReceive)
 }
 
 func (w *rawWorkload) produce(ctx context.Context, _ int) (int, error) {
@@ -136,6 +176,14 @@ func (w *rawWorkload) produce(ctx context.Context, _ int) (int, error) {
 }
 
 func (w *rawWorkload) consume(ctx context.Context, i int) (int, error) {
+	if w.shape == AckWithNextReceive {
+		return consumeHolding(ctx, &w.held[i], w.avail, "raw ack", func(ctx context.Context, held []int64) (int, []int64, error) {
+			if w.batch == 1 {
+				return ackAndRead(ctx, w.pool, scanRawClaimed, rawAckClaim1, w.queueID, held)
+			}
+			return ackAndRead(ctx, w.pool, scanRawClaimed, rawAckClaimBatch, w.queueID, held, w.batch)
+		})
+	}
 	var seqs []int64
 	var err error
 	if w.batch == 1 {
@@ -151,6 +199,86 @@ func (w *rawWorkload) consume(ctx context.Context, i int) (int, error) {
 		return 0, nil
 	}
 	return deleteClaimed(ctx, w.pool, "raw ack", rawAck1, rawAckBatch, seqs, w.queueID)
+}
+
+func (w *rawWorkload) settleHeld(ctx context.Context, i int) (int, error) {
+	held := w.held[i]
+	if len(held) == 0 {
+		return 0, nil
+	}
+	w.held[i] = nil
+	return deleteClaimed(ctx, w.pool, "raw ack", rawAck1, rawAckBatch, held, w.queueID)
+}
+
+// scanRawClaimed reads a claimed message's columns as a consumer would
+// use them, after the statement's first column; a NULL sequence is no
+// message.
+func scanRawClaimed(rows pgx.Rows, acked *int64) (*int64, error) {
+	var seq *int64
+	var id *string
+	var body, token []byte
+	var count *int32
+	err := rows.Scan(acked, &seq, &id, &body, &count, &token)
+	return seq, err
+}
+
+// consumeHolding is a baseline consumer's call in the shape
+// AckWithNextReceive: step deletes the keys the consumer holds and reads
+// its next batch in one statement; the consumer then holds what it read.
+// Like the Go client's consumer loop, only a call that carried no acks
+// waits when it found nothing. It returns how many messages were deleted.
+func consumeHolding(ctx context.Context, held *[]int64, avail chan struct{}, what string,
+	step func(ctx context.Context, held []int64) (acked int, read []int64, err error),
+) (int, error) {
+	had := len(*held)
+	if *held == nil {
+		*held = []int64{} // an empty array: NULL would make the read's "<> ALL" skip every row
+	}
+	sctx := ctx
+	if had > 0 {
+		// Never abandoned when the run stops, as an HTTP receive that
+		// carries acks is not: its acks are counted, and the keys it read
+		// are held, not lost to a cancelled statement.
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+		defer cancel()
+	}
+	acked, read, err := step(sctx, *held)
+	if err != nil {
+		return 0, err
+	}
+	if acked != had {
+		return acked, fmt.Errorf("%s deleted %d of %d held messages", what, acked, had)
+	}
+	*held = append((*held)[:0], read...)
+	if had == 0 && len(read) == 0 {
+		awaitSend(ctx, avail)
+	}
+	return acked, nil
+}
+
+// ackAndRead runs a statement that deletes held keys and reads the next
+// batch (rawAckClaim1 and its kin): its first column is the count deleted,
+// the rest a read message's, scanned by scan, which returns the message's
+// key (nil: the row carries only the count).
+func ackAndRead(ctx context.Context, pool *pgxpool.Pool, scan func(pgx.Rows, *int64) (*int64, error), sql string, args ...any) (int, []int64, error) {
+	rows, err := pool.Query(ctx, sql, args...)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rows.Close()
+	var acked int64
+	var read []int64
+	for rows.Next() {
+		key, err := scan(rows, &acked)
+		if err != nil {
+			return 0, nil, err
+		}
+		if key != nil {
+			read = append(read, *key)
+		}
+	}
+	return int(acked), read, rows.Err()
 }
 
 // deleteClaimed deletes what a baseline's consumer claimed (one by key, more
@@ -195,11 +323,12 @@ func (w *rawWorkload) claim(ctx context.Context, sql string, args ...any) ([]int
 }
 
 // rawLifecycle runs one point of the raw baseline on a fresh queue (tenant
-// bench-raw).
-func (e *env) rawLifecycle(ctx context.Context, p Point) (float64, *RunStats, error) {
+// bench-raw), its consumers in shape.
+func (e *env) rawLifecycle(ctx context.Context, p Point, shape ConsumerShape) (float64, *RunStats, error) {
 	return e.baselineRun(ctx, p, rawApp, func(pool *pgxpool.Pool) (workload, string, func(context.Context) error, error) {
 		q := queueName(fmt.Sprintf("raw-b%d-p%d", p.Batch, p.Pairs))
-		w := &rawWorkload{pool: pool, batch: p.Batch, avail: make(chan struct{}, 4*p.Pairs), body: []byte(payload)}
+		w := &rawWorkload{pool: pool, batch: p.Batch, avail: make(chan struct{}, 4*p.Pairs), body: []byte(payload),
+			shape: shape, held: make([][]int64, p.Pairs)}
 		if _, err := pool.Exec(ctx, frozenBaselineSchema); err != nil {
 			return nil, "", nil, fmt.Errorf("raw table: %w", err)
 		}

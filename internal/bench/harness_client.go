@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,17 +143,24 @@ func (s *sender) send(ctx context.Context) error {
 
 // receiver receives from one queue on one node and acks what it got.
 type receiver struct {
-	c       *client
-	url     string
-	ackURL  string
-	body    []byte
-	handles []string
+	c      *client
+	url    string
+	ackURL string
+	body   []byte // a receive: long-polls waitSeconds
+	// ackBody is the start of a receive that carries acks, as the Go
+	// client's consumer loop sends it: it answers at once (waitSeconds 0),
+	// the acks' handles follow.
+	ackBody []byte
+	handles []string // scratch for the handles acked apart (AckSeparately)
+	held    []string // what the last receive got, acked by the next one (AckWithNextReceive)
 }
 
 func newReceiver(c *client, base, queue string, max, waitSeconds int) *receiver {
+	maxMessages := `{"maxMessages":` + strconv.Itoa(max)
 	return &receiver{
 		c: c, url: queuePath(base, queue) + "/messages/receive", ackURL: base + "/v1/receipts/ack",
-		body: []byte(`{"maxMessages":` + strconv.Itoa(max) + `,"waitSeconds":` + strconv.Itoa(waitSeconds) + `}`),
+		body:    []byte(maxMessages + `,"waitSeconds":` + strconv.Itoa(waitSeconds) + `}`),
+		ackBody: []byte(maxMessages + `,"waitSeconds":0,"ack":`),
 	}
 }
 
@@ -175,25 +183,45 @@ func (r *receiver) receive(ctx context.Context) (*receiveResponse, error) {
 	return &out, nil
 }
 
-// ackAndReceive receives as receive does, acking handles first in the same
-// request ("ack" of the receive). It returns what it got and how many of
-// handles were removed.
-func (r *receiver) ackAndReceive(ctx context.Context, handles []string) (*receiveResponse, int, error) {
-	if len(handles) == 0 {
-		got, err := r.receive(ctx)
-		return got, 0, err
+// ackTimeout bounds a request that carries acks. Like the Go client's
+// consumer loop (its settleTimeout), the bench never abandons one when a
+// run stops: its acks get their answer and are counted.
+const ackTimeout = 30 * time.Second
+
+// ackWithNextReceive is one turn of the Go client's consumer loop
+// (client.Consume): a receive that carries the acks of what the previous
+// one got and answers at once, or, holding nothing, a receive that
+// long-polls. It holds what it got and returns how many messages it acked.
+func (r *receiver) ackWithNextReceive(ctx context.Context) (int, error) {
+	var got *receiveResponse
+	n := 0
+	if len(r.held) == 0 {
+		var err error
+		if got, err = r.receive(ctx); err != nil {
+			return 0, err
+		}
+	} else {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+		defer cancel()
+		b := appendHandles(slices.Clip(r.ackBody), r.held)
+		b = append(b, '}')
+		var out receiveResponse
+		if err := r.c.do(actx, http.MethodPost, r.url, b, http.StatusOK, &out); err != nil {
+			return 0, err
+		}
+		if out.Acked == nil {
+			return 0, fmt.Errorf("a receive with ack answered no acked: %d messages", len(out.Messages))
+		}
+		if n = out.Acked.Succeeded; n != len(r.held) {
+			return n, fmt.Errorf("ack settled %d of %d held receipt handles", n, len(r.held))
+		}
+		got = &out
 	}
-	b := append(r.body[:len(r.body)-1:len(r.body)-1], `,"ack":`...)
-	b = appendHandles(b, handles)
-	b = append(b, '}')
-	var out receiveResponse
-	if err := r.c.do(ctx, http.MethodPost, r.url, b, http.StatusOK, &out); err != nil {
-		return nil, 0, err
+	r.held = r.held[:0]
+	for _, m := range got.Messages {
+		r.held = append(r.held, m.ReceiptHandle)
 	}
-	if out.Acked == nil {
-		return nil, 0, fmt.Errorf("a receive with ack answered no acked: %d messages", len(out.Messages))
-	}
-	return &out, out.Acked.Succeeded, nil
+	return n, nil
 }
 
 // appendHandles appends handles as a JSON array.

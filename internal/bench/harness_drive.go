@@ -16,8 +16,18 @@ type workload interface {
 	// produce sends one batch and returns how many messages it sent.
 	produce(ctx context.Context, i int) (int, error)
 	// consume receives up to a batch, acks what it got and returns how many
-	// messages were acked (0 when the receive found nothing).
+	// messages were acked (0 when the receive found nothing). A consumer of
+	// the shape AckWithNextReceive acks, in the same call, what its previous
+	// call got, and holds what this one got.
 	consume(ctx context.Context, i int) (int, error)
+}
+
+// heldSettler is a workload whose consumers hold what they got until their
+// next call (AckWithNextReceive).
+type heldSettler interface {
+	// settleHeld acks what consumer i holds, once it stopped consuming,
+	// and returns how many messages were acked.
+	settleHeld(ctx context.Context, i int) (int, error)
 }
 
 // credits bound the messages between send and ack, so producers cannot
@@ -103,6 +113,16 @@ func (e *env) drive(ctx context.Context, w workload, p Point, profile io.Writer)
 				acked.Add(int64(n))
 				cr.release(n)
 			}
+			// The last acks of a consumer that holds what it got until its
+			// next call: counted like every other (the drain waits for
+			// them), not left for deleteLeftovers. Not after a failure.
+			if s, ok := w.(heldSettler); ok && ctx.Err() == nil {
+				n, err := s.settleHeld(ctx, i)
+				acked.Add(int64(n))
+				if err != nil {
+					fail(fmt.Errorf("consumer %d: %w", i, err))
+				}
+			}
 		})
 	}
 	e.rss.during(true)
@@ -187,17 +207,15 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 // httpWorkload is the lifecycle over skipq's HTTP API: pair i sends to and
-// receives from node i mod N. With ackInReceive (Options.AckInReceive) a
-// consumer acks what it got with its next receive ("ack" of the receive)
-// instead of a request of its own.
+// receives from node i mod N. Its consumers settle as shape says.
 type httpWorkload struct {
-	senders      []*sender
-	receivers    []*receiver
-	ackInReceive bool
+	senders   []*sender
+	receivers []*receiver
+	shape     ConsumerShape
 }
 
-func newHTTPWorkload(c *client, ns *nodes, queue string, p Point, ackInReceive bool) *httpWorkload {
-	w := &httpWorkload{ackInReceive: ackInReceive}
+func newHTTPWorkload(c *client, ns *nodes, queue string, p Point, shape ConsumerShape) *httpWorkload {
+	w := &httpWorkload{shape: shape}
 	for i := range p.Pairs {
 		w.senders = append(w.senders, newSender(c, ns.at(i), queue, p.Batch))
 		w.receivers = append(w.receivers, newReceiver(c, ns.at(i), queue, p.Batch, 1))
@@ -212,19 +230,8 @@ func (w *httpWorkload) produce(ctx context.Context, i int) (int, error) {
 
 func (w *httpWorkload) consume(ctx context.Context, i int) (int, error) {
 	r := w.receivers[i]
-	if w.ackInReceive {
-		got, n, err := r.ackAndReceive(ctx, r.handles)
-		if err != nil {
-			return 0, err
-		}
-		if n != len(r.handles) {
-			return n, fmt.Errorf("ack settled %d of %d fresh receipt handles", n, len(r.handles))
-		}
-		r.handles = r.handles[:0]
-		for _, m := range got.Messages {
-			r.handles = append(r.handles, m.ReceiptHandle)
-		}
-		return n, nil
+	if w.shape == AckWithNextReceive {
+		return r.ackWithNextReceive(ctx)
 	}
 	got, err := r.receive(ctx)
 	if err != nil || len(got.Messages) == 0 {
@@ -239,6 +246,19 @@ func (w *httpWorkload) consume(ctx context.Context, i int) (int, error) {
 	if err == nil && n != len(handles) {
 		err = fmt.Errorf("ack settled %d of %d fresh receipt handles", n, len(handles))
 	}
+	return n, err
+}
+
+func (w *httpWorkload) settleHeld(ctx context.Context, i int) (int, error) {
+	r := w.receivers[i]
+	if len(r.held) == 0 {
+		return 0, nil
+	}
+	n, err := r.ack(ctx, r.held)
+	if err == nil && n != len(r.held) {
+		err = fmt.Errorf("ack settled %d of %d held receipt handles", n, len(r.held))
+	}
+	r.held = r.held[:0]
 	return n, err
 }
 

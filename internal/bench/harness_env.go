@@ -218,7 +218,7 @@ func (e *env) bulkLoad(ctx context.Context, tables, sql string, args ...any) (fl
 func (e *env) setup(ctx context.Context) Setup {
 	s := Setup{
 		Nodes: e.o.Nodes, External: len(e.o.URLs) > 0, DurationS: e.o.Duration.Seconds(),
-		WarmupS: e.o.Warmup.Seconds(), Quick: e.o.Quick, CPUs: cpus(), PgStatStatements: e.pgss, AckInReceive: e.o.AckInReceive,
+		WarmupS: e.o.Warmup.Seconds(), Quick: e.o.Quick, CPUs: cpus(), PgStatStatements: e.pgss, ConsumerShape: e.o.ConsumerShape,
 		Settings: map[string]string{},
 	}
 	_ = e.mon.QueryRow(ctx, monitorMark+"SELECT current_setting('server_version')").Scan(&s.Postgres)

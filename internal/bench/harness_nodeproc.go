@@ -21,8 +21,8 @@ import (
 )
 
 // A scenario that compares two client stacks (the sqs scenario: an AWS SDK
-// against the bench's own HTTP client) runs its nodes in processes of their
-// own: in the bench's process the heavier client's CPU and garbage would
+// against the bench's own HTTP client; the kubemq scenario: gRPC streams
+// against it) runs its nodes in processes of their own: in the bench's process the heavier client's CPU and garbage would
 // be taken from the node it measures, and the node's CPU could not be told
 // from the clients'. The bench starts its own executable again with
 // nodeProcessEnv set; that process runs one node and takes commands, one a
@@ -35,6 +35,7 @@ const nodeProcessEnv = "SKIPQ_BENCH_NODE_PROCESS"
 type nodeProcessSettings struct {
 	DatabaseURL string `json:"database_url"`
 	IdleWaiters int    `json:"idle_waiters"`
+	KubeMQAddr  string `json:"kubemq_addr,omitempty"` // the KubeMQ endpoint's address; empty: none
 }
 
 // The node process's commands and answers.
@@ -67,6 +68,7 @@ func serveNodeProcess(raw string, commands io.Reader, answers io.Writer) error {
 		return fmt.Errorf("%s: %w", nodeProcessEnv, err)
 	}
 	cfg := benchNodeConfig(s.DatabaseURL, s.IdleWaiters)
+	cfg.KubeMQ.Addr = s.KubeMQAddr
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -144,20 +146,16 @@ func (b *lockedBuffer) String() string {
 }
 
 // startNodeProcesses is startNodes with each node in a process of its own
-// (Options.URLs: those nodes, as startNodes does). While they run, the
-// probe counts their CPU apart from the bench's, and a CPU profile of a
-// window is the first node's.
-func (e *env) startNodeProcesses(ctx context.Context) (*nodes, error) {
+// (Options.URLs: those nodes, as startNodes does), its settings changed by
+// configure. While they run, the probe counts their CPU apart from the
+// bench's, and a CPU profile of a window is the first node's.
+func (e *env) startNodeProcesses(ctx context.Context, configure ...func(*nodeProcessSettings)) (*nodes, error) {
 	if len(e.o.URLs) > 0 {
 		return e.startNodes(ctx)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("bench: node process: %w", err)
-	}
-	settings, err := json.Marshal(nodeProcessSettings{DatabaseURL: e.dbURL, IdleWaiters: e.o.IdleWaiters})
-	if err != nil {
-		return nil, err
 	}
 	n := &nodes{}
 	n.stop = func() {
@@ -167,6 +165,15 @@ func (e *env) startNodeProcesses(ctx context.Context) (*nodes, error) {
 		}
 	}
 	for i := 0; i < e.o.Nodes; i++ {
+		s := nodeProcessSettings{DatabaseURL: e.dbURL, IdleWaiters: e.o.IdleWaiters}
+		for _, f := range configure {
+			f(&s)
+		}
+		settings, err := json.Marshal(s)
+		if err != nil {
+			n.stop()
+			return nil, err
+		}
 		p, addr, err := startNodeProcess(exe, string(settings))
 		if p != nil {
 			n.procs = append(n.procs, p)

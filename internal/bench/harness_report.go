@@ -44,7 +44,7 @@ type Setup struct {
 	WarmupS          float64           `json:"warmup_s"`
 	Quick            bool              `json:"quick"`
 	PgStatStatements bool              `json:"pg_stat_statements"`
-	AckInReceive     bool              `json:"ack_in_receive"` // HTTP consumers ack with their next receive
+	ConsumerShape    ConsumerShape     `json:"consumer_shape"` // how consumers settle (Options.ConsumerShape)
 }
 
 // Target is one performance target (docs/PERFORMANCE.md) and whether this
@@ -182,8 +182,11 @@ func (r Report) WriteText(w io.Writer) {
 		s.Postgres, s.Settings["fsync"], s.Settings["synchronous_commit"], s.Settings["shared_buffers"], s.CPUs, s.Nodes,
 		map[bool]string{true: " (external)", false: " (in-process)"}[s.External])
 	fmt.Fprintf(w, "each measured run: %.0f s after %.1f s of warm-up\n", s.DurationS, s.WarmupS)
-	if s.AckInReceive {
-		fmt.Fprintf(w, "HTTP consumers ack what they got with their next receive (--ack-in-receive)\n")
+	switch s.ConsumerShape {
+	case AckWithNextReceive:
+		fmt.Fprintf(w, "consumers ack what they got with their next receive (HTTP) or read (plain SQL)\n")
+	case AckSeparately:
+		fmt.Fprintf(w, "consumers ack apart from their receives (--ack-in-receive=false)\n")
 	}
 	fmt.Fprintln(w)
 

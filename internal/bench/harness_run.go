@@ -46,6 +46,22 @@ type Point struct {
 	Pairs int `json:"pairs"`
 }
 
+// ConsumerShape is how a lifecycle's consumers settle the messages they
+// got.
+type ConsumerShape string
+
+const (
+	// AckWithNextReceive is the Go client's consumer loop (client.Consume):
+	// a consumer's next receive carries the acks of what it got ("ack" of
+	// the receive: one request and one commit for both), answering at once
+	// when it carries any. The plain-SQL yardsticks do the same: one
+	// statement deletes what was read and reads the next batch.
+	AckWithNextReceive ConsumerShape = "ack_with_next_receive"
+	// AckSeparately is receive, then an ack request (a delete statement for
+	// the yardsticks): three requests a message over HTTP with the send.
+	AckSeparately ConsumerShape = "ack_separately"
+)
+
 // Default figures. A full default run is about 2.5 minutes on 2 cores: the
 // 6-point lifecycle matrix runs HTTP and raw SQL for 1 s warm-up + 5 s each
 // (~80 s with drains), the backlog preloads 1,000,000 rows and runs twice,
@@ -100,10 +116,11 @@ type Options struct {
 	HeadsSamples   int           // measured heads cycles per queue
 	ReplayRetained int           // retained messages the fanout scenario's replay goes through
 
-	// AckInReceive makes the HTTP lifecycle's consumers ack what they got
-	// with their next receive ("ack" of the receive) rather than with an
-	// ack request of their own.
-	AckInReceive bool
+	// ConsumerShape is how consumers settle what they got: the lifecycle's
+	// HTTP ones and its plain-SQL yardsticks, and the HTTP consumers of the
+	// scenarios that compare skipq with itself (fifo, trace, backlog).
+	// Empty: AckWithNextReceive.
+	ConsumerShape ConsumerShape
 
 	ClusterDir string    // the private cluster's home (default .skipq/bench)
 	CPUProfile io.Writer // CPU profile of the HTTP window of the batch-1 lifecycle point with the most pairs (none: the first point)
@@ -137,6 +154,13 @@ func (o Options) withDefaults() (Options, error) {
 		if o.Quick {
 			o.Matrix = QuickMatrix
 		}
+	}
+	switch o.ConsumerShape {
+	case "":
+		o.ConsumerShape = AckWithNextReceive
+	case AckWithNextReceive, AckSeparately:
+	default:
+		return o, fmt.Errorf("bench: unknown consumer shape %q (want %s or %s)", o.ConsumerShape, AckWithNextReceive, AckSeparately)
 	}
 	if o.SQSMatrix == nil {
 		o.SQSMatrix = SQSMatrix

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/skipq/skipq/internal/kubemq/kubemqpb"
-	"github.com/skipq/skipq/internal/node"
 )
 
 // KubeMQMatrix is the kubemq scenario's points: single messages by 16
@@ -22,7 +21,10 @@ import (
 var KubeMQMatrix = []Point{{1, 16}, {100, 4}}
 
 // KubeMQPoint is one point of the kubemq scenario: the lifecycle over
-// QueuesUpstream and QueuesDownstream next to the native HTTP API's.
+// QueuesUpstream and QueuesDownstream next to the native HTTP API's. Each
+// side's window has its own evidence: in its cpu_us_per_message,
+// node_processes is the node's CPU per message and bench_process that
+// side's load generators' (the node runs in a process of its own).
 type KubeMQPoint struct {
 	Batch          int       `json:"batch"`
 	Pairs          int       `json:"pairs"`
@@ -30,6 +32,7 @@ type KubeMQPoint struct {
 	HTTPMsgsPerS   float64   `json:"http_msgs_per_s"`
 	Ratio          float64   `json:"ratio"` // KubeMQ / native HTTP
 	KubeMQ         *RunStats `json:"kubemq_run,omitempty"`
+	HTTP           *RunStats `json:"http_run,omitempty"`
 }
 
 // KubeMQResult is the kubemq scenario.
@@ -115,16 +118,19 @@ func (w *kubemqWorkload) consume(_ context.Context, i int) (int, error) {
 	return len(r.GetMessages()), err
 }
 
-// kubemqNodes starts in-process nodes that also serve the KubeMQ endpoint,
-// and a client of each.
+// kubemqNodes starts nodes that also serve the KubeMQ endpoint, each in a
+// process of its own as the sqs scenario's (harness_nodeproc.go): the gRPC
+// clients' CPU and garbage stay in the bench's process, and each window
+// reports the node's CPU apart from the load generators'. It returns a
+// client of each.
 func (e *env) kubemqNodes(ctx context.Context) (*nodes, []kubemqpb.KubemqClient, func(), error) {
 	if len(e.o.URLs) > 0 {
-		return nil, nil, nil, errors.New("the kubemq scenario runs in-process nodes only (their gRPC addresses are its own)")
+		return nil, nil, nil, errors.New("the kubemq scenario runs nodes it starts only (their gRPC addresses are its own)")
 	}
 	var addrs []string
-	ns, err := e.startNodes(ctx, func(c *node.Config) {
-		c.KubeMQ.Addr = freeLoopbackAddr()
-		addrs = append(addrs, c.KubeMQ.Addr)
+	ns, err := e.startNodeProcesses(ctx, func(s *nodeProcessSettings) {
+		s.KubeMQAddr = freeLoopbackAddr()
+		addrs = append(addrs, s.KubeMQAddr)
 	})
 	if err != nil {
 		return nil, nil, nil, err
@@ -191,7 +197,7 @@ func (e *env) kubemqScenario(ctx context.Context) (*KubeMQResult, error) {
 		if err := e.deleteLeftovers(ctx, q); err != nil {
 			return nil, err
 		}
-		if kp.HTTPMsgsPerS, _, err = e.nativeBeside(ctx, ns, "kubemq", p, nil); err != nil {
+		if kp.HTTPMsgsPerS, kp.HTTP, err = e.nativeBeside(ctx, ns, "kubemq", p, nil); err != nil {
 			return nil, err
 		}
 		kp.KubeMQMsgsPerS, kp.HTTPMsgsPerS = round(kp.KubeMQMsgsPerS, 0), round(kp.HTTPMsgsPerS, 0)
@@ -199,6 +205,10 @@ func (e *env) kubemqScenario(ctx context.Context) (*KubeMQResult, error) {
 			kp.Ratio = round(kp.KubeMQMsgsPerS/kp.HTTPMsgsPerS, 3)
 		}
 		e.logf("  KubeMQ %.0f msgs/s, native HTTP %.0f msgs/s, ratio %.2f", kp.KubeMQMsgsPerS, kp.HTTPMsgsPerS, kp.Ratio)
+		if kp.KubeMQ != nil && kp.HTTP != nil {
+			e.logf("  CPU µs a message, node / load generators: KubeMQ %.0f / %.0f, native %.0f / %.0f",
+				kp.KubeMQ.CPUPerMessage.Nodes, kp.KubeMQ.CPUPerMessage.Bench, kp.HTTP.CPUPerMessage.Nodes, kp.HTTP.CPUPerMessage.Bench)
+		}
 		switch p {
 		case Point{1, 16}:
 			res.B1x16Ratio = kp.Ratio
@@ -270,9 +280,14 @@ func (e *env) kubemqWake(ctx context.Context, ns *nodes, clients []kubemqpb.Kube
 // writeKubeMQ is the kubemq section of the text report.
 func writeKubeMQ(w io.Writer, k *KubeMQResult) {
 	fmt.Fprintf(w, "KubeMQ (QueuesUpstream + QueuesDownstream) next to the native HTTP API, lifecycle messages/s acked\n")
-	fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s\n", "batch", "pairs", "KubeMQ", "native", "KubeMQ/nat")
+	fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s   %s\n", "batch", "pairs", "KubeMQ", "native", "KubeMQ/nat", "CPU µs/msg node + load generators: KubeMQ, native")
 	for _, p := range k.Points {
-		fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f\n", p.Batch, p.Pairs, thousands(p.KubeMQMsgsPerS), thousands(p.HTTPMsgsPerS), p.Ratio)
+		cpu := ""
+		if p.KubeMQ != nil && p.HTTP != nil {
+			c, n := p.KubeMQ.CPUPerMessage, p.HTTP.CPUPerMessage
+			cpu = fmt.Sprintf("%.0f + %.0f, %.0f + %.0f", c.Nodes, c.Bench, n.Nodes, n.Bench)
+		}
+		fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f   %s\n", p.Batch, p.Pairs, thousands(p.KubeMQMsgsPerS), thousands(p.HTTPMsgsPerS), p.Ratio, cpu)
 	}
 	if l := k.Wake; l != nil {
 		fmt.Fprintf(w, "  Downstream Get wake latency, %d samples: p50 %.2f ms   p90 %.2f ms   p99 %.2f ms   (SendQueueMessage p50 %.2f ms)\n",

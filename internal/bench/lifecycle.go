@@ -38,7 +38,7 @@ func (e *env) lifecycle(ctx context.Context) ([]LifecyclePoint, error) {
 			prof = e.o.CPUProfile
 		}
 		e.logf("lifecycle batch %d × %d pairs over HTTP", p.Batch, p.Pairs)
-		if lp.HTTPMsgsPerS, lp.HTTP, err = e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, e.o.AckInReceive), p, prof); err != nil {
+		if lp.HTTPMsgsPerS, lp.HTTP, err = e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, e.o.ConsumerShape), p, prof); err != nil {
 			return out, fmt.Errorf("HTTP batch %d × %d: %w", p.Batch, p.Pairs, err)
 		}
 		if err := e.deleteLeftovers(ctx, q); err != nil {
@@ -49,11 +49,11 @@ func (e *env) lifecycle(ctx context.Context) ([]LifecyclePoint, error) {
 			return out, err
 		}
 		e.logf("lifecycle batch %d × %d pairs in plain SQL", p.Batch, p.Pairs)
-		if lp.RawMsgsPerS, lp.Raw, err = e.rawLifecycle(ctx, p); err != nil {
+		if lp.RawMsgsPerS, lp.Raw, err = e.rawLifecycle(ctx, p, e.o.ConsumerShape); err != nil {
 			return out, fmt.Errorf("raw batch %d × %d: %w", p.Batch, p.Pairs, err)
 		}
 		e.logf("lifecycle batch %d × %d pairs in pgmq's shapes", p.Batch, p.Pairs)
-		if lp.PgmqShapeMsgsPerS, lp.PgmqShape, err = e.pgmqShapeLifecycle(ctx, p); err != nil {
+		if lp.PgmqShapeMsgsPerS, lp.PgmqShape, err = e.pgmqShapeLifecycle(ctx, p, e.o.ConsumerShape); err != nil {
 			return out, fmt.Errorf("pgmq_shape batch %d × %d: %w", p.Batch, p.Pairs, err)
 		}
 		lp.HTTPMsgsPerS = round(lp.HTTPMsgsPerS, 0)

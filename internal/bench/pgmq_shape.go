@@ -42,6 +42,16 @@ const pgmqShapeApp = "skipq-bench-pgmq-shape"
 type pgmqShapeStatements struct {
 	table                                          string // schema-qualified, quoted
 	create, send1, sendBatch, read, del1, delBatch string
+	// deleteRead deletes the ids $2 a consumer read last and reads its
+	// next batch in one statement and one commit (AckWithNextReceive):
+	// pgmq's delete by id array and its read. Both parts run on one
+	// snapshot, taken before either, in an order that is PostgreSQL's
+	// choice: the read still sees the rows being deleted, and were one of
+	// them visible again (its vt come) it could lease it, the delete then
+	// leaving it in place (TestAckReadSkipsWhatItDeletes). The read skips
+	// them by id. The statement answers one row at least: the count
+	// deleted, then a read message's columns, NULL when it read none.
+	deleteRead string
 }
 
 func newPgmqShapeStatements(name string) pgmqShapeStatements {
@@ -77,11 +87,27 @@ RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.vt, m.message`,
 DELETE FROM ` + t + ` WHERE msg_id = $1`,
 		delBatch: `-- name: PgmqShapeDeleteBatch
 DELETE FROM ` + t + ` WHERE msg_id = ANY($1::bigint[])`,
+		deleteRead: `-- name: PgmqShapeDeleteRead
+WITH deleted AS (
+    DELETE FROM ` + t + ` WHERE msg_id = ANY($2::bigint[]) RETURNING 1
+), read AS (
+    UPDATE ` + t + ` m
+    SET vt = clock_timestamp() + interval '60 seconds', read_ct = m.read_ct + 1
+    WHERE m.msg_id = ANY(ARRAY(
+        SELECT msg_id FROM ` + t + `
+        WHERE vt <= clock_timestamp() AND msg_id <> ALL($2::bigint[])
+        ORDER BY msg_id ASC
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED))
+    RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.vt, m.message
+)
+SELECT (SELECT count(*) FROM deleted), r.* FROM (SELECT) AS answer LEFT JOIN read r ON true`,
 	}
 }
 
 // pgmqShapeWorkload runs the lifecycle on one pgmq-shaped queue; consumers
-// that find nothing wait as the raw baseline's do.
+// that find nothing wait as the raw baseline's do, and settle as shape
+// says.
 type pgmqShapeWorkload struct {
 	pool    *pgxpool.Pool
 	st      pgmqShapeStatements
@@ -89,6 +115,8 @@ type pgmqShapeWorkload struct {
 	avail   chan struct{}
 	message string   // one message: a JSON string of the bench's payload
 	batchOf []string // batch of them
+	shape   ConsumerShape
+	held    [][]int64 // consumer i's read ids, deleted by its next read (AckWithNextReceive)
 }
 
 func (w *pgmqShapeWorkload) produce(ctx context.Context, _ int) (int, error) {
@@ -105,7 +133,12 @@ func (w *pgmqShapeWorkload) produce(ctx context.Context, _ int) (int, error) {
 	return w.batch, nil
 }
 
-func (w *pgmqShapeWorkload) consume(ctx context.Context, _ int) (int, error) {
+func (w *pgmqShapeWorkload) consume(ctx context.Context, i int) (int, error) {
+	if w.shape == AckWithNextReceive {
+		return consumeHolding(ctx, &w.held[i], w.avail, "pgmq-shaped delete", func(ctx context.Context, held []int64) (int, []int64, error) {
+			return ackAndRead(ctx, w.pool, scanPgmqShapeRead, w.st.deleteRead, w.batch, held)
+		})
+	}
 	ids, err := w.read(ctx)
 	if err != nil {
 		return 0, err
@@ -115,6 +148,26 @@ func (w *pgmqShapeWorkload) consume(ctx context.Context, _ int) (int, error) {
 		return 0, nil
 	}
 	return deleteClaimed(ctx, w.pool, "pgmq-shaped delete", w.st.del1, w.st.delBatch, ids)
+}
+
+func (w *pgmqShapeWorkload) settleHeld(ctx context.Context, i int) (int, error) {
+	held := w.held[i]
+	if len(held) == 0 {
+		return 0, nil
+	}
+	w.held[i] = nil
+	return deleteClaimed(ctx, w.pool, "pgmq-shaped delete", w.st.del1, w.st.delBatch, held)
+}
+
+// scanPgmqShapeRead reads a read message's columns as a consumer would use
+// them, after the statement's first column; a NULL msg_id is no message.
+func scanPgmqShapeRead(rows pgx.Rows, deleted *int64) (*int64, error) {
+	var id *int64
+	var readCt *int32
+	var enqueuedAt, vt *time.Time
+	var message []byte
+	err := rows.Scan(deleted, &id, &readCt, &enqueuedAt, &vt, &message)
+	return id, err
 }
 
 // read runs pgmq's read and reads what a consumer would use.
@@ -139,8 +192,8 @@ func (w *pgmqShapeWorkload) read(ctx context.Context) ([]int64, error) {
 }
 
 // pgmqShapeLifecycle runs one point of the pgmq-shaped baseline on a fresh
-// table of its own, dropped afterwards.
-func (e *env) pgmqShapeLifecycle(ctx context.Context, p Point) (float64, *RunStats, error) {
+// table of its own, dropped afterwards, its consumers in shape.
+func (e *env) pgmqShapeLifecycle(ctx context.Context, p Point, shape ConsumerShape) (float64, *RunStats, error) {
 	name := strings.ReplaceAll(queueName(fmt.Sprintf("pgmq_q_b%d_p%d", p.Batch, p.Pairs)), ".", "_")
 	st := newPgmqShapeStatements(name)
 	return e.baselineRun(ctx, p, pgmqShapeApp, func(pool *pgxpool.Pool) (workload, string, func(context.Context) error, error) {
@@ -153,7 +206,7 @@ func (e *env) pgmqShapeLifecycle(ctx context.Context, p Point) (float64, *RunSta
 			batchOf[i] = message
 		}
 		w := &pgmqShapeWorkload{pool: pool, st: st, batch: p.Batch, avail: make(chan struct{}, 4*p.Pairs),
-			message: message, batchOf: batchOf}
+			message: message, batchOf: batchOf, shape: shape, held: make([][]int64, p.Pairs)}
 		drop := func(ctx context.Context) error {
 			if _, err := e.mon.Exec(ctx, monitorMark+"DROP TABLE "+st.table); err != nil {
 				return fmt.Errorf("drop %s: %w", st.table, err)

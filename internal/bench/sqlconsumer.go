@@ -73,13 +73,16 @@ func (w *sqlConsumerWorkload) consume(ctx context.Context, _ int) (int, error) {
 }
 
 // sqlConsumer runs the matrix through the SQL API, each point on a fresh
-// queue with a pool like the raw baseline's, next to the raw baseline: the
-// lifecycle scenario's figure for the point when it ran in this run, else
-// measured here.
+// queue with a pool like the raw baseline's, next to the raw baseline with
+// its acks apart from its claims, as skipq.receive and skipq.ack are: the
+// lifecycle scenario's figure for the point when it ran in this run in
+// that shape, else measured here.
 func (e *env) sqlConsumer(ctx context.Context, lifecycle []LifecyclePoint) ([]SQLConsumerPoint, error) {
 	rawOf := map[Point]LifecyclePoint{}
-	for _, lp := range lifecycle {
-		rawOf[Point{lp.Batch, lp.Pairs}] = lp
+	if e.o.ConsumerShape == AckSeparately {
+		for _, lp := range lifecycle {
+			rawOf[Point{lp.Batch, lp.Pairs}] = lp
+		}
 	}
 	ns, err := e.startNodes(ctx)
 	if err != nil {
@@ -117,7 +120,7 @@ func (e *env) sqlConsumer(ctx context.Context, lifecycle []LifecyclePoint) ([]SQ
 			sp.RawMsgsPerS, sp.RawFromLifecycle = lp.RawMsgsPerS, true
 		} else {
 			e.logf("sqlconsumer batch %d × %d pairs in plain SQL", p.Batch, p.Pairs)
-			if sp.RawMsgsPerS, sp.Raw, err = e.rawLifecycle(ctx, p); err != nil {
+			if sp.RawMsgsPerS, sp.Raw, err = e.rawLifecycle(ctx, p, AckSeparately); err != nil {
 				return out, fmt.Errorf("raw batch %d × %d: %w", p.Batch, p.Pairs, err)
 			}
 		}

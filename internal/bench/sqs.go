@@ -179,7 +179,10 @@ func (e *env) sqsScenario(ctx context.Context) (*SQSResult, error) {
 
 // nativeBeside is the native HTTP lifecycle of point p on a fresh queue,
 // the figure another protocol's scenario (kind) compares with: acked
-// msgs/s and the window's evidence; profile as drive's.
+// msgs/s and the window's evidence; profile as drive's. Its consumers ack
+// apart from their receives whatever Options.ConsumerShape says: SQS's and
+// KubeMQ's consumers do, and the ratio measures what the protocol costs
+// the node for the same requests.
 func (e *env) nativeBeside(ctx context.Context, ns *nodes, kind string, p Point, profile io.Writer) (float64, *RunStats, error) {
 	q := queueName(fmt.Sprintf("%s-native-b%d-p%d", kind, p.Batch, p.Pairs))
 	if err := e.http.createQueue(ctx, ns.at(0), q, ""); err != nil {
@@ -187,7 +190,7 @@ func (e *env) nativeBeside(ctx context.Context, ns *nodes, kind string, p Point,
 	}
 	e.checkpoint(ctx)
 	e.logf("%s batch %d × %d pairs over the native HTTP API", kind, p.Batch, p.Pairs)
-	msgsPerS, stats, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, e.o.AckInReceive), p, profile)
+	msgsPerS, stats, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, AckSeparately), p, profile)
 	if err != nil {
 		return 0, nil, fmt.Errorf("native batch %d × %d: %w", p.Batch, p.Pairs, err)
 	}

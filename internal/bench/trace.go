@@ -47,7 +47,7 @@ func (e *env) trace(ctx context.Context) (*TraceResult, error) {
 			}
 			e.checkpoint(ctx)
 			e.logf("trace: %s lifecycle batch %d × %d pairs over HTTP (run %d of %d)", kind, p.Batch, p.Pairs, i+1, len(traceOrder))
-			rate, stats, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, e.o.AckInReceive), p, nil)
+			rate, stats, err := e.drive(ctx, newHTTPWorkload(e.http, ns, q, p, e.o.ConsumerShape), p, nil)
 			if err != nil {
 				return res, fmt.Errorf("%s batch %d × %d: %w", kind, p.Batch, p.Pairs, err)
 			}

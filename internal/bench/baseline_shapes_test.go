@@ -1,0 +1,219 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/internal/testdb"
+)
+
+// yardstickQueue is one of the plain-SQL yardsticks' queues, for the tests
+// of their consumers' statement that deletes what a consumer read and
+// reads its next batch (AckWithNextReceive).
+type yardstickQueue interface {
+	// fill makes a fresh, empty queue and sends n messages to it.
+	fill(t *testing.T, n int)
+	// keys lists the queue's messages in order.
+	keys(t *testing.T) []int64
+	// leaseOver makes the read messages keys available again, as when
+	// their lease ended.
+	leaseOver(t *testing.T, keys []int64)
+	// ackRead is consumeHolding's step for batches of n: it deletes held
+	// and reads up to n in one statement; unguarded takes the statement's
+	// exclusion of the held keys out.
+	ackRead(t *testing.T, n int, unguarded bool) func(context.Context, []int64) (int, []int64, error)
+}
+
+// TestAckReadSkipsWhatItDeletes: the read of the statement that deletes
+// and reads runs on the statement's snapshot, which still holds the rows
+// its delete removes. With the messages a consumer holds available again
+// at the head of the queue (their lease over), the statement deletes all
+// of them and reads the next ones, never one of them; it reads nothing
+// when nothing else is there. With the exclusion of the held keys taken
+// out, the same state goes wrong (on PostgreSQL 15 the read leased the
+// first held message and the delete then left it in place): the hazard
+// is real.
+func TestAckReadSkipsWhatItDeletes(t *testing.T) {
+	ctx := context.Background()
+	pool, err := newPool(ctx, testdb.New(t), "skipq-bench-test", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, c := range []struct {
+		name  string
+		q     yardstickQueue
+		batch int
+	}{
+		{"pgmq_shape", &pgmqShapeQueue{pool: pool}, 3},
+		{"raw batch", &rawQueue{pool: pool}, 3},
+		{"raw single", &rawQueue{pool: pool}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n, q := c.batch, c.q
+			avail := make(chan struct{}, 1)
+			consume := func(held *[]int64, unguarded bool) int {
+				t.Helper()
+				acked, err := consumeHolding(ctx, held, avail, c.name, q.ackRead(t, n, unguarded))
+				if err != nil && !unguarded {
+					t.Fatal(err)
+				}
+				return acked
+			}
+			q.fill(t, 2*n)
+			all := q.keys(t)
+			var held []int64 // a consumer's first call holds nothing
+			if acked := consume(&held, false); acked != 0 || !slices.Equal(held, all[:n]) {
+				t.Fatalf("the first call deleted %d and read %v, want 0 and the head %v", acked, held, all[:n])
+			}
+			q.leaseOver(t, held)
+			if acked := consume(&held, false); acked != n || !slices.Equal(held, all[n:]) {
+				t.Fatalf("deleted %d and read %v, want %d deleted and %v read", acked, held, n, all[n:])
+			}
+			if left := q.keys(t); !slices.Equal(left, all[n:]) {
+				t.Fatalf("left %v, want %v", left, all[n:])
+			}
+			// Nothing left but the messages being deleted, available again.
+			q.leaseOver(t, held)
+			if acked := consume(&held, false); acked != n || len(held) != 0 {
+				t.Fatalf("deleted %d and read %v, want %d deleted and nothing read", acked, held, n)
+			}
+			if left := q.keys(t); len(left) != 0 {
+				t.Fatalf("left %v, want nothing", left)
+			}
+
+			q.fill(t, 2*n)
+			held = nil
+			consume(&held, false)
+			q.leaseOver(t, held)
+			was := slices.Clone(held)
+			if acked := consume(&held, true); acked == n && !slices.ContainsFunc(held, func(k int64) bool { return slices.Contains(was, k) }) {
+				t.Errorf("unguarded, the statement deleted %d of %v and read %v: the test does not reach the hazard", acked, was, held)
+			}
+		})
+	}
+}
+
+// unguarded takes the held keys' exclusion out of sql.
+func unguarded(t *testing.T, sql, exclusion string) string {
+	t.Helper()
+	if !strings.Contains(sql, exclusion) {
+		t.Fatalf("%q is not in %s", exclusion, sql)
+	}
+	return strings.Replace(sql, exclusion, "", 1)
+}
+
+// scanKeys runs sql and returns its single bigint column.
+func scanKeys(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) []int64 {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ks []int64
+	for rows.Next() {
+		var k int64
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		ks = append(ks, k)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
+
+type pgmqShapeQueue struct {
+	pool  *pgxpool.Pool
+	w     *pgmqShapeWorkload
+	fills int
+}
+
+func (q *pgmqShapeQueue) fill(t *testing.T, n int) {
+	ctx := context.Background()
+	q.fills++
+	st := newPgmqShapeStatements(fmt.Sprintf("ack_read_test_%d", q.fills))
+	q.w = &pgmqShapeWorkload{pool: q.pool, st: st}
+	if _, err := q.pool.Exec(ctx, st.create); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.pool.Exec(ctx, st.sendBatch, slices.Repeat([]string{`"m"`}, n)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (q *pgmqShapeQueue) keys(t *testing.T) []int64 {
+	return scanKeys(t, q.pool, "SELECT msg_id FROM "+q.w.st.table+" ORDER BY msg_id")
+}
+
+func (q *pgmqShapeQueue) leaseOver(t *testing.T, keys []int64) {
+	if _, err := q.pool.Exec(context.Background(),
+		"UPDATE "+q.w.st.table+" SET vt = clock_timestamp() - interval '1 second' WHERE msg_id = ANY($1::bigint[])", keys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (q *pgmqShapeQueue) ackRead(t *testing.T, n int, unguard bool) func(context.Context, []int64) (int, []int64, error) {
+	sql := q.w.st.deleteRead
+	if unguard {
+		sql = unguarded(t, sql, " AND msg_id <> ALL($2::bigint[])")
+	}
+	return func(ctx context.Context, held []int64) (int, []int64, error) {
+		return ackAndRead(ctx, q.pool, scanPgmqShapeRead, sql, n, held)
+	}
+}
+
+type rawQueue struct {
+	pool *pgxpool.Pool
+	w    *rawWorkload
+}
+
+func (q *rawQueue) fill(t *testing.T, n int) {
+	ctx := context.Background()
+	q.w = &rawWorkload{pool: q.pool, batch: n, body: []byte(payload)}
+	if _, err := q.pool.Exec(ctx, frozenBaselineSchema); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.pool.QueryRow(ctx, `INSERT INTO skipq.queues (tenant, name) VALUES ('bench-raw', $1) RETURNING id`,
+		queueName("ack-read-test")).Scan(&q.w.queueID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.w.produce(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (q *rawQueue) keys(t *testing.T) []int64 {
+	return scanKeys(t, q.pool, "SELECT sequence FROM skipq_bench.raw_messages WHERE queue_id = $1 ORDER BY sequence", q.w.queueID)
+}
+
+func (q *rawQueue) leaseOver(t *testing.T, keys []int64) {
+	if _, err := q.pool.Exec(context.Background(),
+		"UPDATE skipq_bench.raw_messages SET visible_at = now() - interval '1 second' WHERE queue_id = $1 AND sequence = ANY($2::bigint[])",
+		q.w.queueID, keys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (q *rawQueue) ackRead(t *testing.T, n int, unguard bool) func(context.Context, []int64) (int, []int64, error) {
+	sql := rawAckClaim1
+	if n > 1 {
+		sql = rawAckClaimBatch
+	}
+	if unguard {
+		sql = unguarded(t, sql, " AND c.sequence <> ALL($2::bigint[])")
+	}
+	return func(ctx context.Context, held []int64) (int, []int64, error) {
+		if n > 1 {
+			return ackAndRead(ctx, q.pool, scanRawClaimed, sql, q.w.queueID, held, n)
+		}
+		return ackAndRead(ctx, q.pool, scanRawClaimed, sql, q.w.queueID, held)
+	}
+}
