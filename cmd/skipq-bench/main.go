@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -140,6 +141,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ackInReceive := fs.Bool("ack-in-receive", true, "consumers ack what they got with their next receive (\"ack\" of the receive, as the Go client's consumer loop), the plain-SQL baselines with their next read; false: an ack request (a delete) of its own after each receive")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one HTTP lifecycle window to this file: the batch-1 point with the most pairs (none: the first point); with the sqs scenario but not lifecycle, the node's in the SQS batch-1 window")
 	cpuProfileNative := fs.String("cpuprofile-native", "", "with the sqs scenario but not lifecycle: write the node's CPU profile of the native HTTP window beside the SQS batch-1 one to this file")
+	memProfile := fs.String("memprofile", "", "write this process's allocation profile of the whole run to this file (in-process nodes and clients together; go tool pprof -sample_index=alloc_space)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return err
@@ -216,6 +218,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if *memProfile != "" {
+		if err := writeAllocProfile(*memProfile); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -223,4 +230,18 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rep.WriteText(stdout)
 	return nil
+}
+
+// writeAllocProfile writes the allocations made since the process started
+// to name.
+func writeAllocProfile(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -20,9 +20,20 @@ func AckThenClaim(ctx context.Context, pool *pgxpool.Pool, setup string, ack Mes
 	var acked []MessageAckByReceiptRow
 	first := aheadOf{pool: pool, setup: setup, sql: messageAckByReceipt,
 		args: []any{ack.QueueIds, ack.Sequences, ack.Tokens, ack.KeyIds, ack.Now},
-		read: func(rows pgx.Rows) (err error) {
-			acked, err = pgx.CollectRows(rows, pgx.RowToStructByPos[MessageAckByReceiptRow])
-			return err
+		read: func(rows pgx.Rows) error {
+			// Field by field into a slice made once (as MessageInsert's
+			// rows): pgx.RowToStructByPos's reflection over each row cost
+			// more than the scan.
+			defer rows.Close()
+			acked = make([]MessageAckByReceiptRow, 0, len(ack.QueueIds))
+			for rows.Next() {
+				var r MessageAckByReceiptRow
+				if err := rows.Scan(&r.QueueID, &r.Sequence, &r.Token, &r.Grouped); err != nil {
+					return err
+				}
+				acked = append(acked, r)
+			}
+			return rows.Err()
 		}}
 	claimed, err := New(first).MessageClaim(ctx, claim)
 	if err != nil {

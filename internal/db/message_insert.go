@@ -3,8 +3,6 @@ package db
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // MessageInsert calls skipq.message_insert
@@ -23,7 +21,22 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) ([
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[MessageInsertRow])
+	// Scanned field by field into rows made once, not through
+	// pgx.RowToStructByPos: its reflection over each row and the slice's
+	// growth were most of the driver's cost of a send of 100 in the node.
+	defer rows.Close()
+	out := make([]MessageInsertRow, 0, len(arg.MessageIds))
+	for rows.Next() {
+		var r MessageInsertRow
+		if err := rows.Scan(&r.Pos, &r.QueueID, &r.MessageID, &r.Sequence, &r.SentAt, &r.DelayedTo, &r.ExpiresAt, &r.Outcome); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // The "-- name:" line labels the statement in pg_stat_statements as sqlc's
@@ -78,7 +91,7 @@ const (
 )
 
 // MessageInsertRow is one position's outcome (Pos is 1-based); its fields
-// are messageInsert's columns in order (pgx.RowToStructByPos). A conflict
+// are messageInsert's columns in order. A conflict
 // carries only its position, queue and id; nothing was inserted.
 type MessageInsertRow struct {
 	Pos       int32

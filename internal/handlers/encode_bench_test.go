@@ -44,3 +44,21 @@ func BenchmarkReceivePage(b *testing.B) {
 		_ = resp.Body.Close()
 	}
 }
+
+// The request of a batch send of 100 messages of 64 bytes, decoded.
+func BenchmarkDecodeBatch(b *testing.B) {
+	gin.SetMode(gin.ReleaseMode)
+	msg := `{"body":"skipq-bench-payload-0123456789abcdefghijklmnopqrstuvwxyz-0123456"}`
+	body := `{"messages":[` + strings.Repeat(msg+",", 99) + msg + `]}`
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		c, _ := gin.CreateTestContext(httptest.NewRecorder())
+		c.Request = httptest.NewRequest(http.MethodPost, "/v1/queues/q/messages/batch", strings.NewReader(body))
+		c.Request.Header.Set("Content-Type", "application/json")
+		var req batchRequest
+		if !decode(c, &req) || len(req.Messages.msgs) != 100 {
+			b.Fatal("not decoded")
+		}
+	}
+}

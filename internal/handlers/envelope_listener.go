@@ -89,6 +89,8 @@ func (c *envelopeConn) ReadFrom(r io.Reader) (int64, error) {
 // (server.go, conn.serve); the handlers never send text/plain.
 const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
+var netHTTPErrorHeadersBytes = []byte(netHTTPErrorHeaders)
+
 // parsePreHandlerError recognises one of net/http's pre-handler answers in
 // a single write and returns its status and net/http's reason text (""
 // when it gives none):
@@ -99,6 +101,11 @@ const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConn
 //	HTTP/1.1 501 Not Implemented<errorHeaders>Unsupported transfer encoding
 //	HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: …\r\nContent-Length: 0\r\n\r\n
 func parsePreHandlerError(p []byte) (status int, reason string, ok bool) {
+	// Every write of every answer comes here: look at its bytes for what
+	// each of those shapes must hold before copying them into a string.
+	if !bytes.Contains(p, netHTTPErrorHeadersBytes) && !looksLikeExpectationFailed(p) {
+		return 0, "", false
+	}
 	s := string(p)
 	if expectationFailed(s) {
 		return http.StatusExpectationFailed, "", true
@@ -128,6 +135,13 @@ func parsePreHandlerError(p []byte) (status int, reason string, ok bool) {
 	}
 	reason, _ = strings.CutPrefix(text, http.StatusText(status))
 	return status, strings.TrimPrefix(reason, ": "), true
+}
+
+// looksLikeExpectationFailed is what expectationFailed needs of p's start,
+// on p's bytes.
+func looksLikeExpectationFailed(p []byte) bool {
+	rest, ok := bytes.CutPrefix(p, []byte("HTTP/1."))
+	return ok && len(rest) > 0 && bytes.HasPrefix(rest[1:], []byte(" 417 Expectation Failed\r\n"))
 }
 
 // expectationFailed recognises net/http's answer to an Expect other than

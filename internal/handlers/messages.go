@@ -103,12 +103,14 @@ func (b *batchMessages) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		if err != nil {
 			return err
 		}
-		var m wire.SendRequest
+		// Decoded in its place in the slice: a message decoded aside and
+		// then appended escaped to the heap, a copy each.
+		b.msgs = append(b.msgs, wire.SendRequest{})
 		var issue *service.Issue
-		if err := json.Unmarshal(v, &m, json.RejectUnknownMembers(true)); err != nil {
+		if err := json.Unmarshal(v, &b.msgs[len(b.msgs)-1], json.RejectUnknownMembers(true)); err != nil {
 			issue = new(decodeIssue(err))
 		}
-		b.msgs, b.bad = append(b.msgs, m), append(b.bad, issue)
+		b.bad = append(b.bad, issue)
 	}
 	_, err := dec.ReadToken()
 	return err

@@ -144,7 +144,7 @@ func (s *Service) operatedQueue(ctx context.Context, tenant, queue, messageID st
 	if msg := ValidQueueName(queue); msg != "" {
 		is.add("queue", "%s", msg)
 	}
-	if !messageIDPattern.MatchString(messageID) {
+	if !IsID(messageID) {
 		is.add("messageId", "must match ^[A-Za-z0-9._:-]{1,128}$")
 	}
 	if err := is.err(); err != nil {

@@ -3,6 +3,7 @@ package service
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"unsafe"
 )
 
 // A receipt handle names one delivery: the message's primary key and the
@@ -21,29 +22,42 @@ const (
 )
 
 func encodeReceipt(queueID, sequence int64, token []byte) string {
-	b := make([]byte, 0, receiptBytes)
-	b = binary.BigEndian.AppendUint64(b, uint64(queueID))
-	b = binary.BigEndian.AppendUint64(b, uint64(sequence))
-	b = append(b, token...)
-	return base64.RawURLEncoding.EncodeToString(b)
+	var raw [receiptBytes]byte
+	binary.BigEndian.PutUint64(raw[:8], uint64(queueID))
+	binary.BigEndian.PutUint64(raw[8:16], uint64(sequence))
+	copy(raw[16:], token)
+	// One allocation, the handle's own: the encoded bytes become the
+	// string, as nothing else holds them.
+	handle := make([]byte, base64.RawURLEncoding.EncodedLen(receiptBytes))
+	base64.RawURLEncoding.Encode(handle, raw[:])
+	return unsafe.String(unsafe.SliceData(handle), len(handle))
 }
 
 // parseReceipt decodes a handle; ok is false for anything this server could
 // not have issued (which then settles nothing: receipt_stale).
 func parseReceipt(handle string) (r receipt, ok bool) {
+	return parseReceiptInto(handle, make([]byte, tokenBytes))
+}
+
+// parseReceiptInto is parseReceipt with the token copied into token
+// (tokenBytes long), so that a request's handles share one allocation.
+func parseReceiptInto(handle string, token []byte) (r receipt, ok bool) {
 	// Exactly the encoded length: the decoder skips \r and \n, so a longer
 	// string could still decode to the same bytes.
 	if len(handle) != base64.RawURLEncoding.EncodedLen(receiptBytes) {
 		return receipt{}, false
 	}
-	b, err := base64.RawURLEncoding.DecodeString(handle)
-	if err != nil || len(b) != receiptBytes {
+	var raw [receiptBytes]byte
+	// The decoder only reads the handle's bytes.
+	n, err := base64.RawURLEncoding.Decode(raw[:], unsafe.Slice(unsafe.StringData(handle), len(handle)))
+	if err != nil || n != receiptBytes {
 		return receipt{}, false
 	}
+	copy(token, raw[16:])
 	return receipt{
-		queueID:  int64(binary.BigEndian.Uint64(b[0:8])),
-		sequence: int64(binary.BigEndian.Uint64(b[8:16])),
-		token:    b[16:],
+		queueID:  int64(binary.BigEndian.Uint64(raw[0:8])),
+		sequence: int64(binary.BigEndian.Uint64(raw[8:16])),
+		token:    token,
 	}, true
 }
 
@@ -62,10 +76,13 @@ type receipts struct {
 }
 
 func parseReceipts(handles []string) receipts {
-	rs := receipts{handles: handles, parsed: make([]receipt, len(handles)), valid: make([]bool, len(handles))}
-	seen := make(map[string]bool, len(handles))
+	n := len(handles)
+	rs := receipts{handles: handles, parsed: make([]receipt, n), valid: make([]bool, n),
+		queueIDs: make([]int64, 0, n), sequences: make([]int64, 0, n), tokens: make([][]byte, 0, n)}
+	tokens := make([]byte, n*tokenBytes)
+	seen := make(map[string]bool, n)
 	for i, h := range handles {
-		r, ok := parseReceipt(h)
+		r, ok := parseReceiptInto(h, tokens[i*tokenBytes:(i+1)*tokenBytes:(i+1)*tokenBytes])
 		if !ok || seen[h] {
 			continue
 		}
@@ -83,11 +100,13 @@ func parseReceipts(handles []string) receipts {
 // of the same message, sent next to its live one, is not credited.
 type settledKey struct {
 	queueID, sequence int64
-	token             string
+	token             [tokenBytes]byte // an array, not a string: a key costs no allocation
 }
 
 func settled(queueID, sequence int64, token []byte) settledKey {
-	return settledKey{queueID, sequence, string(token)}
+	k := settledKey{queueID: queueID, sequence: sequence}
+	copy(k.token[:], token)
+	return k
 }
 
 func (r receipt) key() settledKey { return settled(r.queueID, r.sequence, r.token) }

