@@ -12,25 +12,30 @@ import (
 
 const groupEnterForRedrive = `-- name: GroupEnterForRedrive :exec
 SELECT skipq.group_enter(array_agg(d.id), array_agg(coalesce(m.group_id, m.message_id)))
-FROM skipq.messages m
+FROM unnest($1::bigint[]) AS k(sequence)
+CROSS JOIN LATERAL (SELECT x.queue_id, x.group_id, x.message_id, x.re_routed_from FROM skipq.messages x
+                    WHERE x.queue_id = $2
+                      AND x.sequence >= k.sequence AND x.sequence <= k.sequence
+                    ORDER BY x.sequence LIMIT 1) m
 JOIN skipq.queues s ON s.id = m.queue_id
 JOIN skipq.queues d ON d.tenant = s.tenant
-     AND d.name = CASE WHEN $1::text = '' THEN m.re_routed_from ELSE $1::text END
-WHERE m.queue_id = $2 AND m.sequence = ANY($3::bigint[]) AND d.fifo
+     AND d.name = CASE WHEN $3::text = '' THEN m.re_routed_from ELSE $3::text END
+WHERE d.fifo
 `
 
 type GroupEnterForRedriveParams struct {
-	ToQueue   string
-	QueueID   int64
 	Sequences []int64
+	QueueID   int64
+	ToQueue   string
 }
 
 // Redrive into FIFO queues: the groups the messages will join (their own,
 // or one named by their messageId when they had none) are entered before
 // MessageRedrive draws their sequences (skipq.group_enter), in the same
-// transaction.
+// transaction. Each message by the primary key's range probe, as in
+// MessageRedrive.
 func (q *Queries) GroupEnterForRedrive(ctx context.Context, arg GroupEnterForRedriveParams) error {
-	_, err := q.db.Exec(ctx, groupEnterForRedrive, arg.ToQueue, arg.QueueID, arg.Sequences)
+	_, err := q.db.Exec(ctx, groupEnterForRedrive, arg.Sequences, arg.QueueID, arg.ToQueue)
 	return err
 }
 
@@ -1042,17 +1047,20 @@ WITH src AS (
     SELECT q.id, q.tenant, q.name FROM skipq.queues q WHERE q.id = $1
 ), moved AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = $1
-      AND m.sequence = ANY($2::bigint[])
-      AND m.dead_lettered_at IS NOT NULL
+    WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                             FROM skipq.message_rows(array_fill($1::bigint, ARRAY[coalesce(cardinality($2::bigint[]), 0)]),
+                                                     $2::bigint[]) AS r(address, n)))
+      AND num_nulls(m.dead_lettered_at) = 0
       AND EXISTS (SELECT 1 FROM skipq.queues d, src
                   WHERE d.tenant = src.tenant
                     AND d.name = CASE WHEN $3::text = '' THEN m.re_routed_from ELSE $3::text END)
-    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id
+    RETURNING m.queue_id, m.sequence, m.ready, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.group_id, m.message_id, m.re_routed_from
 ), unready AS (
     DELETE FROM skipq.ready r
-    WHERE r.queue_id = $1
-      AND r.sequence = ANY(ARRAY(SELECT g.sequence FROM moved g WHERE g.ready))
+    WHERE r.ctid = ANY(ARRAY(
+        SELECT x.ctid FROM moved g
+        CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
 ), t AS (
     SELECT coalesce($4::timestamptz, now()) AS now
 ), inserted AS (
@@ -1124,6 +1132,16 @@ type MessageRedriveRow struct {
 // destination is @to_queue, or each message's
 // reRoutedFrom when @to_queue is ”; destinations must exist (same tenant).
 // A message whose destination does not exist is left in place.
+// Each message is found by a probe only the primary key serves
+// (skipq.message_rows) and deleted at its address, whatever the statistics
+// (docs/DESIGN.md, "Settling by address"): planned on a drained table's,
+// `queue_id = @queue_id AND sequence = ANY(…)` was a filter over every
+// message of the queue, for every batch. No other condition on the target
+// may be one an index serves: `dead_lettered_at IS NOT NULL` (hence the
+// num_nulls) matches messages_dead_lettered_idx's predicate, and a plan on
+// drained statistics walked that index over every dead letter of every
+// queue. The caller holds the rows locked since it picked them, so none
+// can have moved to another address meanwhile.
 func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) ([]MessageRedriveRow, error) {
 	rows, err := q.db.Query(ctx, messageRedrive,
 		arg.QueueID,

@@ -335,21 +335,34 @@ WHERE queue_id = @queue_id AND dead_lettered_at IS NOT NULL;
 -- destination is @to_queue, or each message's
 -- reRoutedFrom when @to_queue is ''; destinations must exist (same tenant).
 -- A message whose destination does not exist is left in place.
+-- Each message is found by a probe only the primary key serves
+-- (skipq.message_rows) and deleted at its address, whatever the statistics
+-- (docs/DESIGN.md, "Settling by address"): planned on a drained table's,
+-- `queue_id = @queue_id AND sequence = ANY(…)` was a filter over every
+-- message of the queue, for every batch. No other condition on the target
+-- may be one an index serves: `dead_lettered_at IS NOT NULL` (hence the
+-- num_nulls) matches messages_dead_lettered_idx's predicate, and a plan on
+-- drained statistics walked that index over every dead letter of every
+-- queue. The caller holds the rows locked since it picked them, so none
+-- can have moved to another address meanwhile.
 WITH src AS (
     SELECT q.id, q.tenant, q.name FROM skipq.queues q WHERE q.id = @queue_id
 ), moved AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = @queue_id
-      AND m.sequence = ANY(@sequences::bigint[])
-      AND m.dead_lettered_at IS NOT NULL
+    WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                             FROM skipq.message_rows(array_fill(@queue_id::bigint, ARRAY[coalesce(cardinality(@sequences::bigint[]), 0)]),
+                                                     @sequences::bigint[]) AS r(address, n)))
+      AND num_nulls(m.dead_lettered_at) = 0
       AND EXISTS (SELECT 1 FROM skipq.queues d, src
                   WHERE d.tenant = src.tenant
                     AND d.name = CASE WHEN @to_queue::text = '' THEN m.re_routed_from ELSE @to_queue::text END)
-    RETURNING m.*
+    RETURNING m.queue_id, m.sequence, m.ready, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.group_id, m.message_id, m.re_routed_from
 ), unready AS (
     DELETE FROM skipq.ready r
-    WHERE r.queue_id = @queue_id
-      AND r.sequence = ANY(ARRAY(SELECT g.sequence FROM moved g WHERE g.ready))
+    WHERE r.ctid = ANY(ARRAY(
+        SELECT x.ctid FROM moved g
+        CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
 ), t AS (
     SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now
 ), inserted AS (
@@ -400,13 +413,18 @@ FROM inserted;
 -- Redrive into FIFO queues: the groups the messages will join (their own,
 -- or one named by their messageId when they had none) are entered before
 -- MessageRedrive draws their sequences (skipq.group_enter), in the same
--- transaction.
+-- transaction. Each message by the primary key's range probe, as in
+-- MessageRedrive.
 SELECT skipq.group_enter(array_agg(d.id), array_agg(coalesce(m.group_id, m.message_id)))
-FROM skipq.messages m
+FROM unnest(@sequences::bigint[]) AS k(sequence)
+CROSS JOIN LATERAL (SELECT x.queue_id, x.group_id, x.message_id, x.re_routed_from FROM skipq.messages x
+                    WHERE x.queue_id = @queue_id
+                      AND x.sequence >= k.sequence AND x.sequence <= k.sequence
+                    ORDER BY x.sequence LIMIT 1) m
 JOIN skipq.queues s ON s.id = m.queue_id
 JOIN skipq.queues d ON d.tenant = s.tenant
      AND d.name = CASE WHEN @to_queue::text = '' THEN m.re_routed_from ELSE @to_queue::text END
-WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND d.fifo;
+WHERE d.fifo;
 
 -- The worker's prune of empty groups is skipq.group_prune
 -- (internal/migrations/current/functions/group_prune.sql), called by
