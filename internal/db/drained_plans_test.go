@@ -156,3 +156,207 @@ func TestRedrivePlannedOnDrainedStatisticsProbesEachMessage(t *testing.T) {
 		t.Fatalf("%d ready rows for %d ready dead letters (%v): the redrive left its ready rows", readyRows, ready, err)
 	}
 }
+
+// drainedSideTables gives skipq.dedup_keys and skipq.message_events the
+// statistics of drained tables, as drainedReady does for skipq.ready.
+func drainedSideTables(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	for _, stmt := range []string{
+		`ALTER TABLE skipq.dedup_keys SET (autovacuum_enabled = false)`,
+		`ALTER TABLE skipq.message_events SET (autovacuum_enabled = false)`,
+		`INSERT INTO skipq.dedup_keys (queue_id, message_id, content_hash, sequence, sent_at, window_ends)
+		 SELECT 0, 'gone-' || g, '\x00', g, now(), now() + interval '1 day' FROM generate_series(1, 20000) g`,
+		`INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at)
+		 SELECT g, 0, 'gone-' || g, 'sent', now() FROM generate_series(1, 20000) g`,
+		`DELETE FROM skipq.dedup_keys WHERE queue_id = 0 AND message_id <> 'gone-20000'`,
+		`DELETE FROM skipq.message_events WHERE queue_id = 0 AND trace_id < 20000`,
+		`VACUUM ANALYZE skipq.dedup_keys, skipq.message_events`,
+		`DELETE FROM skipq.dedup_keys WHERE queue_id = 0`,
+		`DELETE FROM skipq.message_events WHERE queue_id = 0`,
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+}
+
+// orphanQueue is the queue id of messages whose queue is gone.
+const orphanQueue = 1_000_000
+
+// sweepBacklog puts drainedBacklog rows behind each sweep and read of
+// TestRarePathsPlannedOnDrainedStatisticsReadWhatTheyTouch, without an
+// analyze: ready messages with keys in "busy", expired ones in "expiring",
+// orphans of a queue that is gone, keys whose window passed and whose
+// messages are gone, the history of gone messages, and ten ready messages
+// in "small".
+func sweepBacklog(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	if err := db.New(pool).QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: "t",
+		Names: []string{"busy", "expiring", "small"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count, ready, expires_at)
+		 SELECT q.id, q.name || '-' || g, '\x78', now(), now(), 10, true,
+		        CASE WHEN q.name = 'expiring' THEN now() - interval '1 minute' END
+		 FROM skipq.queues q, generate_series(1, 5000) g
+		 WHERE q.tenant = 't' AND q.name IN ('busy', 'expiring') OR q.name = 'small' AND g <= 10`,
+		`INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count, ready)
+		 SELECT 1000000, 'orphan-' || g, '\x78', now(), now(), 10, true FROM generate_series(1, 5000) g`,
+		`INSERT INTO skipq.ready (queue_id, sequence) SELECT queue_id, sequence FROM skipq.messages WHERE ready
+		 ON CONFLICT DO NOTHING`,
+		`INSERT INTO skipq.dedup_keys (queue_id, message_id, content_hash, sequence, sent_at, window_ends)
+		 SELECT m.queue_id, m.message_id, '\x00', m.sequence, now(), now() + interval '1 hour'
+		 FROM skipq.messages m JOIN skipq.queues q ON q.id = m.queue_id WHERE q.name = 'busy'`,
+		`INSERT INTO skipq.dedup_keys (queue_id, message_id, content_hash, sequence, sent_at, window_ends)
+		 SELECT q.id, 'sent-' || g, '\x00', g, now(), now() - interval '1 hour'
+		 FROM skipq.queues q, generate_series(1, 5000) g WHERE q.name = 'busy'`,
+		`INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, gone_at)
+		 SELECT g, q.id, 'gone-' || g, 'acked', now() - interval '2 days', now() - interval '2 days'
+		 FROM skipq.queues q, generate_series(1, 5000) g WHERE q.name = 'busy'`,
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+}
+
+// The statements of the rarer paths (the worker's sweeps, purge, operator
+// delete and browse, the dead-letter list, search's page, the check of
+// held ids) plan on whatever statistics the last analyze left. On a
+// drained table's, a semi join by `IN (…)` chose a sweep's rows again for
+// every row of a walk of the table (the expiry sweep read 116 million
+// buffers behind 30,000 messages, and deleted far past its limit), a
+// lateral probe of a ready row was flattened into a walk of ready_pkey per
+// row, and reads by `sequence = ANY(…)` or joined by key walked the whole
+// queue or table. Each must read about what it touches however much sits
+// behind it.
+func TestRarePathsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
+	f := setup(t, 0)
+	ctx := context.Background()
+	testdb.DrainedStatistics(t, f.pool)
+	drainedReady(t, f.pool)
+	drainedSideTables(t, f.pool)
+	deadLetters(t, f.pool, "dlq", drainedBacklog)
+	sweepBacklog(t, f.pool)
+	ids := map[string]int64{}
+	var busy []int64
+	rows, err := f.pool.Query(ctx, `SELECT name, id FROM skipq.queues`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		var id int64
+		if err := rows.Scan(&name, &id); err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = id
+	}
+	if err := f.pool.QueryRow(ctx, `SELECT array_agg(sequence) FROM (SELECT sequence FROM skipq.messages
+		WHERE queue_id = $1 ORDER BY sequence OFFSET 2500 LIMIT 5) s`, ids["busy"]).Scan(&busy); err != nil {
+		t.Fatal(err)
+	}
+
+	// Each case touches about ten rows: a few buffers each, and the pages
+	// of the statement's own writes. Bounds are about twice what the probes
+	// read; the walks read the pages of 5,000 to 30,000 rows, most of them
+	// once per row touched.
+	cases := []struct {
+		name  string
+		bound int
+		run   func(q *db.Queries) (int, error)
+		want  int
+	}{
+		{"MessageDeleteExpired", 250, func(q *db.Queries) (int, error) {
+			r, err := q.MessageDeleteExpired(ctx, db.MessageDeleteExpiredParams{MaxMessages: 10})
+			return len(r), err
+		}, 10},
+		{"MessageDeleteOrphaned", 250, func(q *db.Queries) (int, error) {
+			r, err := q.MessageDeleteOrphaned(ctx, 10)
+			return len(r), err
+		}, 10},
+		{"DedupKeyDeleteExpired", 150, func(q *db.Queries) (int, error) {
+			n, err := q.DedupKeyDeleteExpired(ctx, db.DedupKeyDeleteExpiredParams{MaxKeys: 10})
+			return int(n), err
+		}, 10},
+		{"MessageEventsPrune", 150, func(q *db.Queries) (int, error) {
+			n, err := q.MessageEventsPrune(ctx, db.MessageEventsPruneParams{KeepSeconds: 86400, MaxTraces: 10})
+			return int(n), err
+		}, 10},
+		{"ReadyStaleRemove", 600, func(q *db.Queries) (int, error) {
+			n, err := q.ReadyStaleRemove(ctx, 16)
+			return int(n), err
+		}, 0},
+		{"MessageDeleteByQueue", 250, func(q *db.Queries) (int, error) {
+			n, err := q.MessageDeleteByQueue(ctx, db.MessageDeleteByQueueParams{QueueID: ids["small"]})
+			return int(n), err
+		}, 10},
+		{"MessageDeleteByID", 40, func(q *db.Queries) (int, error) {
+			r, err := q.MessageDeleteByID(ctx, db.MessageDeleteByIDParams{QueueID: ids["busy"], MessageID: "busy-2500"})
+			return int(r.Deleted), err
+		}, 1},
+		{"MessageGetByID", 20, func(q *db.Queries) (int, error) {
+			_, err := q.MessageGetByID(ctx, db.MessageGetByIDParams{QueueID: ids["busy"], MessageID: "busy-2500"})
+			return 1, err
+		}, 1},
+		{"MessageLockByID", 20, func(q *db.Queries) (int, error) {
+			_, err := q.MessageLockByID(ctx, db.MessageLockByIDParams{QueueID: ids["busy"], MessageID: "busy-2500"})
+			return 1, err
+		}, 1},
+		{"MessageTraceOf", 20, func(q *db.Queries) (int, error) {
+			_, err := q.MessageTraceOf(ctx, db.MessageTraceOfParams{QueueID: ids["busy"], MessageID: "busy-2500"})
+			return 1, err
+		}, 1},
+		{"MessageSearchByID", 30, func(q *db.Queries) (int, error) {
+			r, err := q.MessageSearchByID(ctx, db.MessageSearchByIDParams{MessageID: "busy-2500",
+				QueueIds: []int64{ids["busy"], ids["expiring"], ids["small"]}, States: []string{}, Tags: []byte("{}")})
+			return len(r), err
+		}, 1},
+		{"MessageBrowse", 100, func(q *db.Queries) (int, error) {
+			r, err := q.MessageBrowse(ctx, db.MessageBrowseParams{QueueID: ids["busy"], MaxMessages: 10, MaxResponseBytes: 1 << 30})
+			return len(r), err
+		}, 10},
+		{"MessageDeadLetteredList", 150, func(q *db.Queries) (int, error) {
+			r, err := q.MessageDeadLetteredList(ctx, db.MessageDeadLetteredListParams{Tenant: "t", MaxMessages: 10,
+				MaxResponseBytes: 1 << 30})
+			return len(r), err
+		}, 10},
+		{"MessageGetByKeys", 60, func(q *db.Queries) (int, error) {
+			r, err := q.MessageGetByKeys(ctx, db.MessageGetByKeysParams{QueueIds: repeated(ids["busy"], len(busy)), Sequences: busy})
+			return len(r), err
+		}, 5},
+		{"MessageIDsHeld", 60, func(q *db.Queries) (int, error) {
+			r, err := q.MessageIDsHeld(ctx, db.MessageIDsHeldParams{Tenant: "t", Queue: "small",
+				MessageIds: []string{"small-1", "small-2", "small-99"}})
+			return len(r), err
+		}, 2},
+	}
+	explained, notices := testdb.Explained(t, f.pool.Config().ConnString())
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := explained.BeginTx(ctx, db.TxOptions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			notices()
+			n, err := c.run(db.New(tx))
+			// A read's plan is reported when its portal closes, at the
+			// transaction's end.
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err != nil || n != c.want {
+				t.Fatalf("%s: %d rows (%v), want %d", c.name, n, err, c.want)
+			}
+			buffers := statementBuffers(t, notices(), c.name)
+			t.Logf("%s: %d buffers", c.name, buffers)
+			if buffers > c.bound {
+				t.Errorf("%s read %d buffers for %d rows, want at most %d: its plan walks what sits behind them",
+					c.name, buffers, n, c.bound)
+			}
+		})
+	}
+}

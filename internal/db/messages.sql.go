@@ -258,7 +258,10 @@ type MessageClaimParams struct {
 // scan looks as cheap as a probe, so each statement here is written so
 // that only a probe can serve it (docs/DESIGN.md, "Settling by address"):
 // a message is found by the primary key's bounded range in sequence order
-// (skipq.message_rows) or its id's range in id order, a ready row or a key
+// (skipq.message_rows) or its id's range in id order (or, looked up by id
+// alone, with the queue compared as `queue_id + 0`, which no index serves:
+// the message id index is then the only one a plan can use, where the
+// primary key's walk of the queue cost the same), a ready row or a key
 // by a subquery with LIMIT 1 (which a plan cannot turn into a join that
 // walks the table), and rows chosen under a LIMIT are changed as an array
 // of their addresses, chosen once (as `IN (…)`, a semi join chose them
@@ -536,7 +539,7 @@ func (q *Queries) MessageDeadTuples(ctx context.Context) (MessageDeadTuplesRow, 
 const messageDeleteByID = `-- name: MessageDeleteByID :one
 WITH gone AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = $1 AND m.message_id = $2
+    WHERE m.message_id = $1 AND m.queue_id + 0 = $2
     RETURNING m.queue_id, m.sequence, m.ready, m.group_id, m.message_id, m.tags
 ), traced AS (
     INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
@@ -554,8 +557,8 @@ SELECT count(*)::bigint AS deleted, coalesce(min(gone.group_id), '')::text AS gr
 `
 
 type MessageDeleteByIDParams struct {
-	QueueID   int64
 	MessageID string
+	QueueID   int64
 	Now       *time.Time
 	KeyID     *int64
 }
@@ -570,8 +573,8 @@ type MessageDeleteByIDRow struct {
 // group (” for none), whose lease may end with it (GroupRelease).
 func (q *Queries) MessageDeleteByID(ctx context.Context, arg MessageDeleteByIDParams) (MessageDeleteByIDRow, error) {
 	row := q.db.QueryRow(ctx, messageDeleteByID,
-		arg.QueueID,
 		arg.MessageID,
+		arg.QueueID,
 		arg.Now,
 		arg.KeyID,
 	)
@@ -902,13 +905,13 @@ WITH t AS (SELECT coalesce($3::timestamptz, clock_timestamp()) AS now)
 SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id,
        skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
-WHERE m.queue_id = $1 AND m.message_id = $2
+WHERE m.message_id = $1 AND m.queue_id + 0 = $2
   AND (m.expires_at IS NULL OR m.expires_at > t.now)
 `
 
 type MessageGetByIDParams struct {
-	QueueID   int64
 	MessageID string
+	QueueID   int64
 	Now       *time.Time
 }
 
@@ -918,7 +921,7 @@ type MessageGetByIDRow struct {
 }
 
 func (q *Queries) MessageGetByID(ctx context.Context, arg MessageGetByIDParams) (MessageGetByIDRow, error) {
-	row := q.db.QueryRow(ctx, messageGetByID, arg.QueueID, arg.MessageID, arg.Now)
+	row := q.db.QueryRow(ctx, messageGetByID, arg.MessageID, arg.QueueID, arg.Now)
 	var i MessageGetByIDRow
 	err := row.Scan(
 		&i.SkipqMessage.QueueID,
@@ -1055,13 +1058,13 @@ func (q *Queries) MessageIDsHeld(ctx context.Context, arg MessageIDsHeldParams) 
 const messageLockByID = `-- name: MessageLockByID :one
 SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
 FROM skipq.messages m
-WHERE m.queue_id = $1 AND m.message_id = $2
+WHERE m.message_id = $1 AND m.queue_id + 0 = $2
 FOR UPDATE
 `
 
 type MessageLockByIDParams struct {
-	QueueID   int64
 	MessageID string
+	QueueID   int64
 }
 
 type MessageLockByIDRow struct {
@@ -1073,7 +1076,7 @@ type MessageLockByIDRow struct {
 
 // Single redrive: the message, locked (waiting for a racing redrive).
 func (q *Queries) MessageLockByID(ctx context.Context, arg MessageLockByIDParams) (MessageLockByIDRow, error) {
-	row := q.db.QueryRow(ctx, messageLockByID, arg.QueueID, arg.MessageID)
+	row := q.db.QueryRow(ctx, messageLockByID, arg.MessageID, arg.QueueID)
 	var i MessageLockByIDRow
 	err := row.Scan(
 		&i.Sequence,
@@ -1224,7 +1227,12 @@ SELECT q.id AS queue_id, q.name AS queue_name, m.sequence, m.sent_at, true AS ma
            m.client_id, m.re_routed_from) + octet_length(q.name))::bigint AS size,
        false AS exhausted
 FROM t, skipq.queues q
-JOIN skipq.messages m ON m.message_id = $1 AND m.queue_id = q.id
+CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary,
+                           m.tags, m.sent_at, m.visible_at, m.expires_at, m.receive_count, m.max_receive_count,
+                           m.re_routed_from, m.dead_lettered_at, m.lease_token, m.group_id
+                    FROM skipq.messages m
+                    WHERE m.message_id >= $1 AND m.message_id <= $1 AND m.queue_id = q.id
+                    ORDER BY m.message_id LIMIT 1) m
 CROSS JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count,
     m.max_receive_count, m.lease_token, t.now) AS state) s
 WHERE q.id = ANY($2::bigint[])
@@ -1268,6 +1276,10 @@ type MessageSearchByIDRow struct {
 // Search with a messageId: the message id index gives the (at most one per
 // queue) candidates directly; the other filters and the cursor hold as in
 // MessageSearchWalk (names compare bytewise, as the node orders them).
+// The candidate of each queue is probed by a range of the id in id order,
+// which only messages_message_id_queue_key serves (sorts are off): planned
+// on drained statistics, the message was looked for through
+// messages_queue_sent_idx, whose sent_at bounds the filters give.
 func (q *Queries) MessageSearchByID(ctx context.Context, arg MessageSearchByIDParams) ([]MessageSearchByIDRow, error) {
 	rows, err := q.db.Query(ctx, messageSearchByID,
 		arg.MessageID,
@@ -1369,10 +1381,10 @@ func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg Message
 const messageTraceOf = `-- name: MessageTraceOf :one
 SELECT t.trace_id, t.present FROM (
     SELECT coalesce(m.tags->>'skipq.trace', '')::text AS trace_id, true AS present
-    FROM skipq.messages m WHERE m.queue_id = $1 AND m.message_id = $2
+    FROM skipq.messages m WHERE m.message_id = $1 AND m.queue_id + 0 = $2
     UNION ALL
     (SELECT e.trace_id::text, false FROM skipq.message_events e
-     WHERE e.queue_id = $1 AND e.message_id = $2
+     WHERE e.queue_id = $2 AND e.message_id = $1
        -- message_events_left_idx's predicate: the event it left the queue by.
        AND (e.gone_at IS NOT NULL OR e.type IN ('dead_lettered', 'requeued', 'redriven'))
      ORDER BY e.id DESC LIMIT 1)) t
@@ -1381,8 +1393,8 @@ LIMIT 1
 `
 
 type MessageTraceOfParams struct {
-	QueueID   int64
 	MessageID string
+	QueueID   int64
 }
 
 type MessageTraceOfRow struct {
@@ -1395,7 +1407,7 @@ type MessageTraceOfRow struct {
 // the queue (gone, or moved on). No row: the message never existed (or its history
 // was pruned).
 func (q *Queries) MessageTraceOf(ctx context.Context, arg MessageTraceOfParams) (MessageTraceOfRow, error) {
-	row := q.db.QueryRow(ctx, messageTraceOf, arg.QueueID, arg.MessageID)
+	row := q.db.QueryRow(ctx, messageTraceOf, arg.MessageID, arg.QueueID)
 	var i MessageTraceOfRow
 	err := row.Scan(&i.TraceID, &i.Present)
 	return i, err

@@ -9,7 +9,10 @@
 -- scan looks as cheap as a probe, so each statement here is written so
 -- that only a probe can serve it (docs/DESIGN.md, "Settling by address"):
 -- a message is found by the primary key's bounded range in sequence order
--- (skipq.message_rows) or its id's range in id order, a ready row or a key
+-- (skipq.message_rows) or its id's range in id order (or, looked up by id
+-- alone, with the queue compared as `queue_id + 0`, which no index serves:
+-- the message id index is then the only one a plan can use, where the
+-- primary key's walk of the queue cost the same), a ready row or a key
 -- by a subquery with LIMIT 1 (which a plan cannot turn into a join that
 -- walks the table), and rows chosen under a LIMIT are changed as an array
 -- of their addresses, chosen once (as `IN (…)`, a semi join chose them
@@ -247,7 +250,7 @@ WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS 
 SELECT sqlc.embed(m),
        skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
-WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+WHERE m.message_id = @message_id AND m.queue_id + 0 = @queue_id
   AND (m.expires_at IS NULL OR m.expires_at > t.now);
 
 -- name: MessageDeleteByID :one
@@ -256,7 +259,7 @@ WHERE m.queue_id = @queue_id AND m.message_id = @message_id
 -- group ('' for none), whose lease may end with it (GroupRelease).
 WITH gone AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+    WHERE m.message_id = @message_id AND m.queue_id + 0 = @queue_id
     RETURNING m.queue_id, m.sequence, m.ready, m.group_id, m.message_id, m.tags
 ), traced AS (
     INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
@@ -339,7 +342,7 @@ FOR UPDATE SKIP LOCKED;
 -- Single redrive: the message, locked (waiting for a racing redrive).
 SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
 FROM skipq.messages m
-WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+WHERE m.message_id = @message_id AND m.queue_id + 0 = @queue_id
 FOR UPDATE;
 
 -- name: MessageDeadLetteredCount :one
@@ -488,13 +491,22 @@ VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers, skipq.m
 -- Search with a messageId: the message id index gives the (at most one per
 -- queue) candidates directly; the other filters and the cursor hold as in
 -- MessageSearchWalk (names compare bytewise, as the node orders them).
+-- The candidate of each queue is probed by a range of the id in id order,
+-- which only messages_message_id_queue_key serves (sorts are off): planned
+-- on drained statistics, the message was looked for through
+-- messages_queue_sent_idx, whose sent_at bounds the filters give.
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT q.id AS queue_id, q.name AS queue_name, m.sequence, m.sent_at, true AS matched, s.state::text AS state,
        (skipq.message_wire_size(m.body, m.body_binary, m.metadata, m.tags, m.message_id,
            m.client_id, m.re_routed_from) + octet_length(q.name))::bigint AS size,
        false AS exhausted
 FROM t, skipq.queues q
-JOIN skipq.messages m ON m.message_id = @message_id AND m.queue_id = q.id
+CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary,
+                           m.tags, m.sent_at, m.visible_at, m.expires_at, m.receive_count, m.max_receive_count,
+                           m.re_routed_from, m.dead_lettered_at, m.lease_token, m.group_id
+                    FROM skipq.messages m
+                    WHERE m.message_id >= @message_id AND m.message_id <= @message_id AND m.queue_id = q.id
+                    ORDER BY m.message_id LIMIT 1) m
 CROSS JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count,
     m.max_receive_count, m.lease_token, t.now) AS state) s
 WHERE q.id = ANY(@queue_ids::bigint[])
@@ -546,7 +558,7 @@ WHERE q.tenant = @tenant AND q.name = @queue
 -- was pruned).
 SELECT t.trace_id, t.present FROM (
     SELECT coalesce(m.tags->>'skipq.trace', '')::text AS trace_id, true AS present
-    FROM skipq.messages m WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+    FROM skipq.messages m WHERE m.message_id = @message_id AND m.queue_id + 0 = @queue_id
     UNION ALL
     (SELECT e.trace_id::text, false FROM skipq.message_events e
      WHERE e.queue_id = @queue_id AND e.message_id = @message_id
