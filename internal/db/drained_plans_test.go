@@ -181,9 +181,6 @@ func drainedSideTables(t *testing.T, pool *pgxpool.Pool) {
 	}
 }
 
-// orphanQueue is the queue id of messages whose queue is gone.
-const orphanQueue = 1_000_000
-
 // sweepBacklog puts drainedBacklog rows behind each sweep and read of
 // TestRarePathsPlannedOnDrainedStatisticsReadWhatTheyTouch, without an
 // analyze: ready messages with keys in "busy", expired ones in "expiring",
@@ -204,7 +201,7 @@ func sweepBacklog(t *testing.T, pool *pgxpool.Pool) {
 		 FROM skipq.queues q, generate_series(1, 5000) g
 		 WHERE q.tenant = 't' AND q.name IN ('busy', 'expiring') OR q.name = 'small' AND g <= 10`,
 		`INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count, ready)
-		 SELECT 1000000, 'orphan-' || g, '\x78', now(), now(), 10, true FROM generate_series(1, 5000) g`,
+		 SELECT 1000000, 'orphan-' || g, '\x78', now(), now(), 10, true FROM generate_series(1, 5000) g`, // no such queue
 		`INSERT INTO skipq.ready (queue_id, sequence) SELECT queue_id, sequence FROM skipq.messages WHERE ready
 		 ON CONFLICT DO NOTHING`,
 		`INSERT INTO skipq.dedup_keys (queue_id, message_id, content_hash, sequence, sent_at, window_ends)
