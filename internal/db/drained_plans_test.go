@@ -357,3 +357,78 @@ func TestRarePathsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
 		})
 	}
 }
+
+// The FIFO groups' functions that are not settles, planned on a drained
+// skipq.message_groups (one live row over hundreds of pages) with 1,000
+// groups behind: group_enter (every FIFO send) probed a group's row
+// through an anti join that walked every group, and group_prune deleted
+// the emptied groups of its window through a join that walked every group
+// with them as a join filter. Each must read about what it touches.
+func TestGroupFunctionsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
+	f := setup(t, 0)
+	ctx := context.Background()
+	if err := f.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: "t", Names: []string{"fifo"}, Fifo: true}); err != nil {
+		t.Fatal(err)
+	}
+	var fifo int64
+	if err := f.pool.QueryRow(ctx, `SELECT id FROM skipq.queues WHERE name = 'fifo'`).Scan(&fifo); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`ALTER TABLE skipq.message_groups SET (autovacuum_enabled = false)`,
+		`INSERT INTO skipq.message_groups (queue_id, group_id) SELECT 0, 'gone-' || g FROM generate_series(1, 20000) g`,
+		`DELETE FROM skipq.message_groups WHERE queue_id = 0 AND group_id <> 'gone-1'`,
+		`VACUUM ANALYZE skipq.message_groups`,
+		`DELETE FROM skipq.message_groups WHERE queue_id = 0`,
+		// 1,000 groups with a message each, and 9 emptied ones first in
+		// the primary key's order.
+		`INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count, ready, group_id)
+		 SELECT $1::bigint, 'm-' || g, '\x78', now(), now(), 10, true, 'G' || g FROM generate_series(1, 1000) g`,
+		`INSERT INTO skipq.message_groups (queue_id, group_id)
+		 SELECT $1::bigint, 'G' || g FROM generate_series(1, 1000) g UNION ALL SELECT $1::bigint, 'E' || g FROM generate_series(1, 9) g`,
+	} {
+		args := []any{}
+		if strings.Contains(stmt, "$1") {
+			args = append(args, fifo)
+		}
+		if _, err := f.pool.Exec(ctx, stmt, args...); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	calls := []struct {
+		name  string
+		sql   string
+		args  []any
+		bound int
+	}{
+		// Five groups that exist and two new ones: their locks, a probe
+		// each, two rows inserted.
+		{"group_enter", `SELECT skipq.group_enter($1::bigint[], $2::text[])`,
+			[]any{repeated(fifo, 7), []string{"G1", "G2", "G3", "G4", "G5", "new-1", "new-2"}}, 100},
+		// A window of 20 groups, each probed for a message (by design),
+		// the 9 emptied ones locked and deleted.
+		{"group_prune", `SELECT * FROM skipq.group_prune(10, 20, $1, '')`, []any{fifo}, 250},
+	}
+	conn, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, c := range calls {
+		// Twice, each rolled back: the first call plans the function's
+		// statements (reading the catalogs), the second is measured.
+		var read int
+		for range 2 {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read = testdb.ExplainedBuffers(t, tx, c.sql, c.args...)
+			_ = tx.Rollback(ctx)
+		}
+		t.Logf("%s: %d buffers", c.name, read)
+		if read > c.bound {
+			t.Errorf("%s read %d buffers behind 1,000 groups, want at most %d: its plan walks the groups", c.name, read, c.bound)
+		}
+	}
+}
