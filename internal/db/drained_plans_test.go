@@ -432,3 +432,102 @@ func TestGroupFunctionsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T)
 		}
 	}
 }
+
+// The topics' jobs in the worker, planned on drained skipq.messages and
+// skipq.topic_retained with a backlog behind: topic_upkeep kept a body
+// while a retained message or a copy named it through anti joins that can
+// walk the message id index (or topic_retained) per body, topic_replay
+// looked a retained message's copy up by message_id and queue_id (the
+// primary key's walk of the queue costs the same), and
+// topic_retention_prune deleted by a join by key that can walk the topic's
+// retained messages per one deleted. Each must read about what it touches.
+func TestTopicJobsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
+	f := setup(t, 0)
+	ctx := context.Background()
+	testdb.DrainedStatistics(t, f.pool)
+	if err := f.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: "t", Names: []string{"sub"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`ALTER TABLE skipq.topic_retained SET (autovacuum_enabled = false)`,
+		`ALTER TABLE skipq.topic_bodies SET (autovacuum_enabled = false)`,
+		`INSERT INTO skipq.topics (tenant, name, retain_seconds) VALUES ('t', 'gone', 0), ('t', 'T', 3600)`,
+		`INSERT INTO skipq.topic_retained (topic_id, id, message_id, published_at, client_id, metadata, body_binary,
+		     tags, expiration_seconds, max_receive_count)
+		 SELECT t.id, g, 'gone-' || g, now(), '', '', false, '{}', 0, 0
+		 FROM skipq.topics t, generate_series(1, 20000) g WHERE t.name = 'gone'`,
+		`INSERT INTO skipq.topic_bodies (id, topic_id, message_id, body, published_at, window_ends, delivered_to)
+		 SELECT g, t.id, 'gone-' || g, '\x78', now(), now(), 1 FROM skipq.topics t, generate_series(1, 20000) g
+		 WHERE t.name = 'gone'`,
+		`DELETE FROM skipq.topic_retained WHERE id < 20000`,
+		`DELETE FROM skipq.topic_bodies WHERE id < 20000`,
+		`VACUUM ANALYZE skipq.topic_retained, skipq.topic_bodies`,
+		`DELETE FROM skipq.topic_retained`,
+		`DELETE FROM skipq.topic_bodies`,
+		// Behind: 5,000 retained messages of T, retained for an hour and
+		// published two hours ago, each with its copy in the queue "sub",
+		// and 20 bodies whose window passed and that nothing names.
+		`INSERT INTO skipq.topic_retained (topic_id, id, message_id, published_at, client_id, metadata, body_binary,
+		     tags, expiration_seconds, max_receive_count)
+		 SELECT t.id, g, 'r-' || g, now() - interval '2 hours', '', '', false, '{}', 0, 0
+		 FROM skipq.topics t, generate_series(1, 5000) g WHERE t.name = 'T'`,
+		`INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count, ready)
+		 SELECT q.id, 'r-' || g, '\x78', now(), now(), 10, true FROM skipq.queues q, generate_series(1, 5000) g
+		 WHERE q.name = 'sub'`,
+		`INSERT INTO skipq.topic_bodies (id, topic_id, message_id, body, published_at, window_ends, delivered_to)
+		 SELECT 100000 + g, t.id, 'b-' || g, '\x78', now() - interval '1 day', now() - interval '1 hour', 1
+		 FROM skipq.topics t, generate_series(1, 20) g WHERE t.name = 'T'`,
+	} {
+		if _, err := f.pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	// The replay of T into "sub", whose first retained messages are in the
+	// queue already: set up in the measured transaction only, as it holds
+	// the retention prune back.
+	const replaying = `INSERT INTO skipq.topic_subscriptions (topic_id, queue_id, created_at)
+		SELECT t.id, q.id, now() - interval '1 day' FROM skipq.topics t, skipq.queues q WHERE t.name = 'T' AND q.name = 'sub';
+		INSERT INTO skipq.topic_replays (topic_id, queue_id, replay_from, replay_horizon, created_at)
+		SELECT t.id, q.id, now() - interval '1 day', 20, now() FROM skipq.topics t, skipq.queues q
+		WHERE t.name = 'T' AND q.name = 'sub'`
+	calls := []struct {
+		name, setup, sql string
+		bound            int
+	}{
+		// 20 bodies: a probe of the retained messages and one of the
+		// messages each, and their deletion.
+		{"topic_upkeep", "", `SELECT skipq.topic_upkeep(100000, 20)`, 200},
+		// 10 retained messages walked in order and deleted.
+		{"topic_retention_prune", "", `SELECT skipq.topic_retention_prune(now(), 10)`, 100},
+		// 10 retained messages walked, each probed in the queue, none
+		// copied, the replay's row moved on.
+		{"topic_replay", replaying, `SELECT * FROM skipq.topic_replay(10)`, 150},
+	}
+	conn, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, c := range calls {
+		// Twice, each rolled back: the first call plans, the second is
+		// measured.
+		var read int
+		for range 2 {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.setup != "" {
+				if _, err := tx.Exec(ctx, c.setup); err != nil {
+					t.Fatal(err)
+				}
+			}
+			read = testdb.ExplainedBuffers(t, tx, c.sql)
+			_ = tx.Rollback(ctx)
+		}
+		t.Logf("%s: %d buffers", c.name, read)
+		if read > c.bound {
+			t.Errorf("%s read %d buffers, want at most %d: its plan walks what sits behind", c.name, read, c.bound)
+		}
+	}
+}
