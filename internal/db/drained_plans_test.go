@@ -477,6 +477,10 @@ func TestTopicJobsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
 		`INSERT INTO skipq.topic_bodies (id, topic_id, message_id, body, published_at, window_ends, delivered_to)
 		 SELECT 100000 + g, t.id, 'b-' || g, '\x78', now() - interval '1 day', now() - interval '1 hour', 1
 		 FROM skipq.topics t, generate_series(1, 20) g WHERE t.name = 'T'`,
+		// And 5,000 bodies of keyed publishes still in their window.
+		`INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends, delivered_to)
+		 SELECT 200000 + g, t.id, 'k-' || g, '\x00', '\x78', now(), now() + interval '1 hour', 1
+		 FROM skipq.topics t, generate_series(1, 5000) g WHERE t.name = 'T'`,
 	} {
 		if _, err := f.pool.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
@@ -529,5 +533,32 @@ func TestTopicJobsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
 		if read > c.bound {
 			t.Errorf("%s read %d buffers, want at most %d: its plan walks what sits behind", c.name, read, c.bound)
 		}
+	}
+
+	// A publish of five keys whose bodies exist (with another content:
+	// conflicts, nothing written): the keys' locks and hashes, a probe of
+	// each key's body.
+	explained, notices := testdb.Explained(t, f.pool.Config().ConnString())
+	p := sendParams("T", 0, "k-1", "k-2", "k-3", "k-4", "k-5")
+	p.Keyed = repeated(true, 5)
+	var read int
+	for range 2 {
+		tx, err := explained.BeginTx(ctx, db.TxOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		notices()
+		rows, err := db.New(tx).TopicPublish(ctx, p)
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err != nil || len(rows) != 5 || rows[0].Outcome != "conflict" {
+			t.Fatalf("publish of 5 keys: %+v (%v), want 5 conflicts", rows, err)
+		}
+		read = statementBuffers(t, notices(), "TopicPublish")
+	}
+	t.Logf("keyed topic_publish of 5: %d buffers", read)
+	if read > 100 {
+		t.Errorf("a keyed publish of 5 read %d buffers behind 5,000 bodies, want at most 100: its plan walks the topic's bodies", read)
 	}
 }
