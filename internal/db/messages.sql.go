@@ -12,25 +12,30 @@ import (
 
 const groupEnterForRedrive = `-- name: GroupEnterForRedrive :exec
 SELECT skipq.group_enter(array_agg(d.id), array_agg(coalesce(m.group_id, m.message_id)))
-FROM skipq.messages m
+FROM unnest($1::bigint[]) AS k(sequence)
+CROSS JOIN LATERAL (SELECT x.queue_id, x.group_id, x.message_id, x.re_routed_from FROM skipq.messages x
+                    WHERE x.queue_id = $2
+                      AND x.sequence >= k.sequence AND x.sequence <= k.sequence
+                    ORDER BY x.sequence LIMIT 1) m
 JOIN skipq.queues s ON s.id = m.queue_id
 JOIN skipq.queues d ON d.tenant = s.tenant
-     AND d.name = CASE WHEN $1::text = '' THEN m.re_routed_from ELSE $1::text END
-WHERE m.queue_id = $2 AND m.sequence = ANY($3::bigint[]) AND d.fifo
+     AND d.name = CASE WHEN $3::text = '' THEN m.re_routed_from ELSE $3::text END
+WHERE d.fifo
 `
 
 type GroupEnterForRedriveParams struct {
-	ToQueue   string
-	QueueID   int64
 	Sequences []int64
+	QueueID   int64
+	ToQueue   string
 }
 
 // Redrive into FIFO queues: the groups the messages will join (their own,
 // or one named by their messageId when they had none) are entered before
 // MessageRedrive draws their sequences (skipq.group_enter), in the same
-// transaction.
+// transaction. Each message by the primary key's range probe, as in
+// MessageRedrive.
 func (q *Queries) GroupEnterForRedrive(ctx context.Context, arg GroupEnterForRedriveParams) error {
-	_, err := q.db.Exec(ctx, groupEnterForRedrive, arg.ToQueue, arg.QueueID, arg.Sequences)
+	_, err := q.db.Exec(ctx, groupEnterForRedrive, arg.Sequences, arg.QueueID, arg.ToQueue)
 	return err
 }
 
@@ -109,40 +114,44 @@ func (q *Queries) MessageAckByReceipt(ctx context.Context, arg MessageAckByRecei
 }
 
 const messageBrowse = `-- name: MessageBrowse :many
-WITH t AS (SELECT coalesce($7::timestamptz, clock_timestamp()) AS now)
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id,
-       skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
-FROM skipq.messages m, t
-WHERE m.queue_id = $1
-  AND m.sequence = ANY(ARRAY(
+WITH t AS (SELECT coalesce($2::timestamptz, clock_timestamp()) AS now),
+kept AS (
+    SELECT ARRAY(
       SELECT b.sequence FROM (
           SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
           FROM (
               SELECT c.sequence,
                      skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
                          c.client_id, c.re_routed_from)
-                     + $2::bigint AS size
+                     + $3::bigint AS size
               FROM skipq.messages c, t
               CROSS JOIN LATERAL (SELECT skipq.message_state(
                   c.visible_at, c.receive_count, c.max_receive_count, c.lease_token, t.now) AS state) s
               WHERE c.queue_id = $1
-                AND c.sequence > $3::bigint
+                AND c.sequence > $4::bigint
                 AND (c.expires_at IS NULL OR c.expires_at > t.now)
-                AND ($4::text = '' OR s.state = $4::text)
+                AND ($5::text = '' OR s.state = $5::text)
               ORDER BY c.sequence
-              LIMIT $5) c
+              LIMIT $6) c
           WINDOW w AS (ORDER BY c.sequence ROWS UNBOUNDED PRECEDING)) b
-      WHERE b.n = 1 OR b.before < $6::bigint))
+      WHERE b.n = 1 OR b.before < $7::bigint)::bigint[] AS sequences
+)
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id,
+       skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
+FROM skipq.messages m, t
+WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                         FROM kept, skipq.message_rows(array_fill($1::bigint, ARRAY[cardinality(kept.sequences)]),
+                                                       kept.sequences) AS r(address, n)))
 `
 
 type MessageBrowseParams struct {
 	QueueID          int64
+	Now              *time.Time
 	MessageOverhead  int64
 	AfterSequence    int64
 	State            string
 	MaxMessages      int32
 	MaxResponseBytes int64
-	Now              *time.Time
 }
 
 type MessageBrowseRow struct {
@@ -160,18 +169,21 @@ type MessageBrowseRow struct {
 // pagination on the primary key: no offset scans. Expired messages not yet
 // removed are not shown. The page stops at the response budget like a
 // receive (MessageClaim): the walk measures sizes without fetching bodies,
-// and only the rows kept are read whole, by primary key. Rows come back in
-// no particular order (an ORDER BY here could make the planner walk the
-// whole queue to avoid a sort); the caller sorts them.
+// and only the rows kept are read whole, each found by the primary key's
+// bounded probe (skipq.message_rows) and read at its address: planned on
+// drained statistics, a read by `sequence = ANY(…)` was a walk of the
+// whole queue. Rows come back in no particular order (an ORDER BY here
+// could make the planner walk the whole queue to avoid a sort); the caller
+// sorts them.
 func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([]MessageBrowseRow, error) {
 	rows, err := q.db.Query(ctx, messageBrowse,
 		arg.QueueID,
+		arg.Now,
 		arg.MessageOverhead,
 		arg.AfterSequence,
 		arg.State,
 		arg.MaxMessages,
 		arg.MaxResponseBytes,
-		arg.Now,
 	)
 	if err != nil {
 		return nil, err
@@ -239,13 +251,21 @@ type MessageClaimParams struct {
 // queue's rows through the primary key (queue_id, sequence) or the
 // (queue_id, message_id) unique index, and is bounded by its inputs.
 //
-// Receipt handles carry (queue_id, sequence, lease_token). Settling joins
-// the handles, unnested as k, to the table on the whole primary key and
-// checks the token in the same statement: a nested loop of exact primary-key
-// probes. skipq's connections forbid sequential and bitmap scans, sorts, hash
-// and merge joins (internal/db/pool.go), because queue tables are often analyzed
-// while nearly empty and any of those then looks free; with them off, the
-// probe is the only plan left.
+// skipq's connections forbid sequential and bitmap scans, sorts, hash and
+// merge joins (internal/db/pool.go), because queue tables are often
+// analyzed while nearly empty and any of those then looks free. Even so,
+// on such statistics (one live row over hundreds of pages) every index
+// scan looks as cheap as a probe, so each statement here is written so
+// that only a probe can serve it (docs/DESIGN.md, "Settling by address"):
+// a message is found by the primary key's bounded range in sequence order
+// (skipq.message_rows) or its id's range in id order (or, looked up by id
+// alone, with the queue compared as `queue_id + 0`, which no index serves:
+// the message id index is then the only one a plan can use, where the
+// primary key's walk of the queue cost the same), a ready row or a key
+// by a subquery with LIMIT 1 (which a plan cannot turn into a join that
+// walks the table), and rows chosen under a LIMIT are changed as an array
+// of their addresses, chosen once (as `IN (…)`, a semi join chose them
+// again for every row of a walk of the table).
 // Sends go through skipq.message_insert
 // (internal/migrations/current/functions/message_insert.sql, called by
 // internal/db/message_insert.go), the one implementation shared with the SQL API.
@@ -350,10 +370,13 @@ WITH page AS MATERIALIZED (
             LIMIT $7) c
         WINDOW w AS (ORDER BY c.dead_lettered_at DESC, c.sequence DESC ROWS UNBOUNDED PRECEDING)) b
     WHERE b.n = 1 OR b.before < $8::bigint
+), kept AS (
+    SELECT array_agg(page.queue_id) AS queue_ids, array_agg(page.sequence) AS sequences FROM page
 )
 SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id, (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
-FROM page
-JOIN skipq.messages m ON m.queue_id = page.queue_id AND m.sequence = page.sequence
+FROM skipq.messages m
+WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                         FROM kept, skipq.message_rows(kept.queue_ids, kept.sequences) AS r(address, n)))
 `
 
 type MessageDeadLetteredListParams struct {
@@ -376,9 +399,13 @@ type MessageDeadLetteredListRow struct {
 // first, after the cursor (dead_lettered_at, sequence), optionally only
 // those that came from @source_queue, or died of @cause (docs/API.md#model). Walks messages_dead_lettered_idx,
 // measuring sizes without fetching bodies, and stops at the response budget
-// like a receive (MessageClaim); then reads the rows kept by primary key
-// (the queue's name is a subquery: joined, it let the planner reach the
-// messages through the queue instead of the key).
+// like a receive (MessageClaim); then reads the rows kept, each found by
+// the primary key's bounded probe (skipq.message_rows) and read at its
+// address: planned on drained statistics, a join of the page to the
+// messages by key walked the whole primary key for every row of the page
+// (130,702 buffers for a page of 100 behind 30,000 messages). The queue's
+// name is a subquery: joined, it let the planner reach the messages
+// through the queue instead of the key.
 // Rows come back in no particular order (an ORDER BY here could make the
 // planner drive the join from the index to avoid a sort); the caller sorts
 // them.
@@ -512,7 +539,7 @@ func (q *Queries) MessageDeadTuples(ctx context.Context) (MessageDeadTuplesRow, 
 const messageDeleteByID = `-- name: MessageDeleteByID :one
 WITH gone AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = $1 AND m.message_id = $2
+    WHERE m.message_id = $1 AND m.queue_id + 0 = $2
     RETURNING m.queue_id, m.sequence, m.ready, m.group_id, m.message_id, m.tags
 ), traced AS (
     INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
@@ -524,14 +551,14 @@ WITH gone AS (
     WHERE r.ctid = ANY(ARRAY(
         SELECT x.ctid FROM gone g
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 )
 SELECT count(*)::bigint AS deleted, coalesce(min(gone.group_id), '')::text AS group_id FROM gone
 `
 
 type MessageDeleteByIDParams struct {
-	QueueID   int64
 	MessageID string
+	QueueID   int64
 	Now       *time.Time
 	KeyID     *int64
 }
@@ -546,8 +573,8 @@ type MessageDeleteByIDRow struct {
 // group (” for none), whose lease may end with it (GroupRelease).
 func (q *Queries) MessageDeleteByID(ctx context.Context, arg MessageDeleteByIDParams) (MessageDeleteByIDRow, error) {
 	row := q.db.QueryRow(ctx, messageDeleteByID,
-		arg.QueueID,
 		arg.MessageID,
+		arg.QueueID,
 		arg.Now,
 		arg.KeyID,
 	)
@@ -572,7 +599,7 @@ WITH gone AS (
     WHERE r.ctid = ANY(ARRAY(
         SELECT x.ctid FROM gone g
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 )
 SELECT count(*)::bigint AS deleted FROM gone
 `
@@ -604,13 +631,13 @@ func (q *Queries) MessageDeleteByQueue(ctx context.Context, arg MessageDeleteByQ
 const messageDeleteExpired = `-- name: MessageDeleteExpired :many
 WITH gone AS (
     DELETE FROM skipq.messages m
-    WHERE (m.queue_id, m.sequence) IN (
-        SELECT c.queue_id, c.sequence FROM skipq.messages c
+    WHERE m.ctid = ANY(ARRAY(
+        SELECT c.ctid FROM skipq.messages c
         WHERE c.expires_at <= coalesce($1::timestamptz, now())
           AND NOT (c.lease_token IS NOT NULL AND c.visible_at > coalesce($1::timestamptz, now()))
         ORDER BY c.expires_at
         LIMIT $2
-        FOR UPDATE SKIP LOCKED)
+        FOR UPDATE SKIP LOCKED))
     RETURNING m.queue_id, m.sequence, m.ready, m.lease_token, m.message_id, m.tags
 ), traced AS (
     -- An expired message's last event; a retained one's acked event gets
@@ -630,7 +657,7 @@ WITH gone AS (
     WHERE r.ctid = ANY(ARRAY(
         SELECT x.ctid FROM gone g
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 )
 SELECT gone.queue_id, coalesce(gone.lease_token = '\x'::bytea, false)::boolean AS retained FROM gone
 `
@@ -680,21 +707,21 @@ WITH RECURSIVE present(queue_id) AS (
     FROM present WHERE present.queue_id IS NOT NULL
 ), gone AS (
     DELETE FROM skipq.messages m
-    WHERE (m.queue_id, m.sequence) IN (
-        SELECT c.queue_id, c.sequence FROM skipq.messages c
+    WHERE m.ctid = ANY(ARRAY(
+        SELECT c.ctid FROM skipq.messages c
         WHERE c.queue_id IN (
             SELECT p.queue_id FROM present p
             WHERE p.queue_id IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = p.queue_id))
         LIMIT $1
-        FOR UPDATE SKIP LOCKED)
+        FOR UPDATE SKIP LOCKED))
     RETURNING m.queue_id, m.sequence, m.ready
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
         SELECT x.ctid FROM gone g
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 )
 SELECT gone.queue_id FROM gone
 `
@@ -784,13 +811,17 @@ const messageEventsPrune = `-- name: MessageEventsPrune :execrows
 WITH old AS (
     SELECT e.trace_id FROM skipq.message_events e
     WHERE e.gone_at < coalesce($1::timestamptz, now()) - make_interval(secs => $2::integer)
-      AND NOT EXISTS (SELECT 1 FROM skipq.messages m
-                      WHERE m.queue_id = e.queue_id AND m.message_id = e.message_id
-                        AND m.tags->>'skipq.trace' = e.trace_id::text)
+      AND (SELECT m.sequence FROM skipq.messages m
+           WHERE m.message_id >= e.message_id AND m.message_id <= e.message_id AND m.queue_id = e.queue_id
+             AND m.tags->>'skipq.trace' = e.trace_id::text
+           ORDER BY m.message_id LIMIT 1) IS NULL
     ORDER BY e.gone_at
     LIMIT $3
 )
-DELETE FROM skipq.message_events x WHERE x.trace_id IN (SELECT old.trace_id FROM old)
+DELETE FROM skipq.message_events x
+WHERE x.ctid = ANY(ARRAY(SELECT y.ctid FROM old o
+                         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.message_events y
+                                             WHERE y.trace_id = o.trace_id ORDER BY y.id) y))
 `
 
 type MessageEventsPruneParams struct {
@@ -803,6 +834,14 @@ type MessageEventsPruneParams struct {
 // @keep_seconds ago (message_events_gone_idx). The recheck of the message
 // keeps a trace whose message came back under it (a retained message's
 // acked event is marked gone only when its retention ends).
+// The message is probed by a range of its id in id order, which only
+// messages_message_id_queue_key serves (sorts are off), and the trace's
+// events are deleted by address: planned on drained statistics, the NOT
+// EXISTS became an anti join that walked that index for every event, and
+// `trace_id IN (old)` a semi join that ran the whole selection again for
+// every event of the table. An event changed meanwhile (a retained
+// message's acked event marked gone) is not at its address any more and
+// waits for the next run.
 func (q *Queries) MessageEventsPrune(ctx context.Context, arg MessageEventsPruneParams) (int64, error) {
 	result, err := q.db.Exec(ctx, messageEventsPrune, arg.Now, arg.KeepSeconds, arg.MaxTraces)
 	if err != nil {
@@ -866,13 +905,13 @@ WITH t AS (SELECT coalesce($3::timestamptz, clock_timestamp()) AS now)
 SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id,
        skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
-WHERE m.queue_id = $1 AND m.message_id = $2
+WHERE m.message_id = $1 AND m.queue_id + 0 = $2
   AND (m.expires_at IS NULL OR m.expires_at > t.now)
 `
 
 type MessageGetByIDParams struct {
-	QueueID   int64
 	MessageID string
+	QueueID   int64
 	Now       *time.Time
 }
 
@@ -882,7 +921,7 @@ type MessageGetByIDRow struct {
 }
 
 func (q *Queries) MessageGetByID(ctx context.Context, arg MessageGetByIDParams) (MessageGetByIDRow, error) {
-	row := q.db.QueryRow(ctx, messageGetByID, arg.QueueID, arg.MessageID, arg.Now)
+	row := q.db.QueryRow(ctx, messageGetByID, arg.MessageID, arg.QueueID, arg.Now)
 	var i MessageGetByIDRow
 	err := row.Scan(
 		&i.SkipqMessage.QueueID,
@@ -912,8 +951,8 @@ func (q *Queries) MessageGetByID(ctx context.Context, arg MessageGetByIDParams) 
 }
 
 const messageGetByKeys = `-- name: MessageGetByKeys :many
-SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id FROM generate_subscripts($1::bigint[], 1) AS i
-JOIN skipq.messages m ON m.queue_id = ($1::bigint[])[i] AND m.sequence = ($2::bigint[])[i]
+SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id FROM skipq.messages m
+WHERE m.ctid = ANY(ARRAY(SELECT r.address FROM skipq.message_rows($1::bigint[], $2::bigint[]) AS r(address, n)))
 `
 
 type MessageGetByKeysParams struct {
@@ -922,9 +961,11 @@ type MessageGetByKeysParams struct {
 }
 
 // The rows of a search page, by primary key: one probe per (queue,
-// sequence) pair. (queue_id = ANY(…) AND sequence = ANY(…) probed every
-// queue for every sequence: 10,000 probes for a page of 100 over 100
-// queues.)
+// sequence) pair (skipq.message_rows), then the row at its address.
+// (queue_id = ANY(…) AND sequence = ANY(…) probed every queue for every
+// sequence: 10,000 probes for a page of 100 over 100 queues; a join of the
+// pairs to the table by key was, planned on drained statistics, a walk of
+// the whole primary key.)
 func (q *Queries) MessageGetByKeys(ctx context.Context, arg MessageGetByKeysParams) ([]SkipqMessage, error) {
 	rows, err := q.db.Query(ctx, messageGetByKeys, arg.QueueIds, arg.Sequences)
 	if err != nil {
@@ -970,9 +1011,13 @@ func (q *Queries) MessageGetByKeys(ctx context.Context, arg MessageGetByKeysPara
 const messageIDsHeld = `-- name: MessageIDsHeld :many
 SELECT m.message_id
 FROM skipq.queues q
-JOIN skipq.messages m ON m.message_id = ANY($1::text[]) AND m.queue_id = q.id
+CROSS JOIN unnest($1::text[]) AS k(message_id)
+CROSS JOIN LATERAL (SELECT m.message_id, m.queue_id FROM skipq.messages m
+                    WHERE m.message_id >= k.message_id AND m.message_id <= k.message_id AND m.queue_id = q.id
+                    ORDER BY m.message_id LIMIT 1) m
 WHERE q.tenant = $2 AND q.name = $3
-  AND NOT EXISTS (SELECT 1 FROM skipq.dedup_keys d WHERE d.queue_id = m.queue_id AND d.message_id = m.message_id)
+  AND (SELECT d.sequence FROM skipq.dedup_keys d
+       WHERE d.queue_id = m.queue_id AND d.message_id = m.message_id LIMIT 1) IS NULL
 `
 
 type MessageIDsHeldParams struct {
@@ -985,6 +1030,11 @@ type MessageIDsHeldParams struct {
 // dead-letter) holds: one without an idempotency key to answer a send of
 // its id, so that the send fails on the unique index. A send that is not
 // all or nothing refuses those messages alone.
+// Each id is probed by a range in id order, which only
+// messages_message_id_queue_key serves (sorts are off), and its key by a
+// subquery a plan cannot turn into a join: planned on drained statistics,
+// `message_id = ANY(…)` was a filter over the whole primary key and the
+// NOT EXISTS an anti join that walked dedup_keys_pkey per message.
 func (q *Queries) MessageIDsHeld(ctx context.Context, arg MessageIDsHeldParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, messageIDsHeld, arg.MessageIds, arg.Tenant, arg.Queue)
 	if err != nil {
@@ -1008,13 +1058,13 @@ func (q *Queries) MessageIDsHeld(ctx context.Context, arg MessageIDsHeldParams) 
 const messageLockByID = `-- name: MessageLockByID :one
 SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
 FROM skipq.messages m
-WHERE m.queue_id = $1 AND m.message_id = $2
+WHERE m.message_id = $1 AND m.queue_id + 0 = $2
 FOR UPDATE
 `
 
 type MessageLockByIDParams struct {
-	QueueID   int64
 	MessageID string
+	QueueID   int64
 }
 
 type MessageLockByIDRow struct {
@@ -1026,7 +1076,7 @@ type MessageLockByIDRow struct {
 
 // Single redrive: the message, locked (waiting for a racing redrive).
 func (q *Queries) MessageLockByID(ctx context.Context, arg MessageLockByIDParams) (MessageLockByIDRow, error) {
-	row := q.db.QueryRow(ctx, messageLockByID, arg.QueueID, arg.MessageID)
+	row := q.db.QueryRow(ctx, messageLockByID, arg.MessageID, arg.QueueID)
 	var i MessageLockByIDRow
 	err := row.Scan(
 		&i.Sequence,
@@ -1042,17 +1092,20 @@ WITH src AS (
     SELECT q.id, q.tenant, q.name FROM skipq.queues q WHERE q.id = $1
 ), moved AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = $1
-      AND m.sequence = ANY($2::bigint[])
-      AND m.dead_lettered_at IS NOT NULL
+    WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                             FROM skipq.message_rows(array_fill($1::bigint, ARRAY[coalesce(cardinality($2::bigint[]), 0)]),
+                                                     $2::bigint[]) AS r(address, n)))
+      AND num_nulls(m.dead_lettered_at) = 0
       AND EXISTS (SELECT 1 FROM skipq.queues d, src
                   WHERE d.tenant = src.tenant
                     AND d.name = CASE WHEN $3::text = '' THEN m.re_routed_from ELSE $3::text END)
-    RETURNING m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.sent_at, m.visible_at, m.delayed_to, m.expires_at, m.receive_count, m.first_received_at, m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready, m.group_id
+    RETURNING m.queue_id, m.sequence, m.ready, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.group_id, m.message_id, m.re_routed_from
 ), unready AS (
     DELETE FROM skipq.ready r
-    WHERE r.queue_id = $1
-      AND r.sequence = ANY(ARRAY(SELECT g.sequence FROM moved g WHERE g.ready))
+    WHERE r.ctid = ANY(ARRAY(
+        SELECT x.ctid FROM moved g
+        CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 ), t AS (
     SELECT coalesce($4::timestamptz, now()) AS now
 ), inserted AS (
@@ -1124,6 +1177,16 @@ type MessageRedriveRow struct {
 // destination is @to_queue, or each message's
 // reRoutedFrom when @to_queue is ”; destinations must exist (same tenant).
 // A message whose destination does not exist is left in place.
+// Each message is found by a probe only the primary key serves
+// (skipq.message_rows) and deleted at its address, whatever the statistics
+// (docs/DESIGN.md, "Settling by address"): planned on a drained table's,
+// `queue_id = @queue_id AND sequence = ANY(…)` was a filter over every
+// message of the queue, for every batch. No other condition on the target
+// may be one an index serves: `dead_lettered_at IS NOT NULL` (hence the
+// num_nulls) matches messages_dead_lettered_idx's predicate, and a plan on
+// drained statistics walked that index over every dead letter of every
+// queue. The caller holds the rows locked since it picked them, so none
+// can have moved to another address meanwhile.
 func (q *Queries) MessageRedrive(ctx context.Context, arg MessageRedriveParams) ([]MessageRedriveRow, error) {
 	rows, err := q.db.Query(ctx, messageRedrive,
 		arg.QueueID,
@@ -1164,7 +1227,12 @@ SELECT q.id AS queue_id, q.name AS queue_name, m.sequence, m.sent_at, true AS ma
            m.client_id, m.re_routed_from) + octet_length(q.name))::bigint AS size,
        false AS exhausted
 FROM t, skipq.queues q
-JOIN skipq.messages m ON m.message_id = $1 AND m.queue_id = q.id
+CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary,
+                           m.tags, m.sent_at, m.visible_at, m.expires_at, m.receive_count, m.max_receive_count,
+                           m.re_routed_from, m.dead_lettered_at, m.lease_token, m.group_id
+                    FROM skipq.messages m
+                    WHERE m.message_id >= $1 AND m.message_id <= $1 AND m.queue_id = q.id
+                    ORDER BY m.message_id LIMIT 1) m
 CROSS JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count,
     m.max_receive_count, m.lease_token, t.now) AS state) s
 WHERE q.id = ANY($2::bigint[])
@@ -1208,6 +1276,10 @@ type MessageSearchByIDRow struct {
 // Search with a messageId: the message id index gives the (at most one per
 // queue) candidates directly; the other filters and the cursor hold as in
 // MessageSearchWalk (names compare bytewise, as the node orders them).
+// The candidate of each queue is probed by a range of the id in id order,
+// which only messages_message_id_queue_key serves (sorts are off): planned
+// on drained statistics, the message was looked for through
+// messages_queue_sent_idx, whose sent_at bounds the filters give.
 func (q *Queries) MessageSearchByID(ctx context.Context, arg MessageSearchByIDParams) ([]MessageSearchByIDRow, error) {
 	rows, err := q.db.Query(ctx, messageSearchByID,
 		arg.MessageID,
@@ -1309,10 +1381,10 @@ func (q *Queries) MessageSetVisibilityByReceipt(ctx context.Context, arg Message
 const messageTraceOf = `-- name: MessageTraceOf :one
 SELECT t.trace_id, t.present FROM (
     SELECT coalesce(m.tags->>'skipq.trace', '')::text AS trace_id, true AS present
-    FROM skipq.messages m WHERE m.queue_id = $1 AND m.message_id = $2
+    FROM skipq.messages m WHERE m.message_id = $1 AND m.queue_id + 0 = $2
     UNION ALL
     (SELECT e.trace_id::text, false FROM skipq.message_events e
-     WHERE e.queue_id = $1 AND e.message_id = $2
+     WHERE e.queue_id = $2 AND e.message_id = $1
        -- message_events_left_idx's predicate: the event it left the queue by.
        AND (e.gone_at IS NOT NULL OR e.type IN ('dead_lettered', 'requeued', 'redriven'))
      ORDER BY e.id DESC LIMIT 1)) t
@@ -1321,8 +1393,8 @@ LIMIT 1
 `
 
 type MessageTraceOfParams struct {
-	QueueID   int64
 	MessageID string
+	QueueID   int64
 }
 
 type MessageTraceOfRow struct {
@@ -1335,7 +1407,7 @@ type MessageTraceOfRow struct {
 // the queue (gone, or moved on). No row: the message never existed (or its history
 // was pruned).
 func (q *Queries) MessageTraceOf(ctx context.Context, arg MessageTraceOfParams) (MessageTraceOfRow, error) {
-	row := q.db.QueryRow(ctx, messageTraceOf, arg.QueueID, arg.MessageID)
+	row := q.db.QueryRow(ctx, messageTraceOf, arg.MessageID, arg.QueueID)
 	var i MessageTraceOfRow
 	err := row.Scan(&i.TraceID, &i.Present)
 	return i, err
@@ -1392,17 +1464,22 @@ WITH RECURSIVE queues(queue_id) AS (
     WHERE q.queue_id IS NOT NULL
 ), stale AS (
     SELECT h.queue_id, h.sequence FROM heads h
-    WHERE NOT EXISTS (SELECT 1 FROM skipq.messages m WHERE m.queue_id = h.queue_id AND m.sequence = h.sequence)
+    WHERE (SELECT m.sequence FROM skipq.messages m
+           WHERE m.queue_id = h.queue_id AND m.sequence >= h.sequence AND m.sequence <= h.sequence
+           ORDER BY m.sequence LIMIT 1) IS NULL
     UNION ALL
     SELECT m.queue_id, m.sequence FROM heads h
     CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence FROM skipq.messages m
-                        WHERE m.queue_id = h.queue_id AND m.sequence = h.sequence AND NOT m.ready
+                        WHERE m.queue_id = h.queue_id AND m.sequence >= h.sequence AND m.sequence <= h.sequence
+                          AND NOT m.ready
+                        ORDER BY m.sequence LIMIT 1
                         FOR UPDATE SKIP LOCKED) m
 )
 DELETE FROM skipq.ready r
 WHERE r.ctid = ANY(ARRAY(
     SELECT y.ctid FROM stale s
-    CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y WHERE y.queue_id = s.queue_id AND y.sequence = s.sequence) y))
+    CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                        WHERE y.queue_id = s.queue_id AND y.sequence = s.sequence LIMIT 1) y))
 `
 
 // Worker: removes ready rows whose message is gone or no longer ready, from
@@ -1418,7 +1495,10 @@ WHERE r.ctid = ANY(ARRAY(
 // its ready row; a claim takes them the other way round but never waits)
 // and judged on its newest version; one that is gone never comes back
 // (sequences are not reused). The queues with ready rows are found with a
-// loose index scan of ready_pkey (one descent per queue).
+// loose index scan of ready_pkey (one descent per queue). Each message is
+// probed by the primary key's bounded range (docs/DESIGN.md, "Settling by
+// address"): planned on drained statistics, the NOT EXISTS was an anti
+// join that walked the whole primary key for the heads.
 func (q *Queries) ReadyStaleRemove(ctx context.Context, perQueue int32) (int64, error) {
 	result, err := q.db.Exec(ctx, readyStaleRemove, perQueue)
 	if err != nil {

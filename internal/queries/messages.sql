@@ -2,13 +2,21 @@
 -- queue's rows through the primary key (queue_id, sequence) or the
 -- (queue_id, message_id) unique index, and is bounded by its inputs.
 --
--- Receipt handles carry (queue_id, sequence, lease_token). Settling joins
--- the handles, unnested as k, to the table on the whole primary key and
--- checks the token in the same statement: a nested loop of exact primary-key
--- probes. skipq's connections forbid sequential and bitmap scans, sorts, hash
--- and merge joins (internal/db/pool.go), because queue tables are often analyzed
--- while nearly empty and any of those then looks free; with them off, the
--- probe is the only plan left.
+-- skipq's connections forbid sequential and bitmap scans, sorts, hash and
+-- merge joins (internal/db/pool.go), because queue tables are often
+-- analyzed while nearly empty and any of those then looks free. Even so,
+-- on such statistics (one live row over hundreds of pages) every index
+-- scan looks as cheap as a probe, so each statement here is written so
+-- that only a probe can serve it (docs/DESIGN.md, "Settling by address"):
+-- a message is found by the primary key's bounded range in sequence order
+-- (skipq.message_rows) or its id's range in id order (or, looked up by id
+-- alone, with the queue compared as `queue_id + 0`, which no index serves:
+-- the message id index is then the only one a plan can use, where the
+-- primary key's walk of the queue cost the same), a ready row or a key
+-- by a subquery with LIMIT 1 (which a plan cannot turn into a join that
+-- walks the table), and rows chosen under a LIMIT are changed as an array
+-- of their addresses, chosen once (as `IN (…)`, a semi join chose them
+-- again for every row of a walk of the table).
 
 -- Sends go through skipq.message_insert
 -- (internal/migrations/current/functions/message_insert.sql, called by
@@ -79,7 +87,7 @@ WITH gone AS (
     WHERE r.ctid = ANY(ARRAY(
         SELECT x.ctid FROM gone g
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 )
 SELECT count(*)::bigint AS deleted FROM gone;
 
@@ -101,21 +109,21 @@ WITH RECURSIVE present(queue_id) AS (
     FROM present WHERE present.queue_id IS NOT NULL
 ), gone AS (
     DELETE FROM skipq.messages m
-    WHERE (m.queue_id, m.sequence) IN (
-        SELECT c.queue_id, c.sequence FROM skipq.messages c
+    WHERE m.ctid = ANY(ARRAY(
+        SELECT c.ctid FROM skipq.messages c
         WHERE c.queue_id IN (
             SELECT p.queue_id FROM present p
             WHERE p.queue_id IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = p.queue_id))
         LIMIT @max_messages
-        FOR UPDATE SKIP LOCKED)
+        FOR UPDATE SKIP LOCKED))
     RETURNING m.queue_id, m.sequence, m.ready
 ), unready AS (
     DELETE FROM skipq.ready r
     WHERE r.ctid = ANY(ARRAY(
         SELECT x.ctid FROM gone g
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 )
 SELECT gone.queue_id FROM gone;
 
@@ -176,13 +184,13 @@ FROM skipq.message_fire(@queue_ids::bigint[], @sequences::bigint[], sqlc.narg('n
 -- metric: a retained message's end is no expiry.
 WITH gone AS (
     DELETE FROM skipq.messages m
-    WHERE (m.queue_id, m.sequence) IN (
-        SELECT c.queue_id, c.sequence FROM skipq.messages c
+    WHERE m.ctid = ANY(ARRAY(
+        SELECT c.ctid FROM skipq.messages c
         WHERE c.expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
           AND NOT (c.lease_token IS NOT NULL AND c.visible_at > coalesce(sqlc.narg('now')::timestamptz, now()))
         ORDER BY c.expires_at
         LIMIT @max_messages
-        FOR UPDATE SKIP LOCKED)
+        FOR UPDATE SKIP LOCKED))
     RETURNING m.queue_id, m.sequence, m.ready, m.lease_token, m.message_id, m.tags
 ), traced AS (
     -- An expired message's last event; a retained one's acked event gets
@@ -202,7 +210,7 @@ WITH gone AS (
     WHERE r.ctid = ANY(ARRAY(
         SELECT x.ctid FROM gone g
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 )
 SELECT gone.queue_id, coalesce(gone.lease_token = '\x'::bytea, false)::boolean AS retained FROM gone;
 
@@ -217,15 +225,15 @@ SELECT gone.queue_id, coalesce(gone.lease_token = '\x'::bytea, false)::boolean A
 -- pagination on the primary key: no offset scans. Expired messages not yet
 -- removed are not shown. The page stops at the response budget like a
 -- receive (MessageClaim): the walk measures sizes without fetching bodies,
--- and only the rows kept are read whole, by primary key. Rows come back in
--- no particular order (an ORDER BY here could make the planner walk the
--- whole queue to avoid a sort); the caller sorts them.
-WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
-SELECT sqlc.embed(m),
-       skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
-FROM skipq.messages m, t
-WHERE m.queue_id = @queue_id
-  AND m.sequence = ANY(ARRAY(
+-- and only the rows kept are read whole, each found by the primary key's
+-- bounded probe (skipq.message_rows) and read at its address: planned on
+-- drained statistics, a read by `sequence = ANY(…)` was a walk of the
+-- whole queue. Rows come back in no particular order (an ORDER BY here
+-- could make the planner walk the whole queue to avoid a sort); the caller
+-- sorts them.
+WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now),
+kept AS (
+    SELECT ARRAY(
       SELECT b.sequence FROM (
           SELECT c.sequence, row_number() OVER w AS n, sum(c.size) OVER w - c.size AS before
           FROM (
@@ -243,14 +251,21 @@ WHERE m.queue_id = @queue_id
               ORDER BY c.sequence
               LIMIT @max_messages) c
           WINDOW w AS (ORDER BY c.sequence ROWS UNBOUNDED PRECEDING)) b
-      WHERE b.n = 1 OR b.before < @max_response_bytes::bigint));
+      WHERE b.n = 1 OR b.before < @max_response_bytes::bigint)::bigint[] AS sequences
+)
+SELECT sqlc.embed(m),
+       skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
+FROM skipq.messages m, t
+WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                         FROM kept, skipq.message_rows(array_fill(@queue_id::bigint, ARRAY[cardinality(kept.sequences)]),
+                                                       kept.sequences) AS r(address, n)));
 
 -- name: MessageGetByID :one
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT sqlc.embed(m),
        skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)::text AS state
 FROM skipq.messages m, t
-WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+WHERE m.message_id = @message_id AND m.queue_id + 0 = @queue_id
   AND (m.expires_at IS NULL OR m.expires_at > t.now);
 
 -- name: MessageDeleteByID :one
@@ -259,7 +274,7 @@ WHERE m.queue_id = @queue_id AND m.message_id = @message_id
 -- group ('' for none), whose lease may end with it (GroupRelease).
 WITH gone AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+    WHERE m.message_id = @message_id AND m.queue_id + 0 = @queue_id
     RETURNING m.queue_id, m.sequence, m.ready, m.group_id, m.message_id, m.tags
 ), traced AS (
     INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, gone_at)
@@ -271,7 +286,7 @@ WITH gone AS (
     WHERE r.ctid = ANY(ARRAY(
         SELECT x.ctid FROM gone g
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
-                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence) x WHERE g.ready))
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 )
 SELECT count(*)::bigint AS deleted, coalesce(min(gone.group_id), '')::text AS group_id FROM gone;
 
@@ -286,9 +301,13 @@ SELECT count(*) FROM skipq.group_release(@queue_ids::bigint[], @group_ids::text[
 -- first, after the cursor (dead_lettered_at, sequence), optionally only
 -- those that came from @source_queue, or died of @cause (docs/API.md#model). Walks messages_dead_lettered_idx,
 -- measuring sizes without fetching bodies, and stops at the response budget
--- like a receive (MessageClaim); then reads the rows kept by primary key
--- (the queue's name is a subquery: joined, it let the planner reach the
--- messages through the queue instead of the key).
+-- like a receive (MessageClaim); then reads the rows kept, each found by
+-- the primary key's bounded probe (skipq.message_rows) and read at its
+-- address: planned on drained statistics, a join of the page to the
+-- messages by key walked the whole primary key for every row of the page
+-- (130,702 buffers for a page of 100 behind 30,000 messages). The queue's
+-- name is a subquery: joined, it let the planner reach the messages
+-- through the queue instead of the key.
 -- Rows come back in no particular order (an ORDER BY here could make the
 -- planner drive the join from the index to avoid a sort); the caller sorts
 -- them.
@@ -312,10 +331,13 @@ WITH page AS MATERIALIZED (
             LIMIT @max_messages) c
         WINDOW w AS (ORDER BY c.dead_lettered_at DESC, c.sequence DESC ROWS UNBOUNDED PRECEDING)) b
     WHERE b.n = 1 OR b.before < @max_response_bytes::bigint
+), kept AS (
+    SELECT array_agg(page.queue_id) AS queue_ids, array_agg(page.sequence) AS sequences FROM page
 )
 SELECT sqlc.embed(m), (SELECT q.name FROM skipq.queues q WHERE q.id = m.queue_id)::text AS queue_name
-FROM page
-JOIN skipq.messages m ON m.queue_id = page.queue_id AND m.sequence = page.sequence;
+FROM skipq.messages m
+WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                         FROM kept, skipq.message_rows(kept.queue_ids, kept.sequences) AS r(address, n)));
 
 -- name: MessageDeadLetteredPick :many
 -- Redrive: up to @max_messages dead-lettered messages of a queue (or the one
@@ -335,7 +357,7 @@ FOR UPDATE SKIP LOCKED;
 -- Single redrive: the message, locked (waiting for a racing redrive).
 SELECT m.sequence, m.message_id, m.re_routed_from, m.dead_lettered_at
 FROM skipq.messages m
-WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+WHERE m.message_id = @message_id AND m.queue_id + 0 = @queue_id
 FOR UPDATE;
 
 -- name: MessageDeadLetteredCount :one
@@ -350,21 +372,34 @@ WHERE queue_id = @queue_id AND dead_lettered_at IS NOT NULL;
 -- destination is @to_queue, or each message's
 -- reRoutedFrom when @to_queue is ''; destinations must exist (same tenant).
 -- A message whose destination does not exist is left in place.
+-- Each message is found by a probe only the primary key serves
+-- (skipq.message_rows) and deleted at its address, whatever the statistics
+-- (docs/DESIGN.md, "Settling by address"): planned on a drained table's,
+-- `queue_id = @queue_id AND sequence = ANY(…)` was a filter over every
+-- message of the queue, for every batch. No other condition on the target
+-- may be one an index serves: `dead_lettered_at IS NOT NULL` (hence the
+-- num_nulls) matches messages_dead_lettered_idx's predicate, and a plan on
+-- drained statistics walked that index over every dead letter of every
+-- queue. The caller holds the rows locked since it picked them, so none
+-- can have moved to another address meanwhile.
 WITH src AS (
     SELECT q.id, q.tenant, q.name FROM skipq.queues q WHERE q.id = @queue_id
 ), moved AS (
     DELETE FROM skipq.messages m
-    WHERE m.queue_id = @queue_id
-      AND m.sequence = ANY(@sequences::bigint[])
-      AND m.dead_lettered_at IS NOT NULL
+    WHERE m.ctid = ANY(ARRAY(SELECT r.address
+                             FROM skipq.message_rows(array_fill(@queue_id::bigint, ARRAY[coalesce(cardinality(@sequences::bigint[]), 0)]),
+                                                     @sequences::bigint[]) AS r(address, n)))
+      AND num_nulls(m.dead_lettered_at) = 0
       AND EXISTS (SELECT 1 FROM skipq.queues d, src
                   WHERE d.tenant = src.tenant
                     AND d.name = CASE WHEN @to_queue::text = '' THEN m.re_routed_from ELSE @to_queue::text END)
-    RETURNING m.*
+    RETURNING m.queue_id, m.sequence, m.ready, m.client_id, m.metadata, m.body, m.body_binary, m.tags, m.group_id, m.message_id, m.re_routed_from
 ), unready AS (
     DELETE FROM skipq.ready r
-    WHERE r.queue_id = @queue_id
-      AND r.sequence = ANY(ARRAY(SELECT g.sequence FROM moved g WHERE g.ready))
+    WHERE r.ctid = ANY(ARRAY(
+        SELECT x.ctid FROM moved g
+        CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                            WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 ), t AS (
     SELECT coalesce(sqlc.narg('now')::timestamptz, now()) AS now
 ), inserted AS (
@@ -415,13 +450,18 @@ FROM inserted;
 -- Redrive into FIFO queues: the groups the messages will join (their own,
 -- or one named by their messageId when they had none) are entered before
 -- MessageRedrive draws their sequences (skipq.group_enter), in the same
--- transaction.
+-- transaction. Each message by the primary key's range probe, as in
+-- MessageRedrive.
 SELECT skipq.group_enter(array_agg(d.id), array_agg(coalesce(m.group_id, m.message_id)))
-FROM skipq.messages m
+FROM unnest(@sequences::bigint[]) AS k(sequence)
+CROSS JOIN LATERAL (SELECT x.queue_id, x.group_id, x.message_id, x.re_routed_from FROM skipq.messages x
+                    WHERE x.queue_id = @queue_id
+                      AND x.sequence >= k.sequence AND x.sequence <= k.sequence
+                    ORDER BY x.sequence LIMIT 1) m
 JOIN skipq.queues s ON s.id = m.queue_id
 JOIN skipq.queues d ON d.tenant = s.tenant
      AND d.name = CASE WHEN @to_queue::text = '' THEN m.re_routed_from ELSE @to_queue::text END
-WHERE m.queue_id = @queue_id AND m.sequence = ANY(@sequences::bigint[]) AND d.fifo;
+WHERE d.fifo;
 
 -- The worker's prune of empty groups is skipq.group_prune
 -- (internal/migrations/current/functions/group_prune.sql), called by
@@ -466,13 +506,22 @@ VACUUM (ANALYZE, SKIP_LOCKED) skipq.messages, skipq.ready, skipq.timers, skipq.t
 -- Search with a messageId: the message id index gives the (at most one per
 -- queue) candidates directly; the other filters and the cursor hold as in
 -- MessageSearchWalk (names compare bytewise, as the node orders them).
+-- The candidate of each queue is probed by a range of the id in id order,
+-- which only messages_message_id_queue_key serves (sorts are off): planned
+-- on drained statistics, the message was looked for through
+-- messages_queue_sent_idx, whose sent_at bounds the filters give.
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT q.id AS queue_id, q.name AS queue_name, m.sequence, m.sent_at, true AS matched, s.state::text AS state,
        (skipq.message_wire_size(m.body, m.body_binary, m.metadata, m.tags, m.message_id,
            m.client_id, m.re_routed_from) + octet_length(q.name))::bigint AS size,
        false AS exhausted
 FROM t, skipq.queues q
-JOIN skipq.messages m ON m.message_id = @message_id AND m.queue_id = q.id
+CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata, m.body, m.body_binary,
+                           m.tags, m.sent_at, m.visible_at, m.expires_at, m.receive_count, m.max_receive_count,
+                           m.re_routed_from, m.dead_lettered_at, m.lease_token, m.group_id
+                    FROM skipq.messages m
+                    WHERE m.message_id >= @message_id AND m.message_id <= @message_id AND m.queue_id = q.id
+                    ORDER BY m.message_id LIMIT 1) m
 CROSS JOIN LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count,
     m.max_receive_count, m.lease_token, t.now) AS state) s
 WHERE q.id = ANY(@queue_ids::bigint[])
@@ -489,22 +538,33 @@ WHERE q.id = ANY(@queue_ids::bigint[])
 
 -- name: MessageGetByKeys :many
 -- The rows of a search page, by primary key: one probe per (queue,
--- sequence) pair. (queue_id = ANY(…) AND sequence = ANY(…) probed every
--- queue for every sequence: 10,000 probes for a page of 100 over 100
--- queues.)
-SELECT m.* FROM generate_subscripts(@queue_ids::bigint[], 1) AS i
-JOIN skipq.messages m ON m.queue_id = (@queue_ids::bigint[])[i] AND m.sequence = (@sequences::bigint[])[i];
+-- sequence) pair (skipq.message_rows), then the row at its address.
+-- (queue_id = ANY(…) AND sequence = ANY(…) probed every queue for every
+-- sequence: 10,000 probes for a page of 100 over 100 queues; a join of the
+-- pairs to the table by key was, planned on drained statistics, a walk of
+-- the whole primary key.)
+SELECT m.* FROM skipq.messages m
+WHERE m.ctid = ANY(ARRAY(SELECT r.address FROM skipq.message_rows(@queue_ids::bigint[], @sequences::bigint[]) AS r(address, n)));
 
 -- name: MessageIDsHeld :many
 -- Which of the given ids a message moved into the queue (requeue,
 -- dead-letter) holds: one without an idempotency key to answer a send of
 -- its id, so that the send fails on the unique index. A send that is not
 -- all or nothing refuses those messages alone.
+-- Each id is probed by a range in id order, which only
+-- messages_message_id_queue_key serves (sorts are off), and its key by a
+-- subquery a plan cannot turn into a join: planned on drained statistics,
+-- `message_id = ANY(…)` was a filter over the whole primary key and the
+-- NOT EXISTS an anti join that walked dedup_keys_pkey per message.
 SELECT m.message_id
 FROM skipq.queues q
-JOIN skipq.messages m ON m.message_id = ANY(@message_ids::text[]) AND m.queue_id = q.id
+CROSS JOIN unnest(@message_ids::text[]) AS k(message_id)
+CROSS JOIN LATERAL (SELECT m.message_id, m.queue_id FROM skipq.messages m
+                    WHERE m.message_id >= k.message_id AND m.message_id <= k.message_id AND m.queue_id = q.id
+                    ORDER BY m.message_id LIMIT 1) m
 WHERE q.tenant = @tenant AND q.name = @queue
-  AND NOT EXISTS (SELECT 1 FROM skipq.dedup_keys d WHERE d.queue_id = m.queue_id AND d.message_id = m.message_id);
+  AND (SELECT d.sequence FROM skipq.dedup_keys d
+       WHERE d.queue_id = m.queue_id AND d.message_id = m.message_id LIMIT 1) IS NULL;
 
 -- name: MessageTraceOf :one
 -- The trace of a message of the queue (docs/API.md#history): its own while it
@@ -513,7 +573,7 @@ WHERE q.tenant = @tenant AND q.name = @queue
 -- was pruned).
 SELECT t.trace_id, t.present FROM (
     SELECT coalesce(m.tags->>'skipq.trace', '')::text AS trace_id, true AS present
-    FROM skipq.messages m WHERE m.queue_id = @queue_id AND m.message_id = @message_id
+    FROM skipq.messages m WHERE m.message_id = @message_id AND m.queue_id + 0 = @queue_id
     UNION ALL
     (SELECT e.trace_id::text, false FROM skipq.message_events e
      WHERE e.queue_id = @queue_id AND e.message_id = @message_id
@@ -538,16 +598,28 @@ LIMIT @max_events;
 -- @keep_seconds ago (message_events_gone_idx). The recheck of the message
 -- keeps a trace whose message came back under it (a retained message's
 -- acked event is marked gone only when its retention ends).
+-- The message is probed by a range of its id in id order, which only
+-- messages_message_id_queue_key serves (sorts are off), and the trace's
+-- events are deleted by address: planned on drained statistics, the NOT
+-- EXISTS became an anti join that walked that index for every event, and
+-- `trace_id IN (old)` a semi join that ran the whole selection again for
+-- every event of the table. An event changed meanwhile (a retained
+-- message's acked event marked gone) is not at its address any more and
+-- waits for the next run.
 WITH old AS (
     SELECT e.trace_id FROM skipq.message_events e
     WHERE e.gone_at < coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => @keep_seconds::integer)
-      AND NOT EXISTS (SELECT 1 FROM skipq.messages m
-                      WHERE m.queue_id = e.queue_id AND m.message_id = e.message_id
-                        AND m.tags->>'skipq.trace' = e.trace_id::text)
+      AND (SELECT m.sequence FROM skipq.messages m
+           WHERE m.message_id >= e.message_id AND m.message_id <= e.message_id AND m.queue_id = e.queue_id
+             AND m.tags->>'skipq.trace' = e.trace_id::text
+           ORDER BY m.message_id LIMIT 1) IS NULL
     ORDER BY e.gone_at
     LIMIT @max_traces
 )
-DELETE FROM skipq.message_events x WHERE x.trace_id IN (SELECT old.trace_id FROM old);
+DELETE FROM skipq.message_events x
+WHERE x.ctid = ANY(ARRAY(SELECT y.ctid FROM old o
+                         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.message_events y
+                                             WHERE y.trace_id = o.trace_id ORDER BY y.id) y));
 
 -- name: ReadyStaleRemove :execrows
 -- Worker: removes ready rows whose message is gone or no longer ready, from
@@ -563,7 +635,10 @@ DELETE FROM skipq.message_events x WHERE x.trace_id IN (SELECT old.trace_id FROM
 -- its ready row; a claim takes them the other way round but never waits)
 -- and judged on its newest version; one that is gone never comes back
 -- (sequences are not reused). The queues with ready rows are found with a
--- loose index scan of ready_pkey (one descent per queue).
+-- loose index scan of ready_pkey (one descent per queue). Each message is
+-- probed by the primary key's bounded range (docs/DESIGN.md, "Settling by
+-- address"): planned on drained statistics, the NOT EXISTS was an anti
+-- join that walked the whole primary key for the heads.
 WITH RECURSIVE queues(queue_id) AS (
     (SELECT r.queue_id FROM skipq.ready r ORDER BY r.queue_id LIMIT 1)
     UNION ALL
@@ -576,14 +651,19 @@ WITH RECURSIVE queues(queue_id) AS (
     WHERE q.queue_id IS NOT NULL
 ), stale AS (
     SELECT h.queue_id, h.sequence FROM heads h
-    WHERE NOT EXISTS (SELECT 1 FROM skipq.messages m WHERE m.queue_id = h.queue_id AND m.sequence = h.sequence)
+    WHERE (SELECT m.sequence FROM skipq.messages m
+           WHERE m.queue_id = h.queue_id AND m.sequence >= h.sequence AND m.sequence <= h.sequence
+           ORDER BY m.sequence LIMIT 1) IS NULL
     UNION ALL
     SELECT m.queue_id, m.sequence FROM heads h
     CROSS JOIN LATERAL (SELECT m.queue_id, m.sequence FROM skipq.messages m
-                        WHERE m.queue_id = h.queue_id AND m.sequence = h.sequence AND NOT m.ready
+                        WHERE m.queue_id = h.queue_id AND m.sequence >= h.sequence AND m.sequence <= h.sequence
+                          AND NOT m.ready
+                        ORDER BY m.sequence LIMIT 1
                         FOR UPDATE SKIP LOCKED) m
 )
 DELETE FROM skipq.ready r
 WHERE r.ctid = ANY(ARRAY(
     SELECT y.ctid FROM stale s
-    CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y WHERE y.queue_id = s.queue_id AND y.sequence = s.sequence) y));
+    CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                        WHERE y.queue_id = s.queue_id AND y.sequence = s.sequence LIMIT 1) y));

@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION skipq.group_enter(p_queue_ids bigint[], p_group_ids t
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
+    SET enable_sort TO 'off'
     SET enable_bitmapscan TO 'off'
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
@@ -20,7 +21,9 @@ BEGIN
     SELECT n.q, n.g FROM (
         SELECT u.q, u.g, min(u.i) AS i FROM unnest(p_queue_ids, p_group_ids) WITH ORDINALITY AS u(q, g, i)
         WHERE u.g IS NOT NULL GROUP BY u.q, u.g) n
-    WHERE NOT EXISTS (SELECT 1 FROM skipq.message_groups x WHERE x.queue_id = n.q AND x.group_id = n.g)
+    WHERE (SELECT x.turn FROM skipq.message_groups x
+           WHERE x.queue_id = n.q AND x.group_id >= n.g AND x.group_id <= n.g
+           ORDER BY x.group_id LIMIT 1) IS NULL
     ORDER BY n.i
     ON CONFLICT DO NOTHING;
 END $$;

@@ -15,6 +15,7 @@ DECLARE
     v_from bigint := coalesce(p_after_queue_id, 0); -- queue ids start at 1
     v_from_group text := coalesce(p_after_group_id, '');
     v_end record;
+    v_rows tid[];
     v_q bigint[];
     v_g text[];
 BEGIN
@@ -27,25 +28,27 @@ BEGIN
     -- then locked on its own (a filter on a range of the table would be
     -- planned on message_groups_turn_idx, probing every group of the
     -- queues in range before sorting them).
-    SELECT array_agg(e.queue_id), array_agg(e.group_id) INTO v_q, v_g FROM (
-        SELECT x.queue_id, x.group_id
+    SELECT array_agg(e.row), array_agg(e.queue_id), array_agg(e.group_id) INTO v_rows, v_q, v_g FROM (
+        SELECT x.row, x.queue_id, x.group_id
         FROM (SELECT w.queue_id, w.group_id FROM skipq.message_groups w
               WHERE (w.queue_id, w.group_id) > (v_from, v_from_group)
               ORDER BY w.queue_id, w.group_id
               LIMIT p_scan) w
         CROSS JOIN LATERAL (
-            SELECT x.queue_id, x.group_id FROM skipq.message_groups x
-            WHERE x.queue_id = w.queue_id AND x.group_id = w.group_id
+            SELECT x.ctid AS row, x.queue_id, x.group_id FROM skipq.message_groups x
+            WHERE x.queue_id = w.queue_id AND x.group_id >= w.group_id AND x.group_id <= w.group_id
               AND CASE WHEN NOT skipq.group_has_messages(x.queue_id, x.group_id)
                        THEN pg_try_advisory_xact_lock(skipq.group_lock_key(x.queue_id, x.group_id)) ELSE false END
+            ORDER BY x.group_id LIMIT 1
             FOR UPDATE SKIP LOCKED) x
         LIMIT p_max) e;
     pruned := 0;
     IF v_q IS NOT NULL THEN
+        -- By address: this transaction holds the rows locked since the
+        -- statement above, so none moved.
         DELETE FROM skipq.message_groups x
-        USING unnest(v_q, v_g) AS k(q, g)
-        WHERE x.queue_id = k.q AND x.group_id = k.g
-          AND NOT skipq.group_has_messages(k.q, k.g);
+        WHERE x.ctid = ANY(v_rows)
+          AND NOT skipq.group_has_messages(x.queue_id, x.group_id);
         GET DIAGNOSTICS pruned = ROW_COUNT;
     END IF;
     IF cardinality(v_q) = p_max THEN

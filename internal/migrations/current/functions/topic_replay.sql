@@ -75,7 +75,7 @@ BEGIN
           -- of the queue once per step and compared each with every
           -- retained one, so a step's time grew with the replay's progress
           -- (1,000 x 14,000 comparisons, 2.5 s, after 14 steps).
-          AND NOT EXISTS (SELECT 1 FROM skipq.messages m WHERE m.message_id = r.message_id AND m.queue_id = q.id
+          AND NOT EXISTS (SELECT 1 FROM skipq.messages m WHERE m.message_id = r.message_id AND m.queue_id + 0 = q.id
                           OFFSET 0)
         ORDER BY r.id);
     IF cardinality(v_rows) > 0 THEN

@@ -31,15 +31,15 @@ BEGIN
     LOOP
         EXIT WHEN v_removed >= p_max;
         WITH doomed AS (
-            SELECT w.id FROM (
-                SELECT r.id, r.published_at FROM skipq.topic_retained r
+            SELECT w.row FROM (
+                SELECT r.ctid AS row, r.id, r.published_at FROM skipq.topic_retained r
                 WHERE r.topic_id = v_topic ORDER BY r.id LIMIT p_max - v_removed) w
             WHERE w.published_at + make_interval(secs => coalesce(
                       (SELECT t.retain_seconds FROM skipq.topics t WHERE t.id = v_topic), 0)) <= p_now
               AND w.id <= coalesce((SELECT min(s.replay_after) FROM skipq.topic_replays s
                                     WHERE s.topic_id = v_topic), w.id)
         )
-        DELETE FROM skipq.topic_retained r USING doomed d WHERE r.topic_id = v_topic AND r.id = d.id;
+        DELETE FROM skipq.topic_retained r WHERE r.ctid = ANY(ARRAY(SELECT d.row FROM doomed d));
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_removed := v_removed + v_n;
     END LOOP;

@@ -31,9 +31,9 @@ BEGIN
     DELETE FROM skipq.topic_bodies b
     WHERE b.id > p_after AND b.id <= v_last
       AND b.window_ends <= now()
-      AND NOT EXISTS (SELECT 1 FROM skipq.topic_retained r WHERE r.topic_id = b.topic_id AND r.id = b.id)
-      AND NOT EXISTS (SELECT 1 FROM skipq.messages m
-                      WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text);
+      AND (SELECT r.id FROM skipq.topic_retained r WHERE r.topic_id = b.topic_id AND r.id = b.id LIMIT 1) IS NULL
+      AND (SELECT m.sequence FROM skipq.messages m
+           WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text LIMIT 1) IS NULL;
     IF v_last IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.topic_bodies b WHERE b.id > v_last) THEN
         RETURN 0;
     END IF;
