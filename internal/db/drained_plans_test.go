@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -598,4 +599,102 @@ func TestTopicJobsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
 	if read > 100 {
 		t.Errorf("a keyed publish of 5 read %d buffers behind 5,000 bodies, want at most 100: its plan walks the topic's bodies", read)
 	}
+}
+
+// A FIFO queue's claim (skipq.message_claim_grouped), planned on drained
+// statistics of skipq.messages and skipq.ready with a backlog of 5,000
+// messages in ten groups behind: the deletion of the claimed messages'
+// ready rows by `queue_id = … AND sequence = ANY(…)` kept the sequences
+// as a filter over a walk of the queue's ready rows. A claim of 100 (ten
+// of each group) must read about what it takes, of the messages and of
+// the ready rows.
+func TestGroupedClaimPlannedOnDrainedStatisticsReadsWhatItTakes(t *testing.T) {
+	f := setup(t, 0)
+	ctx := context.Background()
+	testdb.DrainedStatistics(t, f.pool)
+	drainedReady(t, f.pool)
+	if err := f.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: "t", Names: []string{"fifo"}, Fifo: true}); err != nil {
+		t.Fatal(err)
+	}
+	for b := range drainedBacklog / 1000 {
+		ids := make([]string, 1000)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("m-%d-%d", b, i)
+		}
+		p := sendParams("fifo", 0, ids...)
+		for i := range ids {
+			group := fmt.Sprintf("G%d", i%10)
+			p.GroupIds = append(p.GroupIds, &group)
+		}
+		if _, err := f.q.MessageInsert(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Twice on one connection: the first claim, rolled back, plans the
+	// function's statements; the second is measured.
+	explained, notices := testdb.Explained(t, f.pool.Config().ConnString())
+	for _, mode := range []string{"claim", "delete"} {
+		var buffers, readyRead, readyWalked int
+		for range 2 {
+			tx, err := explained.BeginTx(ctx, db.TxOptions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			notices()
+			readyBefore := xactReadyReads(t, tx)
+			rows, err := db.New(tx).MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "fifo", MaxMessages: 100,
+				MaxPerGroup: 10, MaxResponseBytes: 1 << 30, Mode: mode})
+			readyRead = xactReadyReads(t, tx) - readyBefore
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err != nil || len(rows) != 100 {
+				t.Fatalf("%s: %d messages (%v), want 100", mode, len(rows), err)
+			}
+			got := notices()
+			buffers = claimStatementBuffers(t, got)
+			readyWalked = rowsFilteredOut(got, "ready")
+		}
+		t.Logf("grouped %s of 100: %d buffers in its statements, %d of skipq.ready, %d ready rows passed over",
+			mode, buffers, readyRead, readyWalked)
+		// The walk read few buffers more than the probes do (ready rows
+		// are small, and these lie in the index's order), but it visited
+		// every ready row of the queue: 4,900 passed over by a filter.
+		if readyWalked > 0 {
+			t.Errorf("grouped %s of 100 passed over %d ready rows behind %d ready messages, want none: "+
+				"its deletion of ready rows walks the queue", mode, readyWalked, drainedBacklog)
+		}
+		// A probe of each ready row and its deletion: a few buffers a
+		// message.
+		if readyRead > 700 {
+			t.Errorf("grouped %s of 100 read %d buffers of skipq.ready behind %d ready messages, want at most 700: "+
+				"its deletion of ready rows walks the queue", mode, readyRead, drainedBacklog)
+		}
+		if buffers > 2500 {
+			t.Errorf("grouped %s of 100 read %d buffers in its statements behind %d messages, want at most 2,500: "+
+				"its plans walk the queue", mode, buffers, drainedBacklog)
+		}
+	}
+}
+
+// rowsFilteredOut sums, over the plans among notices, the rows that the
+// scans of table (by its name in the plan, without the schema) read and a
+// filter then removed: rows a statement visited without touching them.
+func rowsFilteredOut(notices []string, table string) int {
+	removed := regexp.MustCompile(`Rows Removed by Filter: (\d+)`)
+	total := 0
+	for _, n := range notices {
+		inScan := false
+		for _, line := range strings.Split(n, "\n") {
+			if strings.Contains(line, "->") || strings.Contains(line, " Scan ") {
+				inScan = strings.Contains(line, " Scan ") && strings.Contains(line, " on "+table+" ")
+			}
+			if m := removed.FindStringSubmatch(line); inScan && m != nil {
+				k, _ := strconv.Atoi(m[1])
+				total += k
+			}
+		}
+	}
+	return total
 }

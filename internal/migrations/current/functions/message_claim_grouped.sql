@@ -35,6 +35,7 @@ DECLARE
     v_taken_rows tid[] := '{}';  -- their rows
     v_bytes   bigint := 0;       -- its estimated size
     v_retain  integer;
+    v_secret  bytea;             -- the claim's secret: its tokens come from it
 BEGIN
     -- A receive on a FIFO queue (p_mode 'claim', 'delete' for autoAck,
     -- 'peek'): up to p_max_messages messages, at most p_max_per_group from
@@ -167,9 +168,25 @@ BEGIN
         SELECT x.seconds INTO v_retain FROM skipq.queue_retention x WHERE x.queue_id = q.id;
     END IF;
     IF p_mode = 'claim' THEN
+        -- One secret of 244 random bits a claim, stored nowhere but as the
+        -- token of a claim of one message; each message's token is
+        -- SHA-256 of it and the message's sequence, as message_claim's
+        -- (DESIGN.md, "Receipt handles").
+        v_secret := uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid());
         RETURN QUERY
         WITH unready AS (
-            DELETE FROM skipq.ready r WHERE r.queue_id = q.id AND r.sequence = ANY(v_seqs)
+            -- Each ready row by a probe of its key that a plan cannot
+            -- flatten into a join (LIMIT 1), deleted at the address found:
+            -- `queue_id = q.id AND sequence = ANY(v_seqs)`, planned on a
+            -- drained table's statistics, kept the sequences as a filter
+            -- over a walk of all of the queue's ready rows. Every statement
+            -- that changes a message's ready row holds the message's lock,
+            -- as this one does, so the row stays where the probe found it.
+            DELETE FROM skipq.ready r
+            WHERE r.ctid = ANY(ARRAY(
+                SELECT x.ctid FROM unnest(v_seqs) AS s(sequence)
+                CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                                    WHERE y.queue_id = q.id AND y.sequence = s.sequence LIMIT 1) x))
         ), timed AS (
             INSERT INTO skipq.timers (due_at, queue_id, sequence)
             SELECT v_until, q.id, s.sequence FROM unnest(v_seqs) AS s(sequence)
@@ -178,7 +195,8 @@ BEGIN
             SET visible_at        = v_until,
                 receive_count     = m.receive_count + 1,
                 first_received_at = coalesce(m.first_received_at, v_now),
-                lease_token       = uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()),
+                lease_token       = CASE WHEN cardinality(v_seqs) = 1 THEN v_secret
+                                         ELSE sha256(v_secret || int8send(m.sequence)) END,
                 ready             = false
             WHERE m.ctid = ANY(v_msgs)
             RETURNING m.*
@@ -212,7 +230,12 @@ BEGIN
     ELSE
         RETURN QUERY
         WITH unready AS (
-            DELETE FROM skipq.ready r WHERE r.queue_id = q.id AND r.sequence = ANY(v_seqs)
+            -- As the claim's above.
+            DELETE FROM skipq.ready r
+            WHERE r.ctid = ANY(ARRAY(
+                SELECT x.ctid FROM unnest(v_seqs) AS s(sequence)
+                CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
+                                    WHERE y.queue_id = q.id AND y.sequence = s.sequence LIMIT 1) x))
         ), gone AS (
             DELETE FROM skipq.messages m
             WHERE m.ctid = ANY(v_msgs)
