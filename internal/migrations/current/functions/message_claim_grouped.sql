@@ -180,8 +180,9 @@ BEGIN
             -- `queue_id = q.id AND sequence = ANY(v_seqs)`, planned on a
             -- drained table's statistics, kept the sequences as a filter
             -- over a walk of all of the queue's ready rows. Every statement
-            -- that changes a message's ready row holds the message's lock,
-            -- as this one does, so the row stays where the probe found it.
+            -- that changes a FIFO message's ready row locks the message
+            -- first, as this claim did, so the row stays where the probe
+            -- found it.
             DELETE FROM skipq.ready r
             WHERE r.ctid = ANY(ARRAY(
                 SELECT x.ctid FROM unnest(v_seqs) AS s(sequence)
