@@ -205,10 +205,11 @@ func TestChaos(t *testing.T) {
 				sig, how = syscall.SIGKILL, "kill -9 of every PostgreSQL process"
 			}
 			t.Logf("fault: crashing PostgreSQL (%s)", how)
-			book.crashed()
+			book.crashBegins()
 			if err := pg.Crash(sig); err != nil {
 				t.Fatal(err)
 			}
+			book.crashOver()
 			pg = restartPG(ctx, t, dir)
 			pgRestarts++
 		case step == 7:

@@ -100,10 +100,11 @@ func TestFailover(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("fault: kill -9 of the primary's process group after %d sends", load.sentN.Load())
-	load.book.crashed()
+	load.book.crashBegins()
 	if err := primary.Crash(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	load.book.crashOver()
 	time.Sleep(time.Second)
 	if err := standby.Promote(ctx); err != nil {
 		t.Fatal(err)

@@ -138,8 +138,9 @@ type delivery struct {
 	action            string     // "ack", … once a settle is sent
 	outcome           outcome
 	audited           bool // the audit holds the settle of this delivery
-	// crashes before its receive was sent, and when its answer came
-	// (ledger.crashes): a crash in between may have undone its claim.
+	// crashes over before its receive was sent, and begun when its answer
+	// came (ledger.crashesOver, crashesBegun): a crash in between may have
+	// undone its claim.
 	crashesBefore, crashesAfter int64
 }
 
@@ -158,7 +159,13 @@ type ledger struct {
 	// the undone delivery's handle is stale.
 	repeated, crashRedeliveries int
 	redeliveries                int
-	crashes                     atomic.Int64 // crashes of PostgreSQL (and failovers) begun so far
+	// Crashes of PostgreSQL (and failovers): begun, and over (its
+	// processes dead). A claim can be undone by a crash that was not over
+	// when its receive was sent: the dying server may still answer
+	// between the fault's start and its processes' end (in one failover
+	// run a claim of 50 answered in that gap and came again after the
+	// promotion).
+	crashesBegun, crashesOver atomic.Int64
 }
 
 func newLedger() *ledger { return &ledger{byMessage: map[msgKey][]*delivery{}} }
@@ -171,16 +178,20 @@ type received struct {
 	DelayedTo     *time.Time `json:"delayedTo"`
 }
 
-// crashed marks a crash of PostgreSQL (or a failover) as begun: claims
-// answered before it may be undone.
-func (l *ledger) crashed() { l.crashes.Add(1) }
+// crashBegins marks a crash of PostgreSQL (or a failover) as begun: claims
+// answered from now on may be undone. crashOver marks it over: the
+// crashed server's processes are gone.
+func (l *ledger) crashBegins() { l.crashesBegun.Add(1) }
 
-// crashCount is ledger.crashes now: read it before sending a receive and
+func (l *ledger) crashOver() { l.crashesOver.Add(1) }
+
+// crashCount is the crashes over now: read it before sending a receive and
 // give it to received.
-func (l *ledger) crashCount() int64 { return l.crashes.Load() }
+func (l *ledger) crashCount() int64 { return l.crashesOver.Load() }
 
 // undone reports whether a crash may have undone p's claim before d was
-// claimed: one began after p's receive was sent and before d's answer came.
+// claimed: one that was not over when p's receive was sent had begun when
+// d's answer came.
 func undone(p, d *delivery) bool { return d.crashesAfter > p.crashesBefore }
 
 // received records a receive's messages; crashesBefore is crashCount read
@@ -194,7 +205,7 @@ func (l *ledger) received(queue string, crashesBefore int64, ms []received) []*d
 	out := make([]*delivery, len(ms))
 	for i, m := range ms {
 		d := &delivery{queue: queue, id: m.MessageID, handle: m.ReceiptHandle, count: m.ReceiveCount, until: m.VisibleUntil,
-			delayedTo: m.DelayedTo, crashesBefore: crashesBefore, crashesAfter: l.crashes.Load()}
+			delayedTo: m.DelayedTo, crashesBefore: crashesBefore, crashesAfter: l.crashesBegun.Load()}
 		k := msgKey{queue, m.MessageID}
 		for _, p := range l.byMessage[k] {
 			switch {
