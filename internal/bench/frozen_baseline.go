@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/internal/node"
@@ -166,9 +165,6 @@ func (w *rawWorkload) consume(ctx context.Context, i int) (int, error) {
 
 func (w *rawWorkload) settleHeld(ctx context.Context, i int) (int, error) {
 	held := w.held[i]
-	if len(held) == 0 {
-		return 0, nil
-	}
 	w.held[i] = nil
 	return deleteClaimed(ctx, w.pool, "raw ack", rawAck1, rawAckBatch, held, w.queueID)
 }
@@ -236,12 +232,9 @@ func deleteThenRead(ctx context.Context, pool *pgxpool.Pool, one, many string, h
 	read string, readArgs []any, scanKey func(pgx.Rows) (int64, error),
 ) (int, []int64, error) {
 	b := &pgx.Batch{}
-	switch len(held) {
-	case 0:
-	case 1:
-		b.Queue(one, append(slices.Clone(keyFirst), held[0])...)
-	default:
-		b.Queue(many, append(slices.Clone(keyFirst), held)...)
+	if len(held) > 0 {
+		sql, args := byKeys(one, many, held, keyFirst)
+		b.Queue(sql, args...)
 	}
 	b.Queue(read, readArgs...)
 	br := pool.SendBatch(ctx, b)
@@ -284,17 +277,23 @@ func collectKeys(rows pgx.Rows, scanKey func(pgx.Rows) (int64, error)) ([]int64,
 	return keys, rows.Err()
 }
 
-// deleteClaimed deletes what a baseline's consumer claimed (one by key, more
-// by array; keyFirst are the arguments before the key) and checks that all
-// of it went.
-func deleteClaimed(ctx context.Context, pool *pgxpool.Pool, what, one, many string, keys []int64, keyFirst ...any) (int, error) {
-	var tag pgconn.CommandTag
-	var err error
+// byKeys is the statement that deletes keys and its arguments: one by
+// key, more by array; keyFirst are the arguments before the key.
+func byKeys(one, many string, keys []int64, keyFirst []any) (string, []any) {
 	if len(keys) == 1 {
-		tag, err = pool.Exec(ctx, one, append(keyFirst, keys[0])...)
-	} else {
-		tag, err = pool.Exec(ctx, many, append(keyFirst, keys)...)
+		return one, append(slices.Clone(keyFirst), keys[0])
 	}
+	return many, append(slices.Clone(keyFirst), keys)
+}
+
+// deleteClaimed deletes what a baseline's consumer claimed (byKeys;
+// nothing when it claimed nothing) and checks that all of it went.
+func deleteClaimed(ctx context.Context, pool *pgxpool.Pool, what, one, many string, keys []int64, keyFirst ...any) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	sql, args := byKeys(one, many, keys, keyFirst)
+	tag, err := pool.Exec(ctx, sql, args...)
 	if err != nil {
 		return 0, err
 	}

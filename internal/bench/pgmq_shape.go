@@ -131,9 +131,6 @@ func (w *pgmqShapeWorkload) consume(ctx context.Context, i int) (int, error) {
 
 func (w *pgmqShapeWorkload) settleHeld(ctx context.Context, i int) (int, error) {
 	held := w.held[i]
-	if len(held) == 0 {
-		return 0, nil
-	}
 	w.held[i] = nil
 	return deleteClaimed(ctx, w.pool, "pgmq-shaped delete", w.st.del1, w.st.delBatch, held)
 }
