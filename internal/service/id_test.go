@@ -21,8 +21,8 @@ func FuzzIDAndTagKey(f *testing.F) {
 		if got, want := IsID(id), idRule.MatchString(id); got != want {
 			t.Fatalf("%q: IsID %v, the rule says %v", id, got, want)
 		}
-		if got, want := isTagKey(id), tagKeyRule.MatchString(id); got != want {
-			t.Fatalf("%q: isTagKey %v, the rule says %v", id, got, want)
+		if got, want := IsTagKey(id), tagKeyRule.MatchString(id); got != want {
+			t.Fatalf("%q: IsTagKey %v, the rule says %v", id, got, want)
 		}
 	})
 }

@@ -609,7 +609,7 @@ func (s *Service) checkTags(is *issues, path string, tags map[string]string) {
 	slices.Sort(keys) // deterministic issue order
 	for _, k := range keys {
 		switch {
-		case !isTagKey(k):
+		case !IsTagKey(k):
 			is.add(path+"."+k, "tag keys must match ^[A-Za-z0-9_.-]{1,64}$")
 		case strings.HasPrefix(k, ReservedTagPrefix):
 			is.add(path+"."+k, `tag keys must not start with "`+ReservedTagPrefix+`"`)

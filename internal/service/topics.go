@@ -240,7 +240,7 @@ func (s *Service) Subscribe(ctx context.Context, tenant, topic, queue string, fi
 	var doc []byte
 	if filter != nil {
 		for k, vs := range filter.Tags {
-			if !isTagKey(k) {
+			if !IsTagKey(k) {
 				is.add("filter.tags."+k, "tag keys must match ^[A-Za-z0-9_.-]{1,64}$")
 			}
 			if len(vs) == 0 {

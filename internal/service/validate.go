@@ -14,9 +14,9 @@ import (
 // regexp's 1.4 µs).
 func IsID(s string) bool { return isToken(s, 128, true) }
 
-// isTagKey reports whether s is a tag key, ^[A-Za-z0-9_.-]{1,64}$ (a loop,
+// IsTagKey reports whether s is a tag key, ^[A-Za-z0-9_.-]{1,64}$ (a loop,
 // as IsID: a send checks every key of every message).
-func isTagKey(s string) bool { return isToken(s, 64, false) }
+func IsTagKey(s string) bool { return isToken(s, 64, false) }
 
 // isToken reports whether s is 1 to max of A-Z, a-z, 0-9, '.', '_', '-'
 // and, when colon, ':'.

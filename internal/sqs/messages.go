@@ -35,12 +35,10 @@ const (
 var (
 	batchIDPattern       = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
 	attributeNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
-	nativeTagKeyPattern  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 	dataTypePattern      = regexp.MustCompile(`^(String|Number|Binary)(\..+)?$`)
 	// sqsIDPattern is a MessageGroupId or MessageDeduplicationId:
 	// alphanumeric and punctuation characters, 1 to 128.
-	sqsIDPattern       = regexp.MustCompile(`^[!-~]{1,128}$`)
-	nativeGroupPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	sqsIDPattern = regexp.MustCompile(`^[!-~]{1,128}$`)
 )
 
 // sendEntry is one message of SendMessage or SendMessageBatch.
@@ -150,7 +148,7 @@ func (h *Handler) prepareEntry(who *caller, q service.SQSQueue, e sendEntry) (se
 		}
 		in.Tags = map[string]string{}
 		for name, a := range e.MessageAttributes {
-			if a.DataType == "String" && nativeTagKeyPattern.MatchString(name) && !strings.HasPrefix(name, service.ReservedTagPrefix) &&
+			if a.DataType == "String" && service.IsTagKey(name) && !strings.HasPrefix(name, service.ReservedTagPrefix) &&
 				len(*a.StringValue) <= nativeTagMaxValue && !strings.ContainsRune(*a.StringValue, 0) {
 				in.Tags[name] = *a.StringValue
 			}
@@ -226,10 +224,10 @@ func groupAndDedup(q service.SQSQueue, e sendEntry, doc *service.SQSData, in *se
 }
 
 // nativeGroup is the native group of a MessageGroupId: itself when native
-// groups allow it, else a name derived from its hash (SQS allows any
+// groups allow it (service.IsID), else a name derived from its hash (SQS allows any
 // punctuation; the message keeps the id as given for its receivers).
 func nativeGroup(id string) string {
-	if nativeGroupPattern.MatchString(id) {
+	if service.IsID(id) {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))
