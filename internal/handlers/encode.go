@@ -47,6 +47,10 @@ func toQueue(q service.Queue) wire.Queue {
 // (BenchmarkReceivePage).
 func timeOnWire(t *time.Time) *wire.Time { return (*wire.Time)(unsafe.Pointer(t)) }
 
+// The conversion compiles only while a wire.Time is a struct of one
+// time.Time and nothing else: timeOnWire's cast relies on that layout.
+var _ = wire.Time(struct{ time.Time }{})
+
 func toSendResult(r service.SendResult) wire.SendResult {
 	return wire.SendResult{
 		MessageID: r.MessageID, Sequence: r.Sequence, SentAt: wire.At(r.SentAt),
