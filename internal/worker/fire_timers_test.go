@@ -2,8 +2,12 @@ package worker_test
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/internal/service"
 	"github.com/skipq/skipq/internal/testdb"
@@ -75,6 +79,12 @@ func TestReadyRowsFollowEveryPath(t *testing.T) {
 
 	got := receive("paths", 6, service.ReceiveOptions{VisibilitySeconds: &vis})
 	check("a claim")
+	receive("paths", 1, service.ReceiveOptions{VisibilitySeconds: &vis})
+	check("a claim of one")
+	if _, err := pool.Exec(ctx, `SELECT skipq.receive('paths', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	check("an SQL receive")
 	if _, err := svc.Ack(ctx, handles(got[:1])); err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +155,9 @@ func TestReadyRowsFollowEveryPath(t *testing.T) {
 	check("purge and queue deletion")
 }
 
-// An extend files a timer for the lease's new end; the claim's timer, when
-// it comes due, finds the message not due and is dropped, not filed again
-// (it was, every second until the extended lease ended).
+// An extend files a timer for the lease's new end; the claim's timer set,
+// when it comes due, finds the message not due and is dropped, not filed
+// again (a claim's timer was, every second until the extended lease ended).
 func TestExtendedLeaseKeepsOnlyItsOwnTimer(t *testing.T) {
 	svc, clk, pool := newService(t)
 	ctx := context.Background()
@@ -168,18 +178,19 @@ func TestExtendedLeaseKeepsOnlyItsOwnTimer(t *testing.T) {
 	if _, err := fire.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var timers int
+	var timers, sets int
 	var ready bool
 	var due, visible time.Time
-	err = pool.QueryRow(ctx, `SELECT count(*), max(t.due_at), bool_or(m.ready), max(m.visible_at)
+	err = pool.QueryRow(ctx, `SELECT count(*), max(t.due_at), bool_or(m.ready), max(m.visible_at),
+		(SELECT count(*) FROM skipq.timer_sets)
 		FROM skipq.messages m JOIN skipq.timers t ON t.queue_id = m.queue_id AND t.sequence = m.sequence`).
-		Scan(&timers, &due, &ready, &visible)
+		Scan(&timers, &due, &ready, &visible, &sets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if timers != 1 || !due.Equal(visible) || ready {
-		t.Fatalf("%d timers (latest due %v) for a message visible at %v, ready %v; want only the extend's timer and not ready",
-			timers, due, visible, ready)
+	if timers != 1 || sets != 0 || !due.Equal(visible) || ready {
+		t.Fatalf("%d timers (latest due %v) and %d sets for a message visible at %v, ready %v; want only the extend's timer and not ready",
+			timers, due, sets, visible, ready)
 	}
 }
 
@@ -241,11 +252,62 @@ func TestFireReadsNoBacklogOnDrainedStatistics(t *testing.T) {
 	}
 }
 
-// A timer set (skipq.timer_sets) stands for several messages of its queue:
-// the worker sleeps until it is due, then fires every message in it, as it
-// fires single timers. Nothing writes sets yet; the release after this
-// one's claims will, so its predecessor's worker -- this one -- must
-// already take them.
+// fireAll runs the timer job until a run takes nothing and returns how
+// many messages each run took.
+func fireAll(t *testing.T, fire *worker.FireTimers) []int {
+	t.Helper()
+	var taken []int
+	for {
+		n, err := fire.RunOnce(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return taken
+		}
+		taken = append(taken, n)
+	}
+}
+
+// timerSets reads the timers a test's claims filed: each set's sequences
+// (sorted) and due time, and how many single timers there are.
+func timerSets(t *testing.T, pool *pgxpool.Pool) (sets [][]int64, due []time.Time, single int) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `SELECT ARRAY(SELECT x FROM unnest(s.sequences) x ORDER BY x), s.due_at
+		FROM skipq.timer_sets s ORDER BY s.due_at, s.sequences[1]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var seqs []int64
+		var at time.Time
+		if err := rows.Scan(&seqs, &at); err != nil {
+			t.Fatal(err)
+		}
+		sets, due = append(sets, seqs), append(due, at)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM skipq.timers`).Scan(&single); err != nil {
+		t.Fatal(err)
+	}
+	return sets, due, single
+}
+
+func sequencesOf(msgs []service.Message) []int64 {
+	var seqs []int64
+	for _, m := range msgs {
+		seqs = append(seqs, m.Sequence)
+	}
+	slices.Sort(seqs)
+	return seqs
+}
+
+// A claim files one timer set for all its messages, due when their leases
+// end, and no single timer; the worker sleeps until the set is due, then
+// fires every message in it.
 func TestFireTakesTimerSets(t *testing.T) {
 	svc, clk, pool := newService(t)
 	ctx := context.Background()
@@ -258,27 +320,156 @@ func TestFireTakesTimerSets(t *testing.T) {
 	if err != nil || len(leased) != max {
 		t.Fatalf("receive: %v, %d messages", err, len(leased))
 	}
-	// The claim's three timers become one set, as a claim of the next
-	// release writes it.
-	var moved int
-	err = pool.QueryRow(ctx, `WITH single AS (DELETE FROM skipq.timers RETURNING due_at, queue_id, sequence),
-		set AS (INSERT INTO skipq.timer_sets (due_at, queue_id, sequences)
-		        SELECT max(due_at), queue_id, array_agg(sequence ORDER BY sequence) FROM single GROUP BY queue_id
-		        RETURNING cardinality(sequences))
-		SELECT coalesce(sum(cardinality), 0) FROM set`).Scan(&moved)
-	if err != nil || moved != max {
-		t.Fatalf("timers moved into a set: %v, %d of %d", err, moved, max)
+	sets, due, single := timerSets(t, pool)
+	if len(sets) != 1 || !slices.Equal(sets[0], sequencesOf(leased)) || !due[0].Equal(*leased[0].VisibleUntil) || single != 0 {
+		t.Fatalf("the claim of %v until %v filed sets %v due %v and %d single timers; want one set of its messages due at the lease's end",
+			sequencesOf(leased), *leased[0].VisibleUntil, sets, due, single)
 	}
-	clk.advance(time.Duration(vis+1) * time.Second)
+	clk.advance(time.Duration(vis-1) * time.Second)
+	if n, err := fire.RunOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("before the leases ended the worker took %d (%v)", n, err)
+	}
+	clk.advance(2 * time.Second)
+	if n, err := fire.RunOnce(ctx); err != nil || n != max {
+		t.Fatalf("after the leases ended the worker took %d (%v), want %d", n, err, max)
+	}
+	var ready, left int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM skipq.messages WHERE ready),
+		(SELECT count(*) FROM skipq.timer_sets)`).Scan(&ready, &left); err != nil {
+		t.Fatal(err)
+	}
+	if ready != max || left != 0 {
+		t.Fatalf("after the set came due: %d of %d messages ready, %d sets left; want all ready, none left", ready, max, left)
+	}
+}
+
+// Claims made together for several queues (skipq.message_claim_queues, the
+// shared claim of single-message receives) file a set per claim.
+func TestClaimOfSeveralQueuesFilesASetPerClaim(t *testing.T) {
+	svc, _, pool := newService(t)
+	ctx := context.Background()
+	for _, q := range []string{"qa", "qb"} {
+		if _, err := svc.SendBatch(ctx, "default", q, []service.MessageInput{{Body: "a"}, {Body: "b"}, {Body: "c"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT c.queue_id, c.sequence FROM skipq.message_claim_queues(NULL,
+		ARRAY['default', 'default'], ARRAY['qa', 'qb'], ARRAY[2, 3], ARRAY[30, 60], ARRAY[NULL, NULL]::bigint[],
+		ARRAY[1000000, 1000000]::bigint[], ARRAY[0, 0]::bigint[]) c ORDER BY c.claim, c.sequence`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed := map[int64][]int64{}
+	for rows.Next() {
+		var queue, seq int64
+		if err := rows.Scan(&queue, &seq); err != nil {
+			t.Fatal(err)
+		}
+		claimed[queue] = append(claimed[queue], seq)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var filed map[int64][]int64
+	if err := pool.QueryRow(ctx, `SELECT coalesce(jsonb_object_agg(s.queue_id::text,
+		ARRAY(SELECT x FROM unnest(s.sequences) x ORDER BY x)), '{}') FROM skipq.timer_sets s`).Scan(&filed); err != nil {
+		t.Fatal(err)
+	}
+	_, _, single := timerSets(t, pool)
+	if len(claimed) != 2 || len(filed) != 2 || single != 0 {
+		t.Fatalf("claimed %v, filed sets %v and %d single timers; want one set per claim", claimed, filed, single)
+	}
+	for queue, seqs := range claimed {
+		if !slices.Equal(filed[queue], seqs) {
+			t.Fatalf("queue %d: claimed %v, its set holds %v", queue, seqs, filed[queue])
+		}
+	}
+}
+
+// A set that comes due lists messages whose leases went their own ways
+// since the claim: the worker fires only those still waiting for that
+// moment. An acked message is gone; a released (nacked) one is ready
+// already and gets no second ready row; an extended one, and one released
+// and claimed again for longer, are in leases that have not ended (their
+// holders can still settle them); one whose lease was shortened is due by
+// its own timer and the set together, and is readied once; one left alone
+// is readied.
+func TestTimerSetFiresOnlyMessagesStillDue(t *testing.T) {
+	svc, clk, pool := newService(t)
+	ctx := context.Background()
+	fire := worker.NewFireTimers(pool, svc)
+	batch := make([]service.MessageInput, 6)
+	for i := range batch {
+		batch[i] = service.MessageInput{Body: "x"}
+	}
+	if _, err := svc.SendBatch(ctx, "default", "diverged", batch); err != nil {
+		t.Fatal(err)
+	}
+	max, vis, zero := len(batch), 30, 0
+	leased, err := svc.Receive(ctx, "default", "diverged", service.ReceiveOptions{MaxMessages: &max, VisibilitySeconds: &vis, WaitSeconds: &zero})
+	if err != nil || len(leased) != max {
+		t.Fatalf("receive: %v, %d messages", err, len(leased))
+	}
+	acked, again, extended, released, shortened, alone := leased[0], leased[1], leased[2], leased[3], leased[4], leased[5]
+	if r, err := svc.Ack(ctx, []string{acked.ReceiptHandle}); err != nil || r.Succeeded != 1 {
+		t.Fatalf("ack: %+v %v", r, err)
+	}
+	if r, err := svc.Nack(ctx, []string{again.ReceiptHandle, released.ReceiptHandle}, nil); err != nil || r.Succeeded != 2 {
+		t.Fatalf("nack: %+v %v", r, err)
+	}
+	if r, err := svc.SetVisibility(ctx, []string{extended.ReceiptHandle}, 600); err != nil || r.Succeeded != 1 {
+		t.Fatalf("extend: %+v %v", r, err)
+	}
+	if r, err := svc.SetVisibility(ctx, []string{shortened.ReceiptHandle}, 5); err != nil || r.Succeeded != 1 {
+		t.Fatalf("shorten: %+v %v", r, err)
+	}
+	one, long := 1, 600
+	// The claim takes the oldest ready message: again, not released.
+	reclaimed, err := svc.Receive(ctx, "default", "diverged", service.ReceiveOptions{MaxMessages: &one, VisibilitySeconds: &long, WaitSeconds: &zero})
+	if err != nil || len(reclaimed) != 1 || reclaimed[0].Sequence != again.Sequence {
+		t.Fatalf("claim again: %v, %v", err, reclaimed)
+	}
+	again = reclaimed[0]
+
+	clk.advance(time.Duration(vis+1) * time.Second) // the first claim's set is due, with the shortened lease's timer
 	if _, err := fire.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var ready, sets int
-	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM skipq.messages WHERE ready),
-		(SELECT count(*) FROM skipq.timer_sets)`).Scan(&ready, &sets); err != nil {
+	rows, err := pool.Query(ctx, `SELECT m.sequence, m.ready, m.receive_count,
+		(SELECT count(*) FROM skipq.ready r WHERE r.queue_id = m.queue_id AND r.sequence = m.sequence)
+		FROM skipq.messages m ORDER BY m.sequence`)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if ready != max || sets != 0 {
-		t.Fatalf("after the set came due: %d of %d messages ready, %d sets left; want all ready, none left", ready, max, sets)
+	type state struct {
+		ready     bool
+		received  int
+		readyRows int
+	}
+	states := map[int64]state{}
+	for rows.Next() {
+		var seq int64
+		var s state
+		if err := rows.Scan(&seq, &s.ready, &s.received, &s.readyRows); err != nil {
+			t.Fatal(err)
+		}
+		states[seq] = s
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]state{
+		again.Sequence:     {ready: false, received: 2, readyRows: 0},
+		released.Sequence:  {ready: true, received: 1, readyRows: 1},
+		extended.Sequence:  {ready: false, received: 1, readyRows: 0},
+		shortened.Sequence: {ready: true, received: 1, readyRows: 1},
+		alone.Sequence:     {ready: true, received: 1, readyRows: 1},
+	}
+	if !maps.Equal(states, want) {
+		t.Fatalf("after the set came due: %+v, want %+v", states, want)
+	}
+	// The leases that did not end still settle.
+	if r, err := svc.Ack(ctx, []string{extended.ReceiptHandle, again.ReceiptHandle}); err != nil || r.Succeeded != 2 {
+		t.Fatalf("ack of the leases still running: %+v %v", r, err)
 	}
 }
