@@ -1534,13 +1534,19 @@ WITH single AS (
         FOR UPDATE SKIP LOCKED))
     RETURNING t.queue_id, t.sequence
 ), sets AS (
+    -- Each set locked as the walk reaches it, then one row a message of
+    -- it: the LIMIT stops the walk at the set that holds the
+    -- @max_timers-th message, so no set past it is locked. The address
+    -- repeats once a message; ctid = ANY takes each address once.
     DELETE FROM skipq.timer_sets t
     WHERE t.ctid = ANY(ARRAY(
-        SELECT c.ctid FROM skipq.timer_sets c
-        WHERE c.due_at <= coalesce($1::timestamptz, now())
-        ORDER BY c.due_at
-        LIMIT $2
-        FOR UPDATE SKIP LOCKED))
+        SELECT c.ctid
+        FROM (SELECT c.ctid, c.sequences FROM skipq.timer_sets c
+              WHERE c.due_at <= coalesce($1::timestamptz, now())
+              ORDER BY c.due_at
+              FOR UPDATE SKIP LOCKED) c
+        CROSS JOIN LATERAL unnest(c.sequences)
+        LIMIT $2))
     RETURNING t.queue_id, t.sequences
 )
 SELECT s.queue_id, s.sequence FROM single s
@@ -1558,13 +1564,17 @@ type TimerTakeDueRow struct {
 	Sequence int64
 }
 
-// Worker: takes up to @max_timers due timers, oldest first, and as many due
-// timer sets (skipq.timer_sets: one row for several messages of a queue),
-// one row a message. SKIP LOCKED, so workers on several nodes take
-// disjoint batches. The caller then locks the messages (MessageFire) in
-// the same transaction: timers are locked before messages, and as no
-// statement holds a message and then waits for a timer (timers are only
-// ever inserted otherwise), this order cannot deadlock.
+// Worker: takes up to @max_timers due timers, oldest first, and due timer
+// sets (skipq.timer_sets: one row for a claim's messages), oldest first,
+// until they hold @max_timers messages; one row a message. A set is taken
+// whole and at least one is, so the sets bring fewer than @max_timers
+// messages plus one set's (a claim's: up to the largest maxMessages of a
+// receive), not @max_timers sets of a claim's size each. SKIP LOCKED, so
+// workers on several nodes take disjoint batches. The caller then locks
+// the messages (MessageFire) in the same transaction: timers are locked
+// before messages, and as no statement holds a message and then waits for
+// a timer (timers are only ever inserted otherwise), this order cannot
+// deadlock.
 func (q *Queries) TimerTakeDue(ctx context.Context, arg TimerTakeDueParams) ([]TimerTakeDueRow, error) {
 	rows, err := q.db.Query(ctx, timerTakeDue, arg.Now, arg.MaxTimers)
 	if err != nil {

@@ -134,13 +134,17 @@ SELECT gone.queue_id FROM gone;
 SELECT skipq.timer_wait(sqlc.narg('now')::timestamptz, @cap_seconds::float8)::float8 AS wait_seconds;
 
 -- name: TimerTakeDue :many
--- Worker: takes up to @max_timers due timers, oldest first, and as many due
--- timer sets (skipq.timer_sets: one row for several messages of a queue),
--- one row a message. SKIP LOCKED, so workers on several nodes take
--- disjoint batches. The caller then locks the messages (MessageFire) in
--- the same transaction: timers are locked before messages, and as no
--- statement holds a message and then waits for a timer (timers are only
--- ever inserted otherwise), this order cannot deadlock.
+-- Worker: takes up to @max_timers due timers, oldest first, and due timer
+-- sets (skipq.timer_sets: one row for a claim's messages), oldest first,
+-- until they hold @max_timers messages; one row a message. A set is taken
+-- whole and at least one is, so the sets bring fewer than @max_timers
+-- messages plus one set's (a claim's: up to the largest maxMessages of a
+-- receive), not @max_timers sets of a claim's size each. SKIP LOCKED, so
+-- workers on several nodes take disjoint batches. The caller then locks
+-- the messages (MessageFire) in the same transaction: timers are locked
+-- before messages, and as no statement holds a message and then waits for
+-- a timer (timers are only ever inserted otherwise), this order cannot
+-- deadlock.
 WITH single AS (
     DELETE FROM skipq.timers t
     WHERE t.ctid = ANY(ARRAY(
@@ -151,13 +155,19 @@ WITH single AS (
         FOR UPDATE SKIP LOCKED))
     RETURNING t.queue_id, t.sequence
 ), sets AS (
+    -- Each set locked as the walk reaches it, then one row a message of
+    -- it: the LIMIT stops the walk at the set that holds the
+    -- @max_timers-th message, so no set past it is locked. The address
+    -- repeats once a message; ctid = ANY takes each address once.
     DELETE FROM skipq.timer_sets t
     WHERE t.ctid = ANY(ARRAY(
-        SELECT c.ctid FROM skipq.timer_sets c
-        WHERE c.due_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-        ORDER BY c.due_at
-        LIMIT @max_timers
-        FOR UPDATE SKIP LOCKED))
+        SELECT c.ctid
+        FROM (SELECT c.ctid, c.sequences FROM skipq.timer_sets c
+              WHERE c.due_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+              ORDER BY c.due_at
+              FOR UPDATE SKIP LOCKED) c
+        CROSS JOIN LATERAL unnest(c.sequences)
+        LIMIT @max_timers))
     RETURNING t.queue_id, t.sequences
 )
 SELECT s.queue_id, s.sequence FROM single s

@@ -21,13 +21,16 @@ type FireTimers struct {
 	probe timerProbe
 }
 
-// NewFireTimers builds the job: every 500 ms, BatchSize timers a run.
+// NewFireTimers builds the job: every 500 ms, BatchSize timers and timer
+// sets of about BatchSize messages a run.
 func NewFireTimers(pool *pgxpool.Pool, svc *service.Service) *FireTimers {
 	return &FireTimers{Config: batchConfig(500 * time.Millisecond), deps: newDeps(pool, svc)}
 }
 
-// RunOnce acts on up to BatchSize due timers and returns how many it took,
-// so that the worker runs it again at once while it fills batches. The
+// RunOnce acts on the messages of up to BatchSize due single timers and of
+// due timer sets holding BatchSize messages or a set's more (TimerTakeDue),
+// and returns how many messages it took: at least BatchSize when either
+// kind filled its batch, so that the worker runs it again at once. The
 // wake-ups of readied messages are only published after the commit, when
 // a woken receiver can claim them.
 func (j *FireTimers) RunOnce(ctx context.Context) (int, error) {

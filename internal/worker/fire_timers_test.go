@@ -473,3 +473,47 @@ func TestTimerSetFiresOnlyMessagesStillDue(t *testing.T) {
 		t.Fatalf("ack of the leases still running: %+v %v", r, err)
 	}
 }
+
+// The worker takes timer sets by the messages they hold, not by rows: a
+// set may stand for a claim of up to the largest maxMessages of a receive
+// (1,024 by default), and BatchSize sets of that size would make one
+// transaction of a million messages. Sets are taken oldest first until
+// they hold BatchSize messages, the one that reaches it whole, and at least
+// one; single timers up to BatchSize beside them.
+func TestFireTakesSetsUpToABatchOfMessages(t *testing.T) {
+	svc, clk, pool := newService(t)
+	ctx := context.Background()
+	fire := worker.NewFireTimers(pool, svc)
+	fire.BatchSize = 10
+	batch := make([]service.MessageInput, 24)
+	for i := range batch {
+		batch[i] = service.MessageInput{Body: "x"}
+	}
+	delay := 1
+	batch = append(batch, service.MessageInput{Body: "later", DelaySeconds: &delay}, service.MessageInput{Body: "later", DelaySeconds: &delay})
+	if _, err := svc.SendBatch(ctx, "default", "bounded", batch); err != nil {
+		t.Fatal(err)
+	}
+	vis, zero := 30, 0
+	for _, size := range []int{4, 4, 4, 12} { // oldest first
+		leased, err := svc.Receive(ctx, "default", "bounded", service.ReceiveOptions{MaxMessages: &size, VisibilitySeconds: &vis, WaitSeconds: &zero})
+		if err != nil || len(leased) != size {
+			t.Fatalf("receive: %v, %d messages", err, len(leased))
+		}
+		clk.advance(time.Second)
+	}
+	clk.advance(time.Duration(vis) * time.Second) // every set and both delays are due
+	taken := fireAll(t, fire)
+	// 4 + 4 + 4 (the third set reaches 10) and the two delayed messages;
+	// then the set of 12 alone.
+	if !slices.Equal(taken, []int{14, 12}) {
+		t.Fatalf("runs took %v messages, want [14 12]", taken)
+	}
+	var ready int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM skipq.messages WHERE ready`).Scan(&ready); err != nil {
+		t.Fatal(err)
+	}
+	if ready != len(batch) {
+		t.Fatalf("%d of %d messages ready", ready, len(batch))
+	}
+}
