@@ -109,7 +109,7 @@ func scanKeys(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) []int64
 
 type pgmqShapeQueue struct {
 	pool  *pgxpool.Pool
-	w     *pgmqShapeWorkload
+	st    pgmqShapeStatements
 	fills int
 }
 
@@ -117,7 +117,7 @@ func (q *pgmqShapeQueue) fill(t *testing.T, n int) {
 	ctx := context.Background()
 	q.fills++
 	st := newPgmqShapeStatements(fmt.Sprintf("ack_read_test_%d", q.fills))
-	q.w = &pgmqShapeWorkload{pool: q.pool, st: st}
+	q.st = st
 	if _, err := q.pool.Exec(ctx, st.create); err != nil {
 		t.Fatal(err)
 	}
@@ -127,19 +127,19 @@ func (q *pgmqShapeQueue) fill(t *testing.T, n int) {
 }
 
 func (q *pgmqShapeQueue) keys(t *testing.T) []int64 {
-	return scanKeys(t, q.pool, "SELECT msg_id FROM "+q.w.st.table+" ORDER BY msg_id")
+	return scanKeys(t, q.pool, "SELECT msg_id FROM "+q.st.table+" ORDER BY msg_id")
 }
 
 func (q *pgmqShapeQueue) leaseOver(t *testing.T, keys []int64) {
 	if _, err := q.pool.Exec(context.Background(),
-		"UPDATE "+q.w.st.table+" SET vt = clock_timestamp() - interval '1 second' WHERE msg_id = ANY($1::bigint[])", keys); err != nil {
+		"UPDATE "+q.st.table+" SET vt = clock_timestamp() - interval '1 second' WHERE msg_id = ANY($1::bigint[])", keys); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (q *pgmqShapeQueue) ackRead(n int) func(context.Context, []int64) (int, []int64, error) {
 	return func(ctx context.Context, held []int64) (int, []int64, error) {
-		return deleteThenRead(ctx, q.pool, q.w.st.del1, q.w.st.delBatch, held, nil, q.w.st.read, []any{n}, scanPgmqShapeRead)
+		return deleteThenRead(ctx, q.pool, q.st.del1, q.st.delBatch, held, nil, q.st.read, []any{n}, scanPgmqRead)
 	}
 }
 

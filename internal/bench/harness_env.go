@@ -148,6 +148,16 @@ func (e *env) close() {
 	e.cleanup = nil
 }
 
+// database is one the bench runs load in: its URL, and a pool of the
+// monitor's on it, through which a probe watches the load's windows.
+type database struct {
+	url string
+	mon *pgxpool.Pool
+}
+
+// own is the bench's database.
+func (e *env) own() database { return database{url: e.dbURL, mon: e.mon} }
+
 // newPool opens a pool whose backends carry app as application_name.
 func newPool(ctx context.Context, url, app string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
