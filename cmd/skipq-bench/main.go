@@ -34,7 +34,8 @@ takes --database-url.
 Scenarios (--scenario, comma-separated; default all):
   lifecycle  send → receive → ack over HTTP and the same in plain SQL,
              batch 1 and 100 × 1, 4 and 16 producer/consumer pairs; the
-             consumers ack with their next receive (--ack-in-receive)
+             consumers ack with their next receive (--ack-in-receive);
+             with --pgmq-sql, real pgmq at every point as well
   sqlconsumer the same lifecycle with consumers in SQL (HTTP sends,
              skipq.receive, skipq.ack) next to the plain-SQL baseline
   latency    send answered → waiting receive answered, p50/p90/p99
@@ -139,6 +140,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	headsInFlight := fs.Int("heads-in-flight", 0, "in-flight messages ahead of the heads cycle (default 100000; 20000 with --quick)")
 	replayRetained := fs.Int("replay-retained", 0, "retained messages the fanout scenario's replay goes through while publishers publish (default 1000000; 20000 with --quick)")
 	ackInReceive := fs.Bool("ack-in-receive", true, "consumers ack what they got with their next receive (\"ack\" of the receive, as the Go client's consumer loop), the plain-SQL baselines with their next read; false: an ack request (a delete) of its own after each receive")
+	pgmqSQL := fs.String("pgmq-sql", "", "pgmq's SQL install file (pgmq-extension/sql/pgmq.sql of a pgmq release; not part of skipq): the lifecycle scenario loads it into a database of its own on the bench's cluster and measures real pgmq at every point beside the other baselines")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of one HTTP lifecycle window to this file: the batch-1 point with the most pairs (none: the first point); with the sqs scenario but not lifecycle, the node's in the SQS batch-1 window")
 	cpuProfileNative := fs.String("cpuprofile-native", "", "with the sqs scenario but not lifecycle: write the node's CPU profile of the native HTTP window beside the SQS batch-1 one to this file")
 	memProfile := fs.String("memprofile", "", "write this process's allocation profile of the whole run to this file (in-process nodes and clients together; go tool pprof -sample_index=alloc_space)")
@@ -157,6 +159,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		DatabaseURL: *dbURL,
 		Nodes:       *nodes,
 		APIKey:      os.Getenv("SKIPQ_API_KEY"),
+		PgmqSQL:     *pgmqSQL,
 		Progress:    stderr,
 	}
 	if !*ackInReceive {

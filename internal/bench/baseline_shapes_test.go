@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skipq/skipq/internal/testdb"
@@ -33,6 +35,7 @@ type yardstickQueue interface {
 // available again at the head of the queue (their lease over), and reads
 // nothing when nothing else is there. (A single statement that deleted and
 // read on one snapshot leased such a message and then left it in place.)
+// Real pgmq's calls too, given its install file (SKIPQ_TEST_PGMQ_SQL).
 func TestAckReadSkipsWhatItDeletes(t *testing.T) {
 	ctx := context.Background()
 	pool, err := newPool(ctx, testdb.New(t), "skipq-bench-test", 2)
@@ -40,15 +43,22 @@ func TestAckReadSkipsWhatItDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	for _, c := range []struct {
+	type yardstick struct {
 		name  string
 		q     yardstickQueue
 		batch int
-	}{
+	}
+	cases := []yardstick{
 		{"pgmq_shape", &pgmqShapeQueue{pool: pool}, 3},
 		{"raw batch", &rawQueue{pool: pool}, 3},
 		{"raw single", &rawQueue{pool: pool}, 1},
-	} {
+	}
+	if os.Getenv("SKIPQ_TEST_PGMQ_SQL") != "" {
+		pgmq := installPgmqForTest(t)
+		cases = append(cases, yardstick{"real pgmq batch", &realPgmqQueue{pool: pgmq}, 3},
+			yardstick{"real pgmq single", &realPgmqQueue{pool: pgmq}, 1})
+	}
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			n, q := c.batch, c.q
 			avail := make(chan struct{}, 1)
@@ -109,7 +119,7 @@ func scanKeys(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) []int64
 
 type pgmqShapeQueue struct {
 	pool  *pgxpool.Pool
-	w     *pgmqShapeWorkload
+	st    pgmqShapeStatements
 	fills int
 }
 
@@ -117,7 +127,7 @@ func (q *pgmqShapeQueue) fill(t *testing.T, n int) {
 	ctx := context.Background()
 	q.fills++
 	st := newPgmqShapeStatements(fmt.Sprintf("ack_read_test_%d", q.fills))
-	q.w = &pgmqShapeWorkload{pool: q.pool, st: st}
+	q.st = st
 	if _, err := q.pool.Exec(ctx, st.create); err != nil {
 		t.Fatal(err)
 	}
@@ -127,19 +137,19 @@ func (q *pgmqShapeQueue) fill(t *testing.T, n int) {
 }
 
 func (q *pgmqShapeQueue) keys(t *testing.T) []int64 {
-	return scanKeys(t, q.pool, "SELECT msg_id FROM "+q.w.st.table+" ORDER BY msg_id")
+	return scanKeys(t, q.pool, "SELECT msg_id FROM "+q.st.table+" ORDER BY msg_id")
 }
 
 func (q *pgmqShapeQueue) leaseOver(t *testing.T, keys []int64) {
 	if _, err := q.pool.Exec(context.Background(),
-		"UPDATE "+q.w.st.table+" SET vt = clock_timestamp() - interval '1 second' WHERE msg_id = ANY($1::bigint[])", keys); err != nil {
+		"UPDATE "+q.st.table+" SET vt = clock_timestamp() - interval '1 second' WHERE msg_id = ANY($1::bigint[])", keys); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (q *pgmqShapeQueue) ackRead(n int) func(context.Context, []int64) (int, []int64, error) {
 	return func(ctx context.Context, held []int64) (int, []int64, error) {
-		return deleteThenRead(ctx, q.pool, q.w.st.del1, q.w.st.delBatch, held, nil, q.w.st.read, []any{n}, scanPgmqShapeRead)
+		return deleteThenRead(ctx, q.pool, q.st.del1, q.st.delBatch, held, nil, q.st.read, []any{n}, scanPgmqRead)
 	}
 }
 
@@ -182,5 +192,43 @@ func (q *rawQueue) ackRead(n int) func(context.Context, []int64) (int, []int64, 
 	}
 	return func(ctx context.Context, held []int64) (int, []int64, error) {
 		return deleteThenRead(ctx, q.pool, rawAck1, rawAckBatch, held, []any{q.w.queueID}, claim, claimArgs, scanRawClaimed)
+	}
+}
+
+type realPgmqQueue struct {
+	pool  *pgxpool.Pool // on pgmq's database
+	queue string
+	fills int
+}
+
+func (q *realPgmqQueue) fill(t *testing.T, n int) {
+	ctx := context.Background()
+	q.fills++
+	q.queue = fmt.Sprintf("ack_read_test_%d", q.fills)
+	if _, err := q.pool.Exec(ctx, "SELECT pgmq.create($1)", q.queue); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.pool.Exec(ctx, realPgmqCalls(q.queue).sendBatch, q.queue, slices.Repeat([]string{`"m"`}, n)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (q *realPgmqQueue) table() string { return pgx.Identifier{"pgmq", "q_" + q.queue}.Sanitize() }
+
+func (q *realPgmqQueue) keys(t *testing.T) []int64 {
+	return scanKeys(t, q.pool, "SELECT msg_id FROM "+q.table()+" ORDER BY msg_id")
+}
+
+func (q *realPgmqQueue) leaseOver(t *testing.T, keys []int64) {
+	if _, err := q.pool.Exec(context.Background(),
+		"UPDATE "+q.table()+" SET vt = clock_timestamp() - interval '1 second' WHERE msg_id = ANY($1::bigint[])", keys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (q *realPgmqQueue) ackRead(n int) func(context.Context, []int64) (int, []int64, error) {
+	c := realPgmqCalls(q.queue)
+	return func(ctx context.Context, held []int64) (int, []int64, error) {
+		return deleteThenRead(ctx, q.pool, c.del1, c.delBatch, held, c.queueArgs, c.read, []any{q.queue, n}, scanPgmqRead)
 	}
 }

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/skipq/skipq/internal/bench"
 	"github.com/skipq/skipq/internal/testdb"
@@ -83,6 +86,12 @@ func TestRunShape(t *testing.T) {
 		for _, k := range []string{"batch", "pairs", "http_msgs_per_s", "raw_msgs_per_s", "ratio", "pgmq_shape_msgs_per_s", "pgmq_shape_ratio"} {
 			positive("lifecycle[]."+k, m[k])
 		}
+		// Real pgmq is measured only with its install file.
+		for _, k := range []string{"pgmq_msgs_per_s", "pgmq_ratio", "pgmq_stats"} {
+			if v, ok := m[k]; ok {
+				t.Errorf("lifecycle[].%s = %v without pgmq's install file, want no such key", k, v)
+			}
+		}
 		// What each message cost the database, on every side.
 		for _, side := range []string{"http_stats", "raw_stats", "pgmq_shape_stats"} {
 			stats, _ := m[side].(map[string]any)
@@ -136,6 +145,55 @@ func TestAckSeparatelyShape(t *testing.T) {
 		if p.HTTPMsgsPerS <= 0 || p.RawMsgsPerS <= 0 || p.PgmqShapeMsgsPerS <= 0 {
 			t.Errorf("a side completed nothing: %+v", p)
 		}
+	}
+}
+
+// TestRealPgmqBaseline runs lifecycle points with real pgmq as a third
+// baseline (pgmq's install file, SKIPQ_TEST_PGMQ_SQL): every point
+// measures it, the report names the file, and pgmq's database is gone
+// afterwards. It asserts no speed.
+func TestRealPgmqBaseline(t *testing.T) {
+	path := os.Getenv("SKIPQ_TEST_PGMQ_SQL")
+	if path == "" {
+		t.Skip("real pgmq's tests need pgmq's SQL install file: SKIPQ_TEST_PGMQ_SQL=/path/to/pgmq.sql (docs/PERFORMANCE.md, Reproduce)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := testdb.New(t)
+	rep, err := bench.Run(ctx, bench.Options{
+		DatabaseURL: url,
+		Scenarios:   []string{bench.Lifecycle},
+		Duration:    time.Second,
+		Warmup:      300 * time.Millisecond,
+		Matrix:      []bench.Point{{Batch: 1, Pairs: 2}, {Batch: 10, Pairs: 2}},
+		PgmqSQL:     path,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rep.Setup.PgmqFile; f == nil || f.Name != filepath.Base(path) || len(f.SHA256) != 64 {
+		t.Errorf("setup.pgmq_file = %+v, want %s and its sha256", f, filepath.Base(path))
+	}
+	for _, p := range rep.Lifecycle {
+		if p.PgmqMsgsPerS <= 0 || p.PgmqRatio <= 0 || p.Pgmq == nil || p.Pgmq.PerMessage.Commits <= 0 {
+			t.Errorf("real pgmq completed nothing, or its window went unwatched: %+v, stats %+v", p, p.Pgmq)
+		}
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	var left []string
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'skipq\_bench\_pgmq\_%'`)
+	if err == nil {
+		left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("pgmq's databases %v left behind", left)
 	}
 }
 

@@ -68,6 +68,8 @@
 //
 // pgmq_shape.go is the second baseline of the lifecycle scenario: the same
 // lifecycle in pgmq's shapes (a table per queue, its read and delete),
-// written as well as the project can. The lifecycle's targets compare HTTP
-// with the stronger of the two at each point.
+// written as well as the project can. real_pgmq.go is the third, measured
+// only when the user gives pgmq's own install file: real pgmq's functions,
+// in a database of its own. The lifecycle's targets compare HTTP with the
+// strongest of those measured at each point.
 package bench

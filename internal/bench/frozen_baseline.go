@@ -306,7 +306,7 @@ func deleteClaimed(ctx context.Context, pool *pgxpool.Pool, what, one, many stri
 // rawLifecycle runs one point of the raw baseline on a fresh queue (tenant
 // bench-raw), its consumers in shape.
 func (e *env) rawLifecycle(ctx context.Context, p Point, shape ConsumerShape) (float64, *RunStats, error) {
-	return e.baselineRun(ctx, p, rawApp, func(pool *pgxpool.Pool) (workload, string, func(context.Context) error, error) {
+	return e.baselineRun(ctx, e.own(), p, rawApp, func(pool *pgxpool.Pool) (workload, string, func(context.Context) error, error) {
 		q := queueName(fmt.Sprintf("raw-b%d-p%d", p.Batch, p.Pairs))
 		w := &rawWorkload{pool: pool, batch: p.Batch, avail: make(chan struct{}, 4*p.Pairs), body: []byte(payload),
 			shape: shape, held: make([][]int64, p.Pairs)}
@@ -326,19 +326,19 @@ func (e *env) rawLifecycle(ctx context.Context, p Point, shape ConsumerShape) (f
 	})
 }
 
-// baselineRun runs one point of a plain-SQL baseline with its own pool,
-// opened before the run starts: a connection per worker up to a node's pool
-// size (16), the database connections skipq gets. More only adds
-// contention: at 16 pairs, 32 connections claiming at the queue's head
+// baselineRun runs one point of a plain-SQL baseline in db with its own
+// pool, opened before the run starts: a connection per worker up to a
+// node's pool size (16), the database connections skipq gets. More only
+// adds contention: at 16 pairs, 32 connections claiming at the queue's head
 // spent their time in Lock:transactionid and LWLock:BufferContent waits and
 // completed fewer messages than 16. prepare makes the baseline's table and
 // workload on the pool; its vacuum statement runs on skipq's worker
 // schedule during the run, and its cleanup after it.
-func (e *env) baselineRun(ctx context.Context, p Point, app string,
+func (e *env) baselineRun(ctx context.Context, db database, p Point, app string,
 	prepare func(*pgxpool.Pool) (w workload, vacuum string, cleanup func(context.Context) error, err error),
 ) (float64, *RunStats, error) {
 	conns := int32(min(2*p.Pairs, node.DefaultConfig().DBMaxConns))
-	pool, err := newPool(ctx, e.dbURL, app, conns)
+	pool, err := newPool(ctx, db.url, app, conns)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -354,7 +354,7 @@ func (e *env) baselineRun(ctx context.Context, p Point, app string,
 	runCtx, stopVacuum := context.WithCancel(ctx)
 	var vacuumed sync.WaitGroup
 	vacuumed.Go(func() { vacuumEvery(runCtx, pool, vacuum, worker.VacuumPeriod) })
-	rate, stats, err := e.drive(ctx, w, p, nil)
+	rate, stats, err := e.driveIn(ctx, db.mon, w, p, nil)
 	stopVacuum()
 	vacuumed.Wait()
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // workload is one side of a lifecycle run: how worker i sends a batch and
@@ -69,6 +71,12 @@ func (c *credits) release(n int) {
 // CPU-profiled into profile when it is not nil), then a drain. It returns
 // acked messages per second in the window.
 func (e *env) drive(ctx context.Context, w workload, p Point, profile io.Writer) (float64, *RunStats, error) {
+	return e.driveIn(ctx, e.mon, w, p, profile)
+}
+
+// driveIn is drive of a workload that runs in the database mon (a monitor
+// pool) is on, which the probe watches.
+func (e *env) driveIn(ctx context.Context, mon *pgxpool.Pool, w workload, p Point, profile io.Writer) (float64, *RunStats, error) {
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
 	prodCtx, stopProducers := context.WithCancel(ctx)
@@ -139,7 +147,7 @@ func (e *env) drive(ctx context.Context, w workload, p Point, profile io.Writer)
 	if !sleepCtx(ctx, e.o.Warmup) {
 		return finish()
 	}
-	pr := e.startProbe(ctx)
+	pr := e.startProbe(ctx, mon)
 	stopProfile := e.startCPUProfile(profile)
 	a0, t0 := acked.Load(), time.Now()
 	ok := sleepCtx(ctx, e.o.Duration)

@@ -24,7 +24,8 @@ type env struct {
 	dbURL   string
 	mon     *pgxpool.Pool // monitoring; its statements carry monitorMark and its backends monitorApp
 	http    *client
-	pgss    bool // pg_stat_statements answers
+	pgss    bool   // pg_stat_statements answers
+	pgmqSQL []byte // pgmq's install file (Options.PgmqSQL), nil without one
 	super   bool
 	rss     *rssSampler
 	cleanup []func()
@@ -70,6 +71,12 @@ func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 			e.close()
 		}
 	}()
+	if o.PgmqSQL != "" {
+		// Read before anything runs: a wrong path fails the run at once.
+		if e.pgmqSQL, err = os.ReadFile(o.PgmqSQL); err != nil {
+			return nil, fmt.Errorf("bench: pgmq's install file: %w", err)
+		}
+	}
 	e.dbURL = o.DatabaseURL
 	if e.dbURL == "" {
 		if e.dbURL, err = e.privateDatabase(ctx); err != nil {
@@ -148,6 +155,16 @@ func (e *env) close() {
 	e.cleanup = nil
 }
 
+// database is one the bench runs load in: its URL, and a pool of the
+// monitor's on it, through which a probe watches the load's windows.
+type database struct {
+	url string
+	mon *pgxpool.Pool
+}
+
+// own is the bench's database.
+func (e *env) own() database { return database{url: e.dbURL, mon: e.mon} }
+
 // newPool opens a pool whose backends carry app as application_name.
 func newPool(ctx context.Context, url, app string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
@@ -219,7 +236,7 @@ func (e *env) setup(ctx context.Context) Setup {
 	s := Setup{
 		Nodes: e.o.Nodes, External: len(e.o.URLs) > 0, DurationS: e.o.Duration.Seconds(),
 		WarmupS: e.o.Warmup.Seconds(), Quick: e.o.Quick, CPUs: cpus(), PgStatStatements: e.pgss, ConsumerShape: e.o.ConsumerShape,
-		Settings: map[string]string{},
+		Settings: map[string]string{}, PgmqFile: e.pgmqFile(),
 	}
 	_ = e.mon.QueryRow(ctx, monitorMark+"SELECT current_setting('server_version')").Scan(&s.Postgres)
 	for _, name := range []string{"fsync", "synchronous_commit", "wal_sync_method", "shared_buffers", "max_wal_size", "checkpoint_timeout", "max_connections"} {

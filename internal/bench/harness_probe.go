@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // probe watches one measured window: where the machine's CPU went, what the
@@ -21,6 +23,7 @@ import (
 // and how many commits, fsyncs and WAL bytes the window cost.
 type probe struct {
 	e        *env
+	mon      *pgxpool.Pool // on the watched database
 	start    time.Time
 	cpu0     cpuSnap
 	self0    time.Duration // selfCPU at the start
@@ -32,14 +35,15 @@ type probe struct {
 	stopWait func()
 }
 
-// startProbe begins a window.
-func (e *env) startProbe(ctx context.Context) *probe {
-	p := &probe{e: e, start: time.Now(), waits: map[string]int{}}
+// startProbe begins a window of the database mon is on. Its CPU split,
+// WAL and fsyncs are the server's whatever the database.
+func (e *env) startProbe(ctx context.Context, mon *pgxpool.Pool) *probe {
+	p := &probe{e: e, mon: mon, start: time.Now(), waits: map[string]int{}}
 	p.cpu0 = e.cpuSnapshot(ctx)
 	p.self0 = selfCPU()
-	p.db0 = e.dbCounters(ctx)
-	p.stmts0 = e.statements(ctx)
-	p.tables0 = e.tableWrites(ctx)
+	p.db0 = readDBCounters(ctx, mon)
+	p.stmts0 = e.statements(ctx, mon)
+	p.tables0 = tableWrites(ctx, mon)
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -52,7 +56,7 @@ func (e *env) startProbe(ctx context.Context) *probe {
 				return
 			case <-tick.C:
 			}
-			w, ok := e.waitSample(wctx)
+			w, ok := waitSample(wctx, mon)
 			if !ok {
 				continue
 			}
@@ -85,7 +89,7 @@ func (p *probe) stop(ctx context.Context) *RunStats {
 	if p.cpu0.nodesOK && cpu1.nodesOK {
 		rs.nodesCPU = time.Duration(cpu1.nodes-p.cpu0.nodes) * time.Second / clockTicks
 	}
-	db1 := e.dbCounters(ctx)
+	db1 := readDBCounters(ctx, p.mon)
 	if p.db0.ok && db1.ok {
 		rs.commits = db1.commits - p.db0.commits
 		rs.CommitsPerS = round(float64(rs.commits)/secs, 0)
@@ -113,16 +117,16 @@ func (p *probe) stop(ctx context.Context) *RunStats {
 	if len(rs.Waits) > 8 {
 		rs.Waits = rs.Waits[:8]
 	}
-	rs.Statements, rs.StatementsPerS = diffStatements(p.stmts0, e.statements(ctx), secs, 6)
-	rs.tables = diffTableWrites(p.tables0, e.tableWrites(ctx))
+	rs.Statements, rs.StatementsPerS = diffStatements(p.stmts0, e.statements(ctx, p.mon), secs, 6)
+	rs.tables = diffTableWrites(p.tables0, tableWrites(ctx, p.mon))
 	return rs
 }
 
-// waitSample counts the database's busy backends by what they wait on
-// ("CPU" when they wait on nothing: running or runnable). The monitor's own
-// backends are left out.
-func (e *env) waitSample(ctx context.Context) (map[string]int, bool) {
-	rows, err := e.mon.Query(ctx, monitorMark+`
+// waitSample counts the busy backends of mon's database by what they wait
+// on ("CPU" when they wait on nothing: running or runnable). The monitor's
+// own backends are left out.
+func waitSample(ctx context.Context, mon *pgxpool.Pool) (map[string]int, bool) {
+	rows, err := mon.Query(ctx, monitorMark+`
 SELECT coalesce(wait_event_type || ':' || wait_event,
                 CASE WHEN state = 'active' THEN 'CPU' ELSE state END), count(*)::int
 FROM pg_stat_activity
@@ -144,7 +148,7 @@ GROUP BY 1`, monitorApp)
 	return out, rows.Err() == nil
 }
 
-// dbCounters are cumulative counters of the database and the server's WAL.
+// dbCounters are cumulative counters of a database and the server's WAL.
 type dbCounters struct {
 	ok, walOK, tableOK bool
 	commits            int64
@@ -152,11 +156,12 @@ type dbCounters struct {
 	vacuums, deadTups  int64 // skipq.messages: (auto)vacuums so far, dead tuples now
 }
 
-func (e *env) dbCounters(ctx context.Context) dbCounters {
+// readDBCounters reads them for mon's database.
+func readDBCounters(ctx context.Context, mon *pgxpool.Pool) dbCounters {
 	var c dbCounters
-	c.ok = e.mon.QueryRow(ctx, monitorMark+"SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&c.commits) == nil
-	c.walOK = e.mon.QueryRow(ctx, monitorMark+"SELECT wal_sync, wal_bytes::bigint FROM pg_stat_wal").Scan(&c.walSync, &c.walBytes) == nil
-	c.tableOK = e.mon.QueryRow(ctx, monitorMark+`SELECT vacuum_count + autovacuum_count, n_dead_tup
+	c.ok = mon.QueryRow(ctx, monitorMark+"SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&c.commits) == nil
+	c.walOK = mon.QueryRow(ctx, monitorMark+"SELECT wal_sync, wal_bytes::bigint FROM pg_stat_wal").Scan(&c.walSync, &c.walBytes) == nil
+	c.tableOK = mon.QueryRow(ctx, monitorMark+`SELECT vacuum_count + autovacuum_count, n_dead_tup
 FROM pg_stat_user_tables WHERE schemaname = 'skipq' AND relname = 'messages'`).Scan(&c.vacuums, &c.deadTups) == nil
 	return c
 }
@@ -171,13 +176,13 @@ type TableWrites struct {
 }
 
 // tableWrites snapshots the row counters of the tables of skipq and of the
-// baselines (pg_stat_user_tables, which a backend updates when its
-// transaction ends, at most once a second: a window's first and last
-// second blur).
-func (e *env) tableWrites(ctx context.Context) map[string]TableWrites {
-	rows, err := e.mon.Query(ctx, monitorMark+`
+// baselines in mon's database (pg_stat_user_tables, which a backend updates
+// when its transaction ends, at most once a second: a window's first and
+// last second blur).
+func tableWrites(ctx context.Context, mon *pgxpool.Pool) map[string]TableWrites {
+	rows, err := mon.Query(ctx, monitorMark+`
 SELECT schemaname || '.' || relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
-FROM pg_stat_user_tables WHERE schemaname IN ('skipq', 'skipq_bench')`)
+FROM pg_stat_user_tables WHERE schemaname IN ('skipq', 'skipq_bench', 'pgmq')`)
 	if err != nil {
 		return nil
 	}
@@ -225,13 +230,13 @@ type stmtStat struct {
 	walB    int64
 }
 
-// statements snapshots pg_stat_statements for this database, without the
+// statements snapshots pg_stat_statements for mon's database, without the
 // monitor's own statements. nil when the extension is not there.
-func (e *env) statements(ctx context.Context) map[int64]stmtStat {
+func (e *env) statements(ctx context.Context, mon *pgxpool.Pool) map[int64]stmtStat {
 	if !e.pgss {
 		return nil
 	}
-	rows, err := e.mon.Query(ctx, monitorMark+`
+	rows, err := mon.Query(ctx, monitorMark+`
 SELECT queryid, query, calls, total_exec_time, rows, shared_blks_hit, shared_blks_read,
        wal_records, wal_bytes::bigint
 FROM pg_stat_statements

@@ -122,6 +122,12 @@ type Options struct {
 	// Empty: AckWithNextReceive.
 	ConsumerShape ConsumerShape
 
+	// PgmqSQL is the path of pgmq's SQL install file (from a pgmq
+	// release; the project ships none of pgmq): with it the lifecycle
+	// scenario installs pgmq in a database of its own on the bench's
+	// cluster and measures real pgmq at every point as a third baseline.
+	PgmqSQL string
+
 	ClusterDir string    // the private cluster's home (default .skipq/bench)
 	CPUProfile io.Writer // CPU profile of the HTTP window of the batch-1 lifecycle point with the most pairs (none: the first point)
 	// CPUProfileNative, with the sqs scenario but not the lifecycle one:
@@ -215,6 +221,9 @@ func (o Options) withDefaults() (Options, error) {
 		if !slices.Contains(Scenarios, s) {
 			return o, fmt.Errorf("bench: unknown scenario %q (want %s)", s, strings.Join(Scenarios, ", "))
 		}
+	}
+	if o.PgmqSQL != "" && !o.runs(Lifecycle) {
+		return o, errors.New("bench: pgmq's install file is for the lifecycle scenario, which is not to run")
 	}
 	if len(o.URLs) > 0 && o.DatabaseURL == "" {
 		return o, errors.New("bench: running nodes (URLs) need the database they use (DatabaseURL)")

@@ -76,7 +76,7 @@ func (e *env) idle(ctx context.Context) (*IdleResult, error) {
 	}
 
 	res := &IdleResult{Waiters: n}
-	s0, c0, cpu0, t0 := e.statements(ctx), e.dbCounters(ctx), e.cpuSnapshot(ctx), time.Now()
+	s0, c0, cpu0, t0 := e.statements(ctx, e.mon), readDBCounters(ctx, e.mon), e.cpuSnapshot(ctx), time.Now()
 	for time.Since(t0) < e.o.IdleDuration {
 		var total, busy int
 		err := e.mon.QueryRow(ctx, monitorMark+`
@@ -92,7 +92,7 @@ WHERE datname = current_database() AND backend_type = 'client backend' AND appli
 		}
 	}
 	secs := time.Since(t0).Seconds()
-	s1, c1 := e.statements(ctx), e.dbCounters(ctx)
+	s1, c1 := e.statements(ctx, e.mon), readDBCounters(ctx, e.mon)
 	res.CPU = cpu0.share(e.cpuSnapshot(ctx))
 	e.noteCPU(res.CPU)
 	res.Seconds = round(secs, 1)

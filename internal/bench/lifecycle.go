@@ -4,13 +4,23 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // lifecycle runs the matrix: for each point, the HTTP lifecycle on a fresh
 // queue, skipq's claim on that queue once it drained, then the same
-// lifecycle in plain SQL on another fresh queue (the frozen raw baseline)
-// and in pgmq's shapes on a fresh table.
+// lifecycle in plain SQL on another fresh queue (the frozen raw baseline),
+// in pgmq's shapes on a fresh table and, given pgmq's install file, in real
+// pgmq on a fresh queue of it.
 func (e *env) lifecycle(ctx context.Context) ([]LifecyclePoint, error) {
+	var pgmq *pgmqInstall
+	if e.pgmqSQL != nil {
+		var err error
+		if pgmq, err = e.installPgmq(ctx); err != nil {
+			return nil, err
+		}
+		defer pgmq.drop(context.WithoutCancel(ctx), e)
+	}
 	ns, err := e.startNodes(ctx)
 	if err != nil {
 		return nil, err
@@ -56,13 +66,24 @@ func (e *env) lifecycle(ctx context.Context) ([]LifecyclePoint, error) {
 		if lp.PgmqShapeMsgsPerS, lp.PgmqShape, err = e.pgmqShapeLifecycle(ctx, p, e.o.ConsumerShape); err != nil {
 			return out, fmt.Errorf("pgmq_shape batch %d × %d: %w", p.Batch, p.Pairs, err)
 		}
+		if pgmq != nil {
+			e.logf("lifecycle batch %d × %d pairs in real pgmq", p.Batch, p.Pairs)
+			if lp.PgmqMsgsPerS, lp.Pgmq, err = e.realPgmqLifecycle(ctx, pgmq, p, e.o.ConsumerShape); err != nil {
+				return out, fmt.Errorf("pgmq batch %d × %d: %w", p.Batch, p.Pairs, err)
+			}
+		}
 		lp.HTTPMsgsPerS = round(lp.HTTPMsgsPerS, 0)
 		lp.RawMsgsPerS = round(lp.RawMsgsPerS, 0)
 		lp.PgmqShapeMsgsPerS = round(lp.PgmqShapeMsgsPerS, 0)
+		lp.PgmqMsgsPerS = round(lp.PgmqMsgsPerS, 0)
 		lp.Ratio = ratio(lp.HTTPMsgsPerS, lp.RawMsgsPerS)
 		lp.PgmqShapeRatio = ratio(lp.HTTPMsgsPerS, lp.PgmqShapeMsgsPerS)
+		lp.PgmqRatio = ratio(lp.HTTPMsgsPerS, lp.PgmqMsgsPerS)
 		e.logf("  HTTP %.0f msgs/s, raw %.0f msgs/s (ratio %.2f), pgmq_shape %.0f msgs/s (ratio %.2f)",
 			lp.HTTPMsgsPerS, lp.RawMsgsPerS, lp.Ratio, lp.PgmqShapeMsgsPerS, lp.PgmqShapeRatio)
+		if pgmq != nil {
+			e.logf("  real pgmq %.0f msgs/s (ratio %.2f)", lp.PgmqMsgsPerS, lp.PgmqRatio)
+		}
 		out = append(out, lp)
 	}
 	return out, nil
@@ -76,38 +97,52 @@ func ratio(a, b float64) float64 {
 	return round(a/b, 3)
 }
 
-// LifecyclePoint is one batch × pairs point: HTTP and the two plain-SQL
+// LifecyclePoint is one batch × pairs point: HTTP and the plain-SQL
 // baselines, and HTTP's ratio to each.
 type LifecyclePoint struct {
-	Batch             int       `json:"batch"`
-	Pairs             int       `json:"pairs"`
-	HTTPMsgsPerS      float64   `json:"http_msgs_per_s"`
-	RawMsgsPerS       float64   `json:"raw_msgs_per_s"`
-	Ratio             float64   `json:"ratio"` // HTTP ÷ raw
-	PgmqShapeMsgsPerS float64   `json:"pgmq_shape_msgs_per_s"`
-	PgmqShapeRatio    float64   `json:"pgmq_shape_ratio"` // HTTP ÷ pgmq_shape
-	HTTP              *RunStats `json:"http_stats,omitempty"`
-	Raw               *RunStats `json:"raw_stats,omitempty"`
-	PgmqShape         *RunStats `json:"pgmq_shape_stats,omitempty"`
+	Batch             int     `json:"batch"`
+	Pairs             int     `json:"pairs"`
+	HTTPMsgsPerS      float64 `json:"http_msgs_per_s"`
+	RawMsgsPerS       float64 `json:"raw_msgs_per_s"`
+	Ratio             float64 `json:"ratio"` // HTTP ÷ raw
+	PgmqShapeMsgsPerS float64 `json:"pgmq_shape_msgs_per_s"`
+	PgmqShapeRatio    float64 `json:"pgmq_shape_ratio"` // HTTP ÷ pgmq_shape
+	// Real pgmq, measured only with its install file (Options.PgmqSQL):
+	// the keys are absent without it.
+	PgmqMsgsPerS float64   `json:"pgmq_msgs_per_s,omitempty"`
+	PgmqRatio    float64   `json:"pgmq_ratio,omitempty"` // HTTP ÷ pgmq
+	HTTP         *RunStats `json:"http_stats,omitempty"`
+	Raw          *RunStats `json:"raw_stats,omitempty"`
+	PgmqShape    *RunStats `json:"pgmq_shape_stats,omitempty"`
+	Pgmq         *RunStats `json:"pgmq_stats,omitempty"`
 	// EmptyClaim is skipq's claim on the HTTP run's queue right after it
 	// drained.
 	EmptyClaim *Explain `json:"empty_claim,omitempty"`
 }
 
-// strongerBaseline names the faster of the two plain-SQL baselines and
-// gives HTTP's ratio to it: the targets compare against it.
-func (p LifecyclePoint) strongerBaseline() (string, float64) {
-	if p.PgmqShapeMsgsPerS > p.RawMsgsPerS {
-		return "pgmq_shape", p.PgmqShapeRatio
+// strongestBaseline names the fastest of the plain-SQL baselines measured
+// and gives HTTP's ratio to it: the targets compare against it.
+func (p LifecyclePoint) strongestBaseline() (string, float64) {
+	name, rate, r := "raw SQL", p.RawMsgsPerS, p.Ratio
+	if p.PgmqShapeMsgsPerS > rate {
+		name, rate, r = "pgmq_shape", p.PgmqShapeMsgsPerS, p.PgmqShapeRatio
 	}
-	return "raw SQL", p.Ratio
+	if p.PgmqMsgsPerS > rate {
+		name, r = "real pgmq", p.PgmqRatio
+	}
+	return name, r
 }
 
-// writeLifecycle is the lifecycle section of the text report.
+// writeLifecycle is the lifecycle section of the text report; real pgmq's
+// columns only when it was measured.
 func writeLifecycle(w io.Writer, ps []LifecyclePoint) {
+	withPgmq := slices.ContainsFunc(ps, func(p LifecyclePoint) bool { return p.Pgmq != nil })
 	fmt.Fprintf(w, "lifecycle (send → receive → ack), messages/s acked\n")
-	fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s %10s %9s   %-26s %s\n", "batch", "pairs", "HTTP", "raw SQL", "HTTP/raw",
-		"pgmq_shape", "HTTP/pgmq", "CPU % bench/pg/other/idle", "top waits of busy backends (HTTP run)")
+	fmt.Fprintf(w, "  %5s %5s  %10s %10s %8s %10s %10s", "batch", "pairs", "HTTP", "raw SQL", "HTTP/raw", "pgmq_shape", "HTTP/shape")
+	if withPgmq {
+		fmt.Fprintf(w, " %10s %9s", "real pgmq", "HTTP/pgmq")
+	}
+	fmt.Fprintf(w, "   %-26s %s\n", "CPU % bench/pg/other/idle", "top waits of busy backends (HTTP run)")
 	for _, p := range ps {
 		cpu, waits := "", ""
 		if p.HTTP != nil {
@@ -115,16 +150,20 @@ func writeLifecycle(w io.Writer, ps []LifecyclePoint) {
 			cpu = fmt.Sprintf("%.0f / %.0f / %.0f / %.0f", c.Bench, c.Postgres, c.Other, c.Idle+c.IOWait)
 			waits = shares(p.HTTP.Waits, 3)
 		}
-		fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f %10s %9.2f   %-26s %s\n", p.Batch, p.Pairs,
+		fmt.Fprintf(w, "  %5d %5d  %10s %10s %8.2f %10s %10.2f", p.Batch, p.Pairs,
 			thousands(p.HTTPMsgsPerS), thousands(p.RawMsgsPerS), p.Ratio,
-			thousands(p.PgmqShapeMsgsPerS), p.PgmqShapeRatio, cpu, waits)
+			thousands(p.PgmqShapeMsgsPerS), p.PgmqShapeRatio)
+		if withPgmq {
+			fmt.Fprintf(w, " %10s %9.2f", thousands(p.PgmqMsgsPerS), p.PgmqRatio)
+		}
+		fmt.Fprintf(w, "   %-26s %s\n", cpu, waits)
 	}
 	fmt.Fprintln(w)
 	for _, p := range ps {
 		for _, side := range []struct {
 			name string
 			rs   *RunStats
-		}{{"HTTP", p.HTTP}, {"raw", p.Raw}, {"pgmq_shape", p.PgmqShape}} {
+		}{{"HTTP", p.HTTP}, {"raw", p.Raw}, {"pgmq_shape", p.PgmqShape}, {"real pgmq", p.Pgmq}} {
 			if side.rs == nil || len(side.rs.Statements) == 0 {
 				continue
 			}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,10 +39,23 @@ import (
 // yardstick: change it only on purpose, and say so in docs/PERFORMANCE.md.
 const pgmqShapeApp = "skipq-bench-pgmq-shape"
 
-// pgmqShapeStatements are one queue's table and statements.
+// pgmqCalls are the lifecycle's statements on one pgmq queue: pgmq_shape's
+// own statements on its table, or calls of real pgmq's functions
+// (real_pgmq.go). Each takes queueArgs first (real pgmq's queue name; none
+// for pgmq_shape, whose statements name their table); send1 then takes a
+// message, sendBatch an array of them, read the most messages to read, and
+// del1 and delBatch an id and an id array. A read returns msg_id, read_ct,
+// enqueued_at, vt and message (scanPgmqRead); a delete, a row or a tag per
+// message it deleted.
+type pgmqCalls struct {
+	queueArgs                              []any
+	send1, sendBatch, read, del1, delBatch string
+}
+
+// pgmqShapeStatements are one pgmq-shaped queue's table and statements.
 type pgmqShapeStatements struct {
-	table                                          string // schema-qualified, quoted
-	create, send1, sendBatch, read, del1, delBatch string
+	table, create string // the table: schema-qualified and quoted; its DDL
+	pgmqCalls
 }
 
 func newPgmqShapeStatements(name string) pgmqShapeStatements {
@@ -59,11 +73,12 @@ CREATE TABLE ` + t + ` (
     headers     jsonb
 );
 CREATE INDEX ` + vtIndex + ` ON ` + t + ` (vt ASC);`,
-		send1: `-- name: PgmqShapeSend1
+		pgmqCalls: pgmqCalls{
+			send1: `-- name: PgmqShapeSend1
 INSERT INTO ` + t + ` (vt, message) VALUES (clock_timestamp(), $1::jsonb) RETURNING msg_id`,
-		sendBatch: `-- name: PgmqShapeSendBatch
+			sendBatch: `-- name: PgmqShapeSendBatch
 INSERT INTO ` + t + ` (vt, message) SELECT clock_timestamp(), unnest($1::jsonb[]) RETURNING msg_id`,
-		read: `-- name: PgmqShapeRead
+			read: `-- name: PgmqShapeRead
 UPDATE ` + t + ` m
 SET vt = clock_timestamp() + interval '60 seconds', read_ct = m.read_ct + 1
 WHERE m.msg_id = ANY(ARRAY(
@@ -73,52 +88,64 @@ WHERE m.msg_id = ANY(ARRAY(
     LIMIT $1
     FOR UPDATE SKIP LOCKED))
 RETURNING m.msg_id, m.read_ct, m.enqueued_at, m.vt, m.message`,
-		del1: `-- name: PgmqShapeDelete1
+			del1: `-- name: PgmqShapeDelete1
 DELETE FROM ` + t + ` WHERE msg_id = $1`,
-		delBatch: `-- name: PgmqShapeDeleteBatch
+			delBatch: `-- name: PgmqShapeDeleteBatch
 DELETE FROM ` + t + ` WHERE msg_id = ANY($1::bigint[])`,
+		},
 	}
 }
 
-// pgmqShapeWorkload runs the lifecycle on one pgmq-shaped queue; consumers
-// that find nothing wait as the raw baseline's do, and settle as shape
-// says.
-type pgmqShapeWorkload struct {
-	pool    *pgxpool.Pool
-	st      pgmqShapeStatements
-	batch   int
-	avail   chan struct{}
-	message string   // one message: a JSON string of the bench's payload
-	batchOf []string // batch of them
-	shape   ConsumerShape
-	held    [][]int64 // consumer i's read ids, deleted by its next read (AckWithNextReceive)
+// pgmqWorkload runs the lifecycle on one pgmq queue through calls (the
+// pgmq-shaped baseline's or real pgmq's); consumers that find nothing wait
+// as the raw baseline's do, and settle as shape says.
+type pgmqWorkload struct {
+	pool     *pgxpool.Pool
+	calls    pgmqCalls
+	what     string // the delete, for errors
+	batch    int
+	avail    chan struct{}
+	sendArgs []any // queueArgs, then one message (a JSON string of the bench's payload) or a batch of them
+	readArgs []any // queueArgs, then the batch
+	shape    ConsumerShape
+	held     [][]int64 // consumer i's read ids, deleted by its next read (AckWithNextReceive)
 }
 
-func (w *pgmqShapeWorkload) produce(ctx context.Context, _ int) (int, error) {
-	var err error
+func newPgmqWorkload(pool *pgxpool.Pool, calls pgmqCalls, what string, p Point, shape ConsumerShape) *pgmqWorkload {
+	message := `"` + payload + `"`
+	var sent any = message
+	if p.Batch > 1 {
+		sent = slices.Repeat([]string{message}, p.Batch)
+	}
+	return &pgmqWorkload{pool: pool, calls: calls, what: what, batch: p.Batch, avail: make(chan struct{}, 4*p.Pairs),
+		sendArgs: append(slices.Clone(calls.queueArgs), sent), readArgs: append(slices.Clone(calls.queueArgs), p.Batch),
+		shape: shape, held: make([][]int64, p.Pairs)}
+}
+
+func (w *pgmqWorkload) produce(ctx context.Context, _ int) (int, error) {
+	send := w.calls.sendBatch
 	if w.batch == 1 {
-		_, err = w.pool.Exec(ctx, w.st.send1, w.message)
-	} else {
-		_, err = w.pool.Exec(ctx, w.st.sendBatch, w.batchOf)
+		send = w.calls.send1
 	}
-	if err != nil {
+	if _, err := w.pool.Exec(ctx, send, w.sendArgs...); err != nil {
 		return 0, err
 	}
 	announceSend(w.avail)
 	return w.batch, nil
 }
 
-func (w *pgmqShapeWorkload) consume(ctx context.Context, i int) (int, error) {
+func (w *pgmqWorkload) consume(ctx context.Context, i int) (int, error) {
+	c := w.calls
 	if w.shape == AckWithNextReceive {
-		return consumeHolding(ctx, &w.held[i], w.avail, "pgmq-shaped delete", func(ctx context.Context, held []int64) (int, []int64, error) {
-			return deleteThenRead(ctx, w.pool, w.st.del1, w.st.delBatch, held, nil, w.st.read, []any{w.batch}, scanPgmqShapeRead)
+		return consumeHolding(ctx, &w.held[i], w.avail, w.what, func(ctx context.Context, held []int64) (int, []int64, error) {
+			return deleteThenRead(ctx, w.pool, c.del1, c.delBatch, held, c.queueArgs, c.read, w.readArgs, scanPgmqRead)
 		})
 	}
-	rows, err := w.pool.Query(ctx, w.st.read, w.batch)
+	rows, err := w.pool.Query(ctx, c.read, w.readArgs...)
 	if err != nil {
 		return 0, err
 	}
-	ids, err := collectKeys(rows, scanPgmqShapeRead)
+	ids, err := collectKeys(rows, scanPgmqRead)
 	if err != nil {
 		return 0, err
 	}
@@ -126,18 +153,18 @@ func (w *pgmqShapeWorkload) consume(ctx context.Context, i int) (int, error) {
 		awaitSend(ctx, w.avail)
 		return 0, nil
 	}
-	return deleteClaimed(ctx, w.pool, "pgmq-shaped delete", w.st.del1, w.st.delBatch, ids)
+	return deleteClaimed(ctx, w.pool, w.what, c.del1, c.delBatch, ids, c.queueArgs...)
 }
 
-func (w *pgmqShapeWorkload) settleHeld(ctx context.Context, i int) (int, error) {
+func (w *pgmqWorkload) settleHeld(ctx context.Context, i int) (int, error) {
 	held := w.held[i]
 	w.held[i] = nil
-	return deleteClaimed(ctx, w.pool, "pgmq-shaped delete", w.st.del1, w.st.delBatch, held)
+	return deleteClaimed(ctx, w.pool, w.what, w.calls.del1, w.calls.delBatch, held, w.calls.queueArgs...)
 }
 
-// scanPgmqShapeRead reads a read message's columns as a consumer would
-// use them and returns its id.
-func scanPgmqShapeRead(rows pgx.Rows) (int64, error) {
+// scanPgmqRead reads a read message's columns as a consumer would use them
+// and returns its id.
+func scanPgmqRead(rows pgx.Rows) (int64, error) {
 	var id int64
 	var readCt int32
 	var enqueuedAt, vt time.Time
@@ -151,23 +178,16 @@ func scanPgmqShapeRead(rows pgx.Rows) (int64, error) {
 func (e *env) pgmqShapeLifecycle(ctx context.Context, p Point, shape ConsumerShape) (float64, *RunStats, error) {
 	name := strings.ReplaceAll(queueName(fmt.Sprintf("pgmq_q_b%d_p%d", p.Batch, p.Pairs)), ".", "_")
 	st := newPgmqShapeStatements(name)
-	return e.baselineRun(ctx, p, pgmqShapeApp, func(pool *pgxpool.Pool) (workload, string, func(context.Context) error, error) {
+	return e.baselineRun(ctx, e.own(), p, pgmqShapeApp, func(pool *pgxpool.Pool) (workload, string, func(context.Context) error, error) {
 		if _, err := pool.Exec(ctx, st.create); err != nil {
 			return nil, "", nil, fmt.Errorf("pgmq-shaped table: %w", err)
 		}
-		message := `"` + payload + `"`
-		batchOf := make([]string, p.Batch)
-		for i := range batchOf {
-			batchOf[i] = message
-		}
-		w := &pgmqShapeWorkload{pool: pool, st: st, batch: p.Batch, avail: make(chan struct{}, 4*p.Pairs),
-			message: message, batchOf: batchOf, shape: shape, held: make([][]int64, p.Pairs)}
 		drop := func(ctx context.Context) error {
 			if _, err := e.mon.Exec(ctx, monitorMark+"DROP TABLE "+st.table); err != nil {
 				return fmt.Errorf("drop %s: %w", st.table, err)
 			}
 			return nil
 		}
-		return w, "VACUUM (SKIP_LOCKED) " + st.table, drop, nil
+		return newPgmqWorkload(pool, st.pgmqCalls, "pgmq-shaped delete", p, shape), "VACUUM (SKIP_LOCKED) " + st.table, drop, nil
 	})
 }
