@@ -4,10 +4,12 @@
 -- their own, inserts the messages, their ready rows and their timers from
 -- it and answers from it, where it read the inserted rows back (RETURNING)
 -- and paired positions with sequences by a window over them sorted by
--- sequence; and the rule that a standard queue's messages carry no group is
--- an expression instead of a query. 4 % fewer instructions for a send of
--- 100, 6 % for a send of one. Same signature, same rows, same errors; the
--- Down restores the previous body.
+-- sequence; the positions, already in order, are no longer sorted before
+-- their sequences are drawn; and the rule that a standard queue's messages carry no group is
+-- an expression instead of a query. The statement of a send of 100 runs
+-- 6.5 % fewer instructions, of a send of one 9.5 %, and writes the same
+-- rows and WAL. Same signature, same rows, same errors; the Down restores
+-- the previous body.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.message_insert(p_tenant text, p_queue text, p_now timestamp with time zone, p_server_max_receive_count integer, p_message_ids text[], p_keyed boolean[], p_client_ids text[], p_metadatas text[], p_body_binaries boolean[], p_tags text[], p_delay_seconds integer[], p_expiration_seconds integer[], p_max_receive_counts integer[], p_dead_letter_queues text[], p_dead_letter_queue_given boolean[], p_body_offsets integer[], p_body_lengths integer[], p_body_data bytea, p_group_ids text[] DEFAULT NULL::text[], p_dedup_ids text[] DEFAULT NULL::text[], p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(pos integer, queue_id bigint, message_id text, sequence bigint, sent_at timestamp with time zone, delayed_to timestamp with time zone, expires_at timestamp with time zone, outcome text)
     LANGUAGE plpgsql
@@ -183,15 +185,18 @@ BEGIN
         -- nothing reads the inserted rows again and no sort pairs
         -- sequences with positions (reading RETURNING back and numbering
         -- it by sequence was 4 % of a send of 100, 5 % of a send of one).
-        -- Sequences are drawn in position order, the positions sorted
-        -- first: a batch's messages are delivered in the order they were
-        -- given, and the k-th sequence is the k-th position sent.
+        -- Sequences are drawn in position order: a batch's messages are
+        -- delivered in the order they were given, and the k-th sequence is
+        -- the k-th position sent. v_sent_pos is in ascending order
+        -- (array_positions), and unnest reads an array out in its order, so
+        -- no sort is needed (sorting the positions anyway was 1 % of a send
+        -- of one).
         SELECT x, nextval('skipq.message_sequence') AS sequence, p.delay_seconds = 0 AS ready,
                v_now + make_interval(secs => p.delay_seconds) AS visible_at,
                CASE WHEN p.delay_seconds > 0 THEN v_now + make_interval(secs => p.delay_seconds) END AS delayed_to,
                CASE WHEN p.expiration_seconds > 0
                     THEN v_now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END AS expires_at
-        FROM (SELECT x FROM unnest(v_sent_pos) x ORDER BY x) x
+        FROM unnest(v_sent_pos) x
         CROSS JOIN LATERAL (SELECT
             CASE WHEN p_delay_seconds[x] < 0 THEN q.delay_seconds ELSE p_delay_seconds[x] END AS delay_seconds,
             CASE WHEN p_expiration_seconds[x] < 0 THEN q.expiration_seconds ELSE p_expiration_seconds[x] END
