@@ -13,6 +13,11 @@
 -- pass of that size that met a group whose head another transaction held,
 -- as the second pass did before. The answer is the same.
 --
+-- A pass gathers its answer with fewer sorts: the groups it served are
+-- those whose first message it kept (no DISTINCT), its two aggregates of
+-- the kept messages are one scan, and the response budget's running sum
+-- is a float8, as message_claim's (00049).
+--
 -- A claim files one row in skipq.timer_sets (the lease's end, its queue,
 -- its messages' sequences) instead of one skipq.timers row a message:
 -- every worker of the previous release (00051) takes sets.
@@ -144,24 +149,25 @@ BEGIN
                   AND c.ready AND (c.expires_at IS NULL OR c.expires_at > v_now)
                 FOR UPDATE SKIP LOCKED) c
         ), kept AS (
-            SELECT l.ord, l.row, l.sequence, l.size
+            -- k = 1: the group's first message, so a group served.
+            SELECT l.ord, l.row, l.sequence, l.size, l.k
             FROM (SELECT l.*, row_number() OVER (PARTITION BY l.ord ORDER BY l.sequence) AS k FROM locked l) l
             WHERE l.k = l.rn
         ), picked AS (
             -- The budget counts what earlier passes took.
-            SELECT w.ord, w.row, w.sequence, w.size FROM (
-                SELECT w.ord, w.row, w.sequence, w.size, row_number() OVER win + cardinality(v_seqs) AS n,
-                       sum(w.size) OVER win - w.size + v_bytes AS before
+            SELECT w.ord, w.row, w.sequence, w.size, w.k FROM (
+                SELECT w.ord, w.row, w.sequence, w.size, w.k, row_number() OVER win + cardinality(v_seqs) AS n,
+                       sum(w.size::float8) OVER win - w.size + v_bytes AS before
                 FROM kept w
                 WINDOW win AS (ORDER BY w.ord, w.sequence ROWS UNBOUNDED PRECEDING)) w
             WHERE w.n <= p_max_messages AND (w.n = 1 OR w.before < p_max_response_bytes)
         )
-        SELECT (SELECT array_agg(p.sequence ORDER BY p.ord, p.sequence) FROM picked p),
-               (SELECT array_agg(p.row ORDER BY p.ord, p.sequence) FROM picked p),
-               (SELECT array_agg(DISTINCT v_groups[p.ord]) FROM picked p),
-               (SELECT array_agg(DISTINCT v_rows[p.ord]) FROM picked p),
-               (SELECT coalesce(sum(p.size), 0) FROM picked p),
-               (SELECT count(*) FROM kept), (SELECT count(DISTINCT k.ord) FROM kept k)
+        SELECT p.*, k.*
+        FROM (SELECT array_agg(p.sequence ORDER BY p.ord, p.sequence), array_agg(p.row ORDER BY p.ord, p.sequence),
+                     array_agg(v_groups[p.ord]) FILTER (WHERE p.k = 1), array_agg(v_rows[p.ord]) FILTER (WHERE p.k = 1),
+                     coalesce(sum(p.size), 0)
+              FROM picked p) p,
+             (SELECT count(*), count(*) FILTER (WHERE k.k = 1) FROM kept k) k
         INTO v_got, v_got_msgs, v_got_groups, v_got_rows, v_got_bytes, v_kept, v_served;
         v_seqs := v_seqs || coalesce(v_got, '{}');
         v_msgs := v_msgs || coalesce(v_got_msgs, '{}');

@@ -126,24 +126,25 @@ BEGIN
                   AND c.ready AND (c.expires_at IS NULL OR c.expires_at > v_now)
                 FOR UPDATE SKIP LOCKED) c
         ), kept AS (
-            SELECT l.ord, l.row, l.sequence, l.size
+            -- k = 1: the group's first message, so a group served.
+            SELECT l.ord, l.row, l.sequence, l.size, l.k
             FROM (SELECT l.*, row_number() OVER (PARTITION BY l.ord ORDER BY l.sequence) AS k FROM locked l) l
             WHERE l.k = l.rn
         ), picked AS (
             -- The budget counts what earlier passes took.
-            SELECT w.ord, w.row, w.sequence, w.size FROM (
-                SELECT w.ord, w.row, w.sequence, w.size, row_number() OVER win + cardinality(v_seqs) AS n,
-                       sum(w.size) OVER win - w.size + v_bytes AS before
+            SELECT w.ord, w.row, w.sequence, w.size, w.k FROM (
+                SELECT w.ord, w.row, w.sequence, w.size, w.k, row_number() OVER win + cardinality(v_seqs) AS n,
+                       sum(w.size::float8) OVER win - w.size + v_bytes AS before
                 FROM kept w
                 WINDOW win AS (ORDER BY w.ord, w.sequence ROWS UNBOUNDED PRECEDING)) w
             WHERE w.n <= p_max_messages AND (w.n = 1 OR w.before < p_max_response_bytes)
         )
-        SELECT (SELECT array_agg(p.sequence ORDER BY p.ord, p.sequence) FROM picked p),
-               (SELECT array_agg(p.row ORDER BY p.ord, p.sequence) FROM picked p),
-               (SELECT array_agg(DISTINCT v_groups[p.ord]) FROM picked p),
-               (SELECT array_agg(DISTINCT v_rows[p.ord]) FROM picked p),
-               (SELECT coalesce(sum(p.size), 0) FROM picked p),
-               (SELECT count(*) FROM kept), (SELECT count(DISTINCT k.ord) FROM kept k)
+        SELECT p.*, k.*
+        FROM (SELECT array_agg(p.sequence ORDER BY p.ord, p.sequence), array_agg(p.row ORDER BY p.ord, p.sequence),
+                     array_agg(v_groups[p.ord]) FILTER (WHERE p.k = 1), array_agg(v_rows[p.ord]) FILTER (WHERE p.k = 1),
+                     coalesce(sum(p.size), 0)
+              FROM picked p) p,
+             (SELECT count(*), count(*) FILTER (WHERE k.k = 1) FROM kept k) k
         INTO v_got, v_got_msgs, v_got_groups, v_got_rows, v_got_bytes, v_kept, v_served;
         v_seqs := v_seqs || coalesce(v_got, '{}');
         v_msgs := v_msgs || coalesce(v_got_msgs, '{}');
