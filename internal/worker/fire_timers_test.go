@@ -244,9 +244,8 @@ func TestFireReadsNoBacklogOnDrainedStatistics(t *testing.T) {
 
 // A timer set (skipq.timer_sets) stands for several messages of its queue:
 // the worker sleeps until it is due, then fires every message in it, as it
-// fires single timers. Nothing writes sets yet; the release after this
-// one's claims will, so its predecessor's worker -- this one -- must
-// already take them.
+// fires single timers. A standard claim still files single timers; here
+// they are moved into one set.
 func TestFireTakesTimerSets(t *testing.T) {
 	svc, clk, pool := newService(t)
 	ctx := context.Background()
@@ -259,8 +258,7 @@ func TestFireTakesTimerSets(t *testing.T) {
 	if err != nil || len(leased) != max {
 		t.Fatalf("receive: %v, %d messages", err, len(leased))
 	}
-	// The claim's three timers become one set, as a claim of the next
-	// release writes it.
+	// The claim's three timers become one set.
 	var moved int
 	err = pool.QueryRow(ctx, `WITH single AS (DELETE FROM skipq.timers RETURNING due_at, queue_id, sequence),
 		set AS (INSERT INTO skipq.timer_sets (due_at, queue_id, sequences)
