@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -208,5 +209,60 @@ func TestSendDoesNotWaitForAClaimOfItsGroup(t *testing.T) {
 	p.GroupIds = []*string{&g}
 	if rows, err := f.q.MessageInsert(ctx, p); err != nil || len(rows) != 1 {
 		t.Fatalf("a send to G while a claim of G is open: %v %+v (a timeout means it waited)", err, rows)
+	}
+}
+
+// A claim locks the groups it takes, not every group it might have taken:
+// a receive of 10, five a group, from groups of five holds two groups while
+// its transaction is open, and a second receive meanwhile takes the next
+// two. (A claim that locked as many groups as it has room for messages, as
+// before 00055, held all four, and the second receive got nothing.)
+func TestClaimLeavesTheGroupsItDoesNotNeedToOthers(t *testing.T) {
+	f := setupFIFO(t)
+	var ids, groups []string
+	for _, g := range []string{"A", "B", "C", "D"} {
+		for i := range 5 {
+			ids, groups = append(ids, g+string(rune('1'+i))), append(groups, g)
+		}
+	}
+	sendGrouped(t, f.q, ids, groups)
+	_, qa := f.begin(t)
+	if a := groupsOf(claimGrouped(t, qa, 10, 5)); len(a) != 2 || a["A"] != 5 || a["B"] != 5 {
+		t.Fatalf("A claimed groups %v, want A and B whole", a)
+	}
+	if b := groupsOf(claimGrouped(t, f.q, 10, 5)); len(b) != 2 || b["C"] != 5 || b["D"] != 5 {
+		t.Fatalf("while A's claim is open, B claimed groups %v, want C and D whole", b)
+	}
+}
+
+// A first pass counts on full runs and takes as few groups as they need;
+// when runs are shorter, the next pass takes as many groups as the answer
+// has room for, and one more pass follows one that met a held head. The
+// answer still lists the groups in rotation order, each group's run in
+// order, up to maxMessages.
+func TestClaimFillsTheAnswerFromShortRuns(t *testing.T) {
+	f := setupFIFO(t)
+	sendGrouped(t, f.q,
+		[]string{"a1", "a2", "a3", "b1", "c1", "c2", "d1", "e1", "f1", "g1", "g2"},
+		[]string{"A", "A", "A", "B", "C", "C", "D", "E", "F", "G", "G"})
+	// The first pass takes A, B and C (three groups of three would fill
+	// 9) and gets 6; the second takes D, E and F, of which D gives nothing
+	// (its head is held elsewhere); a third takes G.
+	tx, err := f.pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(context.Background(),
+		"SELECT 1 FROM skipq.messages WHERE message_id = 'd1' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range claimGrouped(t, f.q, 9, 3) {
+		got = append(got, r.MessageID)
+	}
+	want := []string{"a1", "a2", "a3", "b1", "c1", "c2", "e1", "f1", "g1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("a receive of 9, three a group, got %v; want %v", got, want)
 	}
 }

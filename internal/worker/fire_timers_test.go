@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -515,5 +516,61 @@ func TestFireTakesSetsUpToABatchOfMessages(t *testing.T) {
 	}
 	if ready != len(batch) {
 		t.Fatalf("%d of %d messages ready", ready, len(batch))
+	}
+}
+
+// A FIFO claim files one timer set for its messages (since 00055), due at
+// their lease's end, and no single timers; when the lease runs out the
+// worker fires the set, and the groups' messages come back in order, each
+// group's run where it was.
+func TestFIFOClaimFilesOneTimerSetThatFires(t *testing.T) {
+	svc, clk, pool := newService(t)
+	ctx := context.Background()
+	fire := worker.NewFireTimers(pool, svc)
+	var in []service.MessageInput
+	for _, m := range []struct{ id, group string }{{"g1", "G"}, {"g2", "G"}, {"g3", "G"}, {"h1", "H"}, {"h2", "H"}} {
+		in = append(in, service.MessageInput{Body: m.id, MessageID: m.id, GroupID: m.group})
+	}
+	if _, err := svc.SendBatch(ctx, "default", "groups", in); err != nil {
+		t.Fatal(err)
+	}
+	max, perGroup, vis, zero := 10, 10, 30, 0
+	receive := func() []string {
+		t.Helper()
+		msgs, err := svc.Receive(ctx, "default", "groups", service.ReceiveOptions{MaxMessages: &max,
+			MaxMessagesPerGroup: &perGroup, VisibilitySeconds: &vis, WaitSeconds: &zero})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, m := range msgs {
+			ids = append(ids, fmt.Sprintf("%s#%d", m.MessageID, m.ReceiveCount))
+		}
+		return ids
+	}
+	if got, want := receive(), []string{"g1#1", "g2#1", "g3#1", "h1#1", "h2#1"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("first receive: %v, want %v", got, want)
+	}
+	var timers, sets, covered int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM skipq.timers),
+		(SELECT count(*) FROM skipq.timer_sets),
+		(SELECT count(*) FROM skipq.timer_sets s JOIN skipq.messages m
+		     ON m.queue_id = s.queue_id AND m.sequence = ANY(s.sequences) AND m.visible_at = s.due_at)`).
+		Scan(&timers, &sets, &covered); err != nil {
+		t.Fatal(err)
+	}
+	if timers != 0 || sets != 1 || covered != len(in) {
+		t.Fatalf("after the claim: %d single timers, %d timer sets, %d messages in a set due at their lease's end; want 0, 1, %d",
+			timers, sets, covered, len(in))
+	}
+	if got := receive(); len(got) != 0 {
+		t.Fatalf("a receive while both groups are in flight got %v", got)
+	}
+	clk.advance(time.Duration(vis+1) * time.Second)
+	if _, err := fire.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := receive(), []string{"g1#2", "g2#2", "g3#2", "h1#2", "h2#2"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the lease ran out and the set fired: %v, want %v", got, want)
 	}
 }

@@ -17,6 +17,10 @@ DECLARE
     v_now     timestamptz := coalesce(p_now, clock_timestamp());
     v_until   timestamptz;
     v_pass    integer := 0;
+    v_per     integer := greatest(p_max_per_group, 1);
+    v_room    integer;           -- messages the answer still has room for
+    v_limit   integer;           -- a pass's groups at most
+    v_full_passes integer := 0;  -- passes that took as many groups as the room
     v_groups  text[];            -- a pass's groups, in rotation order
     v_heads   bigint[];          -- their first messages
     v_head_rows tid[];           -- and where they are
@@ -43,12 +47,17 @@ BEGIN
     -- budget (skipq.message_wire_size, the group id and p_message_overhead
     -- per message; the first always fits). Rows come back in answer order.
     -- A pass locks receivable groups' rows (SKIP LOCKED) with their heads,
-    -- then each group's run of messages (SKIP LOCKED). A group whose head
-    -- another transaction holds gives nothing; when that left the answer
-    -- short, a second pass tries the groups behind the ones tried, so a
-    -- held head does not empty a receive that other groups can fill (a
-    -- pass that walks only when needed: locking every head in the walk
-    -- cost most of the claim's throughput). A claim then leases the groups
+    -- then each group's run of messages (SKIP LOCKED). The first pass locks
+    -- as many groups as full runs need, not as many as the answer has room
+    -- for messages: every row it locks stays locked to the commit, and
+    -- other receivers pass it over. When runs were shorter, a second pass
+    -- tries the groups behind the ones tried, as many as the room (each
+    -- gives at least one message). A group whose head another transaction
+    -- holds gives nothing; when that left the answer short after a pass of
+    -- that size, one more pass tries the groups behind, so a held head
+    -- does not empty a receive that other groups can fill (a pass that
+    -- walks only when needed: locking every head in the walk cost most of
+    -- the claim's throughput). A claim then leases the groups
     -- and moves them to the back of the rotation, an autoAck releases
     -- them. On a traced queue each message gets its 'received' event (and
     -- 'acked' for autoAck), under p_key_id.
@@ -58,6 +67,13 @@ BEGIN
     END IF;
     LOOP
         v_pass := v_pass + 1;
+        v_room := p_max_messages - cardinality(v_seqs);
+        -- The first pass takes as many groups as full runs need; the next
+        -- ones as many as the room, as a group gives at least one message.
+        v_limit := CASE WHEN v_pass = 1 THEN (v_room + v_per - 1) / v_per ELSE v_room END;
+        IF v_limit = v_room THEN
+            v_full_passes := v_full_passes + 1;
+        END IF;
         SELECT array_agg(s.group_id ORDER BY s.turn), array_agg(s.head ORDER BY s.turn),
                array_agg(s.head_row ORDER BY s.turn), array_agg(s.row ORDER BY s.turn)
         INTO v_groups, v_heads, v_head_rows, v_rows
@@ -72,7 +88,7 @@ BEGIN
                 AND h.ready AND (h.expires_at IS NULL OR h.expires_at > v_now)
                 AND g.group_id <> ALL(v_tried)
               ORDER BY g.turn
-              LIMIT p_max_messages - cardinality(v_seqs)
+              LIMIT v_limit
               FOR NO KEY UPDATE OF g SKIP LOCKED) s;
         EXIT WHEN v_groups IS NULL;
 
@@ -110,24 +126,25 @@ BEGIN
                   AND c.ready AND (c.expires_at IS NULL OR c.expires_at > v_now)
                 FOR UPDATE SKIP LOCKED) c
         ), kept AS (
-            SELECT l.ord, l.row, l.sequence, l.size
+            -- k = 1: the group's first message, so a group served.
+            SELECT l.ord, l.row, l.sequence, l.size, l.k
             FROM (SELECT l.*, row_number() OVER (PARTITION BY l.ord ORDER BY l.sequence) AS k FROM locked l) l
             WHERE l.k = l.rn
         ), picked AS (
             -- The budget counts what earlier passes took.
-            SELECT w.ord, w.row, w.sequence, w.size FROM (
-                SELECT w.ord, w.row, w.sequence, w.size, row_number() OVER win + cardinality(v_seqs) AS n,
-                       sum(w.size) OVER win - w.size + v_bytes AS before
+            SELECT w.ord, w.row, w.sequence, w.size, w.k FROM (
+                SELECT w.ord, w.row, w.sequence, w.size, w.k, row_number() OVER win + cardinality(v_seqs) AS n,
+                       sum(w.size::float8) OVER win - w.size + v_bytes AS before
                 FROM kept w
                 WINDOW win AS (ORDER BY w.ord, w.sequence ROWS UNBOUNDED PRECEDING)) w
             WHERE w.n <= p_max_messages AND (w.n = 1 OR w.before < p_max_response_bytes)
         )
-        SELECT (SELECT array_agg(p.sequence ORDER BY p.ord, p.sequence) FROM picked p),
-               (SELECT array_agg(p.row ORDER BY p.ord, p.sequence) FROM picked p),
-               (SELECT array_agg(DISTINCT v_groups[p.ord]) FROM picked p),
-               (SELECT array_agg(DISTINCT v_rows[p.ord]) FROM picked p),
-               (SELECT coalesce(sum(p.size), 0) FROM picked p),
-               (SELECT count(*) FROM kept), (SELECT count(DISTINCT k.ord) FROM kept k)
+        SELECT p.*, k.*
+        FROM (SELECT array_agg(p.sequence ORDER BY p.ord, p.sequence), array_agg(p.row ORDER BY p.ord, p.sequence),
+                     array_agg(v_groups[p.ord]) FILTER (WHERE p.k = 1), array_agg(v_rows[p.ord]) FILTER (WHERE p.k = 1),
+                     coalesce(sum(p.size), 0)
+              FROM picked p) p,
+             (SELECT count(*), count(*) FILTER (WHERE k.k = 1) FROM kept k) k
         INTO v_got, v_got_msgs, v_got_groups, v_got_rows, v_got_bytes, v_kept, v_served;
         v_seqs := v_seqs || coalesce(v_got, '{}');
         v_msgs := v_msgs || coalesce(v_got_msgs, '{}');
@@ -135,10 +152,14 @@ BEGIN
         v_taken_rows := v_taken_rows || coalesce(v_got_rows, '{}');
         v_bytes := v_bytes + v_got_bytes;
         v_tried := v_tried || v_groups;
-        -- Another pass only for groups that gave nothing (a head held
-        -- elsewhere), while the answer has room in count and budget.
-        EXIT WHEN v_pass = 2 OR v_served = cardinality(v_groups) OR coalesce(cardinality(v_got), 0) < v_kept
-               OR cardinality(v_seqs) >= p_max_messages;
+        -- Another pass while the answer has room in count and budget: after
+        -- a first pass whose groups gave short runs (it found as many
+        -- groups as it looked for), or for groups that gave nothing (a
+        -- head held elsewhere), at most once after a pass that took as
+        -- many groups as the room.
+        EXIT WHEN cardinality(v_seqs) >= p_max_messages OR coalesce(cardinality(v_got), 0) < v_kept
+               OR v_served = cardinality(v_groups) AND (v_limit = v_room OR cardinality(v_groups) < v_limit)
+               OR v_full_passes = 2;
     END LOOP;
     IF cardinality(v_seqs) = 0 THEN
         RETURN;
@@ -189,8 +210,9 @@ BEGIN
                 CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
                                     WHERE y.queue_id = q.id AND y.sequence = s.sequence LIMIT 1) x))
         ), timed AS (
-            INSERT INTO skipq.timers (due_at, queue_id, sequence)
-            SELECT v_until, q.id, s.sequence FROM unnest(v_seqs) AS s(sequence)
+            -- One timer for the claim's messages, due when their lease
+            -- ends: the worker fires each of them that is still due then.
+            INSERT INTO skipq.timer_sets (due_at, queue_id, sequences) VALUES (v_until, q.id, v_seqs)
         ), claimed AS (
             UPDATE skipq.messages m
             SET visible_at        = v_until,
