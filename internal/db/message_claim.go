@@ -39,7 +39,7 @@ func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]S
 	if err != nil {
 		return nil, err
 	}
-	return scanMessages(rows, int(arg.MaxMessages))
+	return scanMessages(rows, int(arg.MaxMessages), nil)
 }
 
 // The "-- name:" line labels the statement in pg_stat_statements as sqlc's

@@ -26,19 +26,23 @@ var messageColumnTypes = [...]uint32{
 }
 
 // scanMessages reads rows of messageColumns, of which there are usually no
-// more than hint, into SkipqMessages and closes rows. It reads the same
-// values pgx's Scan would, with a few allocations for all the rows where
-// Scan made one for each string, body, tags and nullable time of each row
-// (and grew the slice from nothing): a claim of 100 made some 640. Every
-// row's strings and byte slices are cut from shared blocks of memory
-// (messageArena) and its nullable times point into shared slices, so a
-// message keeps the others' bytes alive as long as it lives: these rows
-// are read, answered and let go together. Numbers, booleans and times are
-// decoded by pgx's own plans, the same as Scan's, into values reused from
-// row to row.
-func scanMessages(rows pgx.Rows, hint int) ([]SkipqMessage, error) {
+// more than hint, into SkipqMessages and closes rows. With claims not nil,
+// each row has an integer column first (MessageClaimQueues's claim),
+// appended to *claims. It reads the same values pgx's Scan would, with a
+// few allocations for all the rows where Scan made one for each string,
+// body, tags and nullable time of each row (and grew the slice from
+// nothing): a claim of 100 made some 640. Every row's strings and byte
+// slices are cut from shared blocks of memory (messageArena) and its
+// nullable times point into shared slices, so a message keeps the others'
+// bytes alive as long as it lives: these rows are read, answered and let
+// go together. Numbers, booleans and times are decoded by pgx's own plans,
+// the same as Scan's, into values reused from row to row.
+func scanMessages(rows pgx.Rows, hint int, claims *[]int32) ([]SkipqMessage, error) {
 	defer rows.Close()
 	var s messageScanner
+	if claims != nil {
+		s.lead = 1
+	}
 	var out []SkipqMessage
 	for rows.Next() {
 		if out == nil {
@@ -52,7 +56,15 @@ func scanMessages(rows pgx.Rows, hint int) ([]SkipqMessage, error) {
 			out = append(make([]SkipqMessage, 0, max(hint, 2*len(out))), out...)
 		}
 		out = out[:len(out)+1]
-		if err := s.scan(rows.RawValues(), &out[len(out)-1], max(hint-len(out), 1)); err != nil {
+		raw := rows.RawValues()
+		if claims != nil && len(raw) > 0 {
+			claim, err := s.int32(raw[0], nil)
+			if err != nil {
+				return nil, fmt.Errorf("message rows: %w", err)
+			}
+			*claims = append(*claims, claim)
+		}
+		if err := s.scan(raw[min(s.lead, len(raw)):], &out[len(out)-1], max(hint-len(out), 1)); err != nil {
 			return nil, err
 		}
 	}
@@ -68,6 +80,7 @@ const firstRows = 16
 
 // messageScanner decodes the rows of one statement's result.
 type messageScanner struct {
+	lead    int // the integer columns ahead of messageColumns: 0 or 1
 	formats [len(messageColumnTypes)]int16
 	// The plans of pgx's Map for the result's number, boolean and time
 	// columns in their formats, with the values they decode into.
@@ -85,9 +98,14 @@ type messageScanner struct {
 // other types as binary; the simple protocol gets everything as text.
 func (s *messageScanner) plan(rows pgx.Rows) error {
 	fields := rows.FieldDescriptions()
-	if len(fields) != len(messageColumnTypes) {
-		return fmt.Errorf("message rows: %d columns, want %d", len(fields), len(messageColumnTypes))
+	if len(fields) != s.lead+len(messageColumnTypes) {
+		return fmt.Errorf("message rows: %d columns, want %d", len(fields), s.lead+len(messageColumnTypes))
 	}
+	if s.lead == 1 && (fields[0].DataTypeOID != pgtype.Int4OID || fields[0].Format != fields[s.lead+12].Format) {
+		return fmt.Errorf("message rows: column %s is of type %d in format %d, want an integer as receive_count",
+			fields[0].Name, fields[0].DataTypeOID, fields[0].Format)
+	}
+	fields = fields[s.lead:]
 	for i, f := range fields {
 		if f.DataTypeOID != messageColumnTypes[i] {
 			return fmt.Errorf("message rows: column %s is of type %d, want %d", f.Name, f.DataTypeOID, messageColumnTypes[i])
