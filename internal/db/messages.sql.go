@@ -59,7 +59,6 @@ func (q *Queries) GroupRelease(ctx context.Context, arg GroupReleaseParams) erro
 const messageAckByReceipt = `-- name: MessageAckByReceipt :many
 
 
-
 SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token, (a.group_id IS NOT NULL)::boolean AS grouped
 FROM skipq.message_ack($1::bigint[], $2::bigint[], $3::bytea[],
     array_replace($4::bigint[], 0, NULL), $5::timestamptz) a
@@ -102,15 +101,15 @@ type MessageAckByReceiptRow struct {
 // Sends go through skipq.message_insert
 // (internal/migrations/current/functions/message_insert.sql, called by
 // internal/db/message_insert.go), the one implementation shared with the SQL API.
+// The claim (MessageClaim, skipq.message_claim) is written by hand in
+// internal/db/message_claim.go, which reads its rows without pgx's
+// per-field copies.
 //
 // Statements that change a message record an event for each changed row
 // that carries a trace id ("skipq.trace" in its tags, docs/API.md#history) in
 // skipq.message_events, in the same statement; the functions do it for
 // their own changes. @key_id(s): the API key of the request, NULL for the
 // worker's.
-// The claim (MessageClaim, skipq.message_claim) is written by hand in
-// internal/db/message_claim.go, which reads its rows without pgx's
-// per-field copies.
 // Deletes the messages whose lease the handles hold (skipq.message_ack; on
 // a queue with retainAckedSeconds, retains them: skipq.message_retain),
 // returning the token each matched, so the caller credits exactly the

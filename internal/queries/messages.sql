@@ -21,16 +21,15 @@
 -- Sends go through skipq.message_insert
 -- (internal/migrations/current/functions/message_insert.sql, called by
 -- internal/db/message_insert.go), the one implementation shared with the SQL API.
+-- The claim (MessageClaim, skipq.message_claim) is written by hand in
+-- internal/db/message_claim.go, which reads its rows without pgx's
+-- per-field copies.
 --
 -- Statements that change a message record an event for each changed row
 -- that carries a trace id ("skipq.trace" in its tags, docs/API.md#history) in
 -- skipq.message_events, in the same statement; the functions do it for
 -- their own changes. @key_id(s): the API key of the request, NULL for the
 -- worker's.
-
--- The claim (MessageClaim, skipq.message_claim) is written by hand in
--- internal/db/message_claim.go, which reads its rows without pgx's
--- per-field copies.
 
 -- name: MessageAckByReceipt :many
 -- Deletes the messages whose lease the handles hold (skipq.message_ack; on
