@@ -3,8 +3,6 @@ package db
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // MessageClaimQueuesParams are the claims of several queues made in one
@@ -40,26 +38,29 @@ type ClaimedMessage struct {
 // per queue cost one each, and the bodies come along instead of in a read
 // per receive. Rows come in claim order, each claim's in answer order.
 // Written by hand: sqlc cannot see the columns of a function that returns
-// a table.
+// a table. Its rows are read as MessageClaim's (scanMessages).
 func (q *Queries) MessageClaimQueues(ctx context.Context, arg MessageClaimQueuesParams) ([]ClaimedMessage, error) {
 	rows, err := q.db.Query(ctx, messageClaimQueues, arg.Now, arg.Tenants, arg.Queues, arg.MaxMessages,
 		arg.VisibilitySeconds, arg.KeyIDs, arg.MaxResponseBytes, arg.MessageOverheads)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ClaimedMessage, error) {
-		var c ClaimedMessage
-		m := &c.Message
-		err := row.Scan(&c.Claim, &m.QueueID, &m.Sequence, &m.MessageID, &m.ClientID, &m.Metadata, &m.Body,
-			&m.BodyBinary, &m.Tags, &m.SentAt, &m.VisibleAt, &m.DelayedTo, &m.ExpiresAt, &m.ReceiveCount,
-			&m.FirstReceivedAt, &m.MaxReceiveCount, &m.DeadLetterQueue, &m.ReRoutedFrom, &m.DeadLetteredAt,
-			&m.LeaseToken, &m.Ready, &m.GroupID)
-		return c, err
-	})
+	hint := 0
+	for _, n := range arg.MaxMessages {
+		hint += int(n)
+	}
+	var claims []int32
+	msgs, err := scanMessages(rows, hint, &claims)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ClaimedMessage, len(msgs))
+	for i := range msgs {
+		out[i] = ClaimedMessage{Claim: claims[i], Message: msgs[i]}
+	}
+	return out, nil
 }
 
 const messageClaimQueues = `-- name: MessageClaimQueues :many
-SELECT claim, queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at,
-       delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue,
-       re_routed_from, dead_lettered_at, lease_token, ready, group_id
+SELECT claim, ` + messageColumns + `
 FROM skipq.message_claim_queues($1, $2, $3, $4, $5, $6, $7, $8)`

@@ -57,6 +57,8 @@ func (q *Queries) GroupRelease(ctx context.Context, arg GroupReleaseParams) erro
 }
 
 const messageAckByReceipt = `-- name: MessageAckByReceipt :many
+
+
 SELECT a.queue_id, a.sequence, a.lease_token::bytea AS token, (a.group_id IS NOT NULL)::boolean AS grouped
 FROM skipq.message_ack($1::bigint[], $2::bigint[], $3::bytea[],
     array_replace($4::bigint[], 0, NULL), $5::timestamptz) a
@@ -77,6 +79,37 @@ type MessageAckByReceiptRow struct {
 	Grouped  bool
 }
 
+// Messages: send, claim, settle and move. Every statement here touches one
+// queue's rows through the primary key (queue_id, sequence) or the
+// (queue_id, message_id) unique index, and is bounded by its inputs.
+//
+// skipq's connections forbid sequential and bitmap scans, sorts, hash and
+// merge joins (internal/db/pool.go), because queue tables are often
+// analyzed while nearly empty and any of those then looks free. Even so,
+// on such statistics (one live row over hundreds of pages) every index
+// scan looks as cheap as a probe, so each statement here is written so
+// that only a probe can serve it (docs/DESIGN.md, "Settling by address"):
+// a message is found by the primary key's bounded range in sequence order
+// (skipq.message_rows) or its id's range in id order (or, looked up by id
+// alone, with the queue compared as `queue_id + 0`, which no index serves:
+// the message id index is then the only one a plan can use, where the
+// primary key's walk of the queue cost the same), a ready row or a key
+// by a subquery with LIMIT 1 (which a plan cannot turn into a join that
+// walks the table), and rows chosen under a LIMIT are changed as an array
+// of their addresses, chosen once (as `IN (…)`, a semi join chose them
+// again for every row of a walk of the table).
+// Sends go through skipq.message_insert
+// (internal/migrations/current/functions/message_insert.sql, called by
+// internal/db/message_insert.go), the one implementation shared with the SQL API.
+// The claim (MessageClaim, skipq.message_claim) is written by hand in
+// internal/db/message_claim.go, which reads its rows without pgx's
+// per-field copies.
+//
+// Statements that change a message record an event for each changed row
+// that carries a trace id ("skipq.trace" in its tags, docs/API.md#history) in
+// skipq.message_events, in the same statement; the functions do it for
+// their own changes. @key_id(s): the API key of the request, NULL for the
+// worker's.
 // Deletes the messages whose lease the handles hold (skipq.message_ack; on
 // a queue with retainAckedSeconds, retains them: skipq.message_retain),
 // returning the token each matched, so the caller credits exactly the
@@ -215,117 +248,6 @@ func (q *Queries) MessageBrowse(ctx context.Context, arg MessageBrowseParams) ([
 			&i.SkipqMessage.Ready,
 			&i.SkipqMessage.GroupID,
 			&i.State,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const messageClaim = `-- name: MessageClaim :many
-
-
-SELECT queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at, delayed_to, expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, re_routed_from, dead_lettered_at, lease_token, ready, group_id FROM skipq.message_claim($1::text, $2::text, $3::timestamptz,
-    $4::integer, $5::integer, $6::bigint,
-    $7::bigint, $8::bigint, $9::integer, $10::text)
-`
-
-type MessageClaimParams struct {
-	Tenant            string
-	Queue             string
-	Now               *time.Time
-	VisibilitySeconds *int32
-	MaxMessages       int32
-	MaxResponseBytes  int64
-	MessageOverhead   int64
-	KeyID             *int64
-	MaxPerGroup       int32
-	Mode              string
-}
-
-// Messages: send, claim, settle and move. Every statement here touches one
-// queue's rows through the primary key (queue_id, sequence) or the
-// (queue_id, message_id) unique index, and is bounded by its inputs.
-//
-// skipq's connections forbid sequential and bitmap scans, sorts, hash and
-// merge joins (internal/db/pool.go), because queue tables are often
-// analyzed while nearly empty and any of those then looks free. Even so,
-// on such statistics (one live row over hundreds of pages) every index
-// scan looks as cheap as a probe, so each statement here is written so
-// that only a probe can serve it (docs/DESIGN.md, "Settling by address"):
-// a message is found by the primary key's bounded range in sequence order
-// (skipq.message_rows) or its id's range in id order (or, looked up by id
-// alone, with the queue compared as `queue_id + 0`, which no index serves:
-// the message id index is then the only one a plan can use, where the
-// primary key's walk of the queue cost the same), a ready row or a key
-// by a subquery with LIMIT 1 (which a plan cannot turn into a join that
-// walks the table), and rows chosen under a LIMIT are changed as an array
-// of their addresses, chosen once (as `IN (…)`, a semi join chose them
-// again for every row of a walk of the table).
-// Sends go through skipq.message_insert
-// (internal/migrations/current/functions/message_insert.sql, called by
-// internal/db/message_insert.go), the one implementation shared with the SQL API.
-//
-// Statements that change a message record an event for each changed row
-// that carries a trace id ("skipq.trace" in its tags, docs/API.md#history) in
-// skipq.message_events, in the same statement; the functions do it for
-// their own changes. @key_id(s): the API key of the request, NULL for the
-// worker's.
-// A receive of any queue, the one claim statement: up to @max_messages
-// messages within the response budget, in answer order (a standard
-// queue's by sequence, a FIFO queue's groups in rotation, at most
-// @max_per_group of each). @mode: 'claim' leases them for
-// @visibility_seconds (NULL: the queue's default), 'delete' is autoAck
-// (receive_count reported as it was before this delivery), 'peek' reads
-// them unchanged. skipq.message_claim
-// (internal/migrations/current/functions/message_claim.sql) looks the
-// queue up and runs the claim of its kind.
-func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]SkipqMessage, error) {
-	rows, err := q.db.Query(ctx, messageClaim,
-		arg.Tenant,
-		arg.Queue,
-		arg.Now,
-		arg.VisibilitySeconds,
-		arg.MaxMessages,
-		arg.MaxResponseBytes,
-		arg.MessageOverhead,
-		arg.KeyID,
-		arg.MaxPerGroup,
-		arg.Mode,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []SkipqMessage
-	for rows.Next() {
-		var i SkipqMessage
-		if err := rows.Scan(
-			&i.QueueID,
-			&i.Sequence,
-			&i.MessageID,
-			&i.ClientID,
-			&i.Metadata,
-			&i.Body,
-			&i.BodyBinary,
-			&i.Tags,
-			&i.SentAt,
-			&i.VisibleAt,
-			&i.DelayedTo,
-			&i.ExpiresAt,
-			&i.ReceiveCount,
-			&i.FirstReceivedAt,
-			&i.MaxReceiveCount,
-			&i.DeadLetterQueue,
-			&i.ReRoutedFrom,
-			&i.DeadLetteredAt,
-			&i.LeaseToken,
-			&i.Ready,
-			&i.GroupID,
 		); err != nil {
 			return nil, err
 		}

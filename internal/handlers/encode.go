@@ -69,7 +69,10 @@ func toMessage(m service.Message) wire.Message {
 		AckedAt: timeOnWire(m.AckedAt),
 	}
 	if m.ReceiptHandle != "" {
-		out.ReceiptHandle = &m.ReceiptHandle
+		// A copy of the handle alone: a pointer into m would move all of m
+		// to the heap, a message's worth of bytes for each of a page's.
+		handle := m.ReceiptHandle
+		out.ReceiptHandle = &handle
 	}
 	if f := m.LastFailure; f != nil {
 		out.LastFailure = &wire.Failure{Cause: f.Cause, Reason: f.Reason, At: wire.At(f.At), ReceiveCount: f.ReceiveCount}

@@ -21,26 +21,15 @@
 -- Sends go through skipq.message_insert
 -- (internal/migrations/current/functions/message_insert.sql, called by
 -- internal/db/message_insert.go), the one implementation shared with the SQL API.
+-- The claim (MessageClaim, skipq.message_claim) is written by hand in
+-- internal/db/message_claim.go, which reads its rows without pgx's
+-- per-field copies.
 --
 -- Statements that change a message record an event for each changed row
 -- that carries a trace id ("skipq.trace" in its tags, docs/API.md#history) in
 -- skipq.message_events, in the same statement; the functions do it for
 -- their own changes. @key_id(s): the API key of the request, NULL for the
 -- worker's.
-
--- name: MessageClaim :many
--- A receive of any queue, the one claim statement: up to @max_messages
--- messages within the response budget, in answer order (a standard
--- queue's by sequence, a FIFO queue's groups in rotation, at most
--- @max_per_group of each). @mode: 'claim' leases them for
--- @visibility_seconds (NULL: the queue's default), 'delete' is autoAck
--- (receive_count reported as it was before this delivery), 'peek' reads
--- them unchanged. skipq.message_claim
--- (internal/migrations/current/functions/message_claim.sql) looks the
--- queue up and runs the claim of its kind.
-SELECT * FROM skipq.message_claim(@tenant::text, @queue::text, sqlc.narg('now')::timestamptz,
-    sqlc.narg('visibility_seconds')::integer, @max_messages::integer, @max_response_bytes::bigint,
-    @message_overhead::bigint, sqlc.narg('key_id')::bigint, @max_per_group::integer, @mode::text);
 
 -- name: MessageAckByReceipt :many
 -- Deletes the messages whose lease the handles hold (skipq.message_ack; on

@@ -25,6 +25,26 @@ func BenchmarkPrepareBatch(b *testing.B) {
 	}
 }
 
+// A batch send of 100 validated messages as skipq.message_insert's
+// parameters.
+func BenchmarkInsertParams(b *testing.B) {
+	s := &Service{limits: DefaultLimits(), now: func() *time.Time { return nil }}
+	in := make([]MessageInput, 100)
+	for i := range in {
+		in[i] = MessageInput{Body: "skipq-bench-payload-0123456789abcdefghijklmnopqrstuvwxyz-0123456"}
+	}
+	msgs, err := s.prepare("q", in, func(i int) string { return fmt.Sprintf("messages[%d]", i) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := s.insertParams("default", "q", msgs); len(p.MessageIds) != 100 {
+			b.Fatal(len(p.MessageIds))
+		}
+	}
+}
+
 // A claim's 100 rows as a receive's messages, with their receipt handles.
 func BenchmarkReceivedMessages(b *testing.B) {
 	now := time.Now()
