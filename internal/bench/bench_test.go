@@ -563,6 +563,12 @@ func TestFanoutShape(t *testing.T) {
 	if f.StorageRatio <= 0 || f.WakeP50MS <= 0 {
 		t.Errorf("storage ratio %v, wake p50 %v ms: want both measured", f.StorageRatio, f.WakeP50MS)
 	}
+	// Measured where inserts cannot reuse what earlier deletes freed: a
+	// sent message takes at least its 1 KiB body.
+	if f.StorageSendBytes < 1024 || f.StoragePublishBytes < f.StorageSendBytes || !strings.Contains(f.StorageNote, "fresh database") {
+		t.Errorf("storage: %v bytes a sent message, %v a published one (%s); want them written into a fresh database, at least the body each",
+			f.StorageSendBytes, f.StoragePublishBytes, f.StorageNote)
+	}
 	// The window starts once the replay sent its first copies; in a window
 	// this short it may send no more (it rests between steps).
 	if r := f.Replay; r == nil || r.PublishMsgsPerS <= 0 || r.DuringReplayMsgsPerS <= 0 || r.ReplayedMsgsPerS < 0 {

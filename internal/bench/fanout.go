@@ -12,6 +12,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/internal/migrations"
+	"github.com/skipq/skipq/internal/node"
 )
 
 // fanoutPoints are the points of the topics contract's targets.
@@ -57,10 +62,8 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 	defer ns.stop()
 	base := ns.at(0)
 	res := &FanoutResult{}
-	// Storage first, while the tables hold nothing: after the windows
-	// below delete their leftovers, inserts reuse freed space by chance
-	// and the growth measured stops being the bytes written.
-	if res.StorageRatio, res.StorageNote, err = e.fanoutStorage(ctx, base); err != nil {
+	// Storage first, in a database of its own (fanoutStorage).
+	if err := e.fanoutStorage(ctx, base, res); err != nil {
 		return res, err
 	}
 	for _, p := range fanoutPoints {
@@ -445,22 +448,49 @@ func (e *env) drainWindow(ctx context.Context, base string, queues []string, bat
 	return rate, firstErr
 }
 
-// relationBytes is the size of every table and index of the skipq schema.
-func (e *env) relationBytes(ctx context.Context) (int64, error) {
+// relationBytes is the size of every table and index of the skipq schema
+// in the database mon watches.
+func relationBytes(ctx context.Context, mon *pgxpool.Pool) (int64, error) {
 	var n int64
-	err := e.mon.QueryRow(ctx, monitorMark+`SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
+	err := mon.QueryRow(ctx, monitorMark+`SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
 JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'skipq' AND c.relkind = 'r'`).Scan(&n)
 	return n, err
 }
 
-// fanoutStorage is the bytes per message published to 10 subscriptions
-// over the bytes per message sent to one queue: fanoutStorageN of each, in
+// fanoutStorage sets res's storage figures: the bytes per message published
+// to 10 subscriptions, per message sent to one queue, and their ratio:
+// fanoutStorageN of each, in
 // batches of 100, measured as the growth of the schema's tables and
-// indexes before anything consumes them.
-func (e *env) fanoutStorage(ctx context.Context, base string) (float64, string, error) {
+// indexes before anything consumes them. It measures in a database of its
+// own, fresh from the migrations, with a node of its own on it: in the
+// run's database the deletes of the scenarios before leave free space that
+// these inserts reuse, and the growth stops being the bytes written (a
+// full run measured 74 bytes a sent message of 1 KiB there). With --url
+// (nodes the bench did not start) it can only measure in the run's
+// database, and says so in the note.
+func (e *env) fanoutStorage(ctx context.Context, base string, res *FanoutResult) error {
+	mon, where := e.mon, "the run's database, whose free space inserts may reuse"
+	if len(e.o.URLs) == 0 {
+		scratch, err := e.newScratchDatabase(ctx, "storage")
+		if err != nil {
+			return fmt.Errorf("storage: %w", err)
+		}
+		defer scratch.drop(ctx, e)
+		if err := migrations.Up(ctx, scratch.url); err != nil {
+			return fmt.Errorf("storage: %w", err)
+		}
+		ns, err := e.startNodes(ctx, func(c *node.Config) { c.DatabaseURL = scratch.url })
+		if err != nil {
+			return fmt.Errorf("storage: %w", err)
+		}
+		defer ns.stop()
+		base, mon, where = ns.at(0), scratch.mon, "a fresh database"
+	}
 	measure := func(u string) (float64, error) {
-		e.checkpoint(ctx)
-		before, err := e.relationBytes(ctx)
+		if e.super {
+			_, _ = mon.Exec(ctx, monitorMark+"CHECKPOINT")
+		}
+		before, err := relationBytes(ctx, mon)
 		if err != nil {
 			return 0, err
 		}
@@ -470,29 +500,31 @@ func (e *env) fanoutStorage(ctx context.Context, base string) (float64, string, 
 				return 0, err
 			}
 		}
-		after, err := e.relationBytes(ctx)
+		after, err := relationBytes(ctx, mon)
 		return float64(after-before) / fanoutStorageN, err
 	}
 	plain := queueName("fanout-storage-plain")
 	if err := e.http.createQueue(ctx, base, plain, ""); err != nil {
-		return 0, "", err
+		return err
 	}
 	perSend, err := measure(queuePath(base, plain) + "/messages/batch")
 	if err != nil {
-		return 0, "", fmt.Errorf("storage of sends: %w", err)
+		return fmt.Errorf("storage of sends: %w", err)
 	}
 	topic := queueName("fanout-storage")
 	if _, err := e.createTopic(ctx, base, topic, 10); err != nil {
-		return 0, "", err
+		return err
 	}
 	perPublish, err := measure(base + "/v1/topics/" + url.PathEscape(topic) + "/messages")
 	if err != nil {
-		return 0, "", fmt.Errorf("storage of publishes: %w", err)
+		return fmt.Errorf("storage of publishes: %w", err)
 	}
-	note := fmt.Sprintf("%.0f bytes a message sent to one queue, %.0f a message published to 10 subscriptions (%d of each, 1 KiB bodies, tables and indexes before consumption)",
-		perSend, perPublish, fanoutStorageN)
-	e.logf("fanout: %s", note)
-	return round(perPublish/perSend, 3), note, nil
+	res.StorageSendBytes, res.StoragePublishBytes = round(perSend, 0), round(perPublish, 0)
+	res.StorageNote = fmt.Sprintf("%.0f bytes a message sent to one queue, %.0f a message published to 10 subscriptions (%d of each, 1 KiB bodies, tables and indexes before consumption, in %s)",
+		perSend, perPublish, fanoutStorageN, where)
+	e.logf("fanout: %s", res.StorageNote)
+	res.StorageRatio = round(perPublish/perSend, 3)
+	return nil
 }
 
 // fanoutWake is the p50, in ms, of a publish's answer to the answer of a
@@ -543,14 +575,16 @@ func (e *env) fanoutWake(ctx context.Context, base string) (float64, error) {
 // FanoutResult is the fanout scenario: the topics contract's ratios, and
 // the points they come from.
 type FanoutResult struct {
-	PublishRatioB1x16  float64       `json:"publish_ratio_b1x16"`
-	PublishRatioB100x4 float64       `json:"publish_ratio_b100x4"`
-	DrainRatioMin      float64       `json:"drain_ratio_min"`
-	StorageRatio       float64       `json:"storage_ratio"`
-	StorageNote        string        `json:"storage_note"`
-	WakeP50MS          float64       `json:"wake_p50_ms"`
-	Replay             *FanoutReplay `json:"replay"`
-	Points             []FanoutPoint `json:"points"`
+	PublishRatioB1x16   float64       `json:"publish_ratio_b1x16"`
+	PublishRatioB100x4  float64       `json:"publish_ratio_b100x4"`
+	DrainRatioMin       float64       `json:"drain_ratio_min"`
+	StorageRatio        float64       `json:"storage_ratio"`
+	StorageNote         string        `json:"storage_note"`
+	StorageSendBytes    float64       `json:"storage_bytes_per_send"`    // a message sent to one queue
+	StoragePublishBytes float64       `json:"storage_bytes_per_publish"` // a message published to 10 subscriptions
+	WakeP50MS           float64       `json:"wake_p50_ms"`
+	Replay              *FanoutReplay `json:"replay"`
+	Points              []FanoutPoint `json:"points"`
 }
 
 // FanoutPoint is one batch × publishers point: sends to one queue and its

@@ -165,6 +165,42 @@ type database struct {
 // own is the bench's database.
 func (e *env) own() database { return database{url: e.dbURL, mon: e.mon} }
 
+// scratchDatabase is a database of the bench's cluster made for one
+// measurement and dropped after it.
+type scratchDatabase struct {
+	database
+	name string
+}
+
+// newScratchDatabase makes a fresh database on the bench's cluster (from
+// template0; the bench's role needs CREATEDB), with a monitor's pool on it.
+func (e *env) newScratchDatabase(ctx context.Context, kind string) (*scratchDatabase, error) {
+	name := "skipq_bench_" + kind + "_" + strings.ToLower(rand.Text()[:8])
+	if _, err := e.mon.Exec(ctx, monitorMark+"CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
+		return nil, fmt.Errorf("database %s: %w", name, err)
+	}
+	d := &scratchDatabase{name: name}
+	var err error
+	if d.url, err = inDatabase(e.dbURL, name); err == nil {
+		d.mon, err = newPool(ctx, d.url, monitorApp, 4)
+	}
+	if err != nil {
+		d.drop(ctx, e)
+		return nil, err
+	}
+	return d, nil
+}
+
+// drop closes the database's monitor pool and drops it.
+func (d *scratchDatabase) drop(ctx context.Context, e *env) {
+	if d.mon != nil {
+		d.mon.Close()
+	}
+	if _, err := e.mon.Exec(ctx, monitorMark+"DROP DATABASE IF EXISTS "+d.name+" WITH (FORCE)"); err != nil {
+		e.logf("drop database %s: %v", d.name, err)
+	}
+}
+
 // newPool opens a pool whose backends carry app as application_name.
 func newPool(ctx context.Context, url, app string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)

@@ -13,7 +13,7 @@ import (
 // in pgmq's shapes on a fresh table and, given pgmq's install file, in real
 // pgmq on a fresh queue of it.
 func (e *env) lifecycle(ctx context.Context) ([]LifecyclePoint, error) {
-	var pgmq *pgmqInstall
+	var pgmq *scratchDatabase
 	if e.pgmqSQL != nil {
 		var err error
 		if pgmq, err = e.installPgmq(ctx); err != nil {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -47,39 +46,20 @@ SELECT * FROM pgmq.delete($1::text, $2::bigint[])`,
 	}
 }
 
-// pgmqInstall is the database real pgmq was installed in for one lifecycle
-// scenario.
-type pgmqInstall struct {
-	database
-	name string
-}
-
-// installPgmq makes a fresh database on the bench's cluster (from
-// template0; the bench's role needs CREATEDB) and runs pgmq's install file
-// in it as it is, after `CREATE SCHEMA IF NOT EXISTS pgmq`: install files
-// before 1.5.1 leave the schema to CREATE EXTENSION, later ones make it
+// installPgmq makes a scratch database and runs pgmq's install file in it
+// as it is, after `CREATE SCHEMA IF NOT EXISTS pgmq`: install files before
+// 1.5.1 leave the schema to CREATE EXTENSION, later ones make it
 // themselves when they are not run by it. drop removes the database.
-func (e *env) installPgmq(ctx context.Context) (*pgmqInstall, error) {
-	name := "skipq_bench_pgmq_" + strings.ToLower(rand.Text()[:8])
-	if _, err := e.mon.Exec(ctx, monitorMark+"CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
-		return nil, fmt.Errorf("real pgmq: database for it: %w", err)
-	}
-	in := &pgmqInstall{name: name}
-	url, err := inDatabase(e.dbURL, name)
+func (e *env) installPgmq(ctx context.Context) (*scratchDatabase, error) {
+	in, err := e.newScratchDatabase(ctx, "pgmq")
 	if err != nil {
+		return nil, fmt.Errorf("real pgmq: %w", err)
+	}
+	if err := e.loadPgmq(ctx, in.url); err != nil {
 		in.drop(ctx, e)
 		return nil, err
 	}
-	in.url = url
-	if err := e.loadPgmq(ctx, url); err != nil {
-		in.drop(ctx, e)
-		return nil, err
-	}
-	if in.mon, err = newPool(ctx, url, monitorApp, 4); err != nil {
-		in.drop(ctx, e)
-		return nil, err
-	}
-	e.logf("real pgmq installed from %s into database %s", e.o.PgmqSQL, name)
+	e.logf("real pgmq installed from %s into database %s", e.o.PgmqSQL, in.name)
 	return in, nil
 }
 
@@ -112,16 +92,6 @@ func (e *env) loadPgmq(ctx context.Context, url string) error {
 	return nil
 }
 
-// drop closes the install's monitor and drops its database.
-func (in *pgmqInstall) drop(ctx context.Context, e *env) {
-	if in.mon != nil {
-		in.mon.Close()
-	}
-	if _, err := e.mon.Exec(ctx, monitorMark+"DROP DATABASE IF EXISTS "+in.name+" WITH (FORCE)"); err != nil {
-		e.logf("drop database %s: %v", in.name, err)
-	}
-}
-
 // inDatabase is a connection string (a URL or keyword/value settings)
 // naming database name (lower-case letters, digits and underscores)
 // instead.
@@ -140,7 +110,7 @@ func inDatabase(conn, name string) (string, error) {
 
 // realPgmqLifecycle runs one point of real pgmq on a fresh queue of it,
 // dropped afterwards, its consumers in shape.
-func (e *env) realPgmqLifecycle(ctx context.Context, in *pgmqInstall, p Point, shape ConsumerShape) (float64, *RunStats, error) {
+func (e *env) realPgmqLifecycle(ctx context.Context, in *scratchDatabase, p Point, shape ConsumerShape) (float64, *RunStats, error) {
 	queue := strings.ReplaceAll(queueName(fmt.Sprintf("b%d_p%d", p.Batch, p.Pairs)), ".", "_")
 	return e.baselineRun(ctx, in.database, p, realPgmqApp, func(pool *pgxpool.Pool) (workload, string, func(context.Context) error, error) {
 		if _, err := pool.Exec(ctx, "SELECT pgmq.create($1)", queue); err != nil {
