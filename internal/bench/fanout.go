@@ -487,9 +487,7 @@ func (e *env) fanoutStorage(ctx context.Context, base string, res *FanoutResult)
 		base, mon, where = ns.at(0), scratch.mon, "a fresh database"
 	}
 	measure := func(u string) (float64, error) {
-		if e.super {
-			_, _ = mon.Exec(ctx, monitorMark+"CHECKPOINT")
-		}
+		e.checkpoint(ctx)
 		before, err := relationBytes(ctx, mon)
 		if err != nil {
 			return 0, err
