@@ -45,6 +45,7 @@ type Config struct {
 	TrustedProxies      string // comma list of IPs/CIDRs whose X-Forwarded-For names the client
 	PublicOrigin        string // comma list of origins whose pages may change state from a browser
 	MetricsToken        string // when set, /metrics needs it as a bearer token
+	PprofAddr           string // a loopback address serving Go's runtime profiles; empty = none
 	Console             bool   // serve the web console at /console/
 	ConsoleSecret       string // signs console sessions; default derived from the SigV4 master key
 	SQS                 SQSConfig
@@ -132,6 +133,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	str(&c.TrustedProxies, "trusted-proxies", "comma-separated IPs or CIDRs of the proxies whose X-Forwarded-For names the client; empty = none")
 	str(&c.PublicOrigin, "public-origin", "comma-separated origins (scheme://host[:port]) that browsers reach this node at; a browser request from any other origin may change nothing; default with auth off http://localhost, 127.0.0.1 and [::1] at the listening port, with auth on the request's own Host")
 	str(&c.MetricsToken, "metrics-token", "when set, /metrics needs Authorization: Bearer <token> (prefer the variable: flags show in ps)")
+	str(&c.PprofAddr, "pprof-addr", "loopback address (127.0.0.1:PORT or [::1]:PORT) serving Go's CPU, heap and allocation profiles at /debug/pprof/; empty = none")
 	c.SQS.bind(str, boolean)
 	c.KubeMQ.bind(str)
 	for _, lim := range c.limits() {
@@ -222,6 +224,9 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if err := checkLoopback(c.PprofAddr); err != nil {
+		errs = append(errs, fmt.Errorf("SKIPQ_PPROF_ADDR: %w", err))
+	}
 	if c.ConsoleSecret != "" && len(c.ConsoleSecret) < 32 {
 		errs = append(errs, errors.New("SKIPQ_CONSOLE_SECRET must be at least 32 characters"))
 	}
@@ -243,6 +248,24 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkLoopback accepts an empty address or one whose host is a loopback
+// IP (not a name, which could resolve elsewhere): the profiles tell the node's code paths and, from
+// the heap, fragments of bodies and keys, and they cost CPU to take, so
+// they are never served beyond the machine (a tunnel reaches them).
+func checkLoopback(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%q is not a loopback IP and port (127.0.0.1:PORT or [::1]:PORT)", addr)
 }
 
 // inflightPerRequest sizes the default SKIPQ_MAX_INFLIGHT_BYTES: room for

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"flag"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -169,5 +172,43 @@ func TestMaxInflightBytes(t *testing.T) {
 	}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SKIPQ_MAX_INFLIGHT_BYTES") {
 		t.Fatalf("below the request limit: %v", err)
+	}
+}
+
+// The runtime profiles are served on a loopback IP only, and only when set.
+func TestPprofAddrIsLoopbackOnly(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"": true, "127.0.0.1:6060": true, "[::1]:6060": true, "127.0.0.2:0": true,
+		":6060": false, "0.0.0.0:6060": false, "[::]:6060": false, "10.0.0.1:6060": false,
+		"localhost:6060": false, "127.0.0.1": false, "example.com:6060": false,
+	} {
+		c := DefaultConfig()
+		c.DatabaseURL = "postgres://db/skipq"
+		c.PprofAddr = addr
+		if err := c.Validate(); (err == nil) != ok {
+			t.Errorf("SKIPQ_PPROF_ADDR=%q: Validate() = %v, want accepted %v", addr, err, ok)
+		}
+	}
+}
+
+// A node's profile server answers with Go's profiles.
+func TestServePprof(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := servePprof(ln, slog.New(slog.DiscardHandler))
+	defer func() { _ = srv.Close() }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "heap profile:") {
+		t.Fatalf("GET /debug/pprof/heap: %d %.200s", resp.StatusCode, body)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -123,6 +124,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		}
 		log.Info("KubeMQ endpoint listening", "addr", kubeLn.Addr().String())
 	}
+	if cfg.PprofAddr != "" {
+		pprofLn, err := net.Listen("tcp", cfg.PprofAddr)
+		if err != nil {
+			_ = ln.Close()
+			if kubeLn != nil {
+				_ = kubeLn.Close()
+			}
+			return fmt.Errorf("SKIPQ_PPROF_ADDR: %w", err)
+		}
+		pprofSrv := servePprof(pprofLn, log)
+		defer func() { _ = pprofSrv.Close() }()
+	}
 	log.Info("listening", "addr", ln.Addr().String())
 	// net/http's own refusals of unparseable requests become envelopes too.
 	ln = handlers.EnvelopeListener(ln, log)
@@ -160,6 +173,25 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	return nil
+}
+
+// servePprof serves Go's runtime profiles (net/http/pprof) on ln, a
+// loopback address (Config.Validate), apart from the API: no route of the
+// API's handler reaches them, and a node without SKIPQ_PPROF_ADDR has no
+// listener for them at all (the package also registers them on
+// http.DefaultServeMux, which nothing in skipq serves). The server ends
+// when the caller closes it.
+func servePprof(ln net.Listener, log *slog.Logger) *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("runtime profiles served", "addr", ln.Addr().String(), "path", "/debug/pprof/")
+	go func() { _ = srv.Serve(ln) }() // returns once Close closes ln
+	return srv
 }
 
 // publishSQLLimits writes the node's SKIPQ_MAX_* into skipq.sql_limits, the
