@@ -4,10 +4,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/skipq/skipq/wire"
 )
 
 // decode streams the body into the request struct: the same answers as
@@ -63,5 +66,39 @@ func TestDecodeStreaming(t *testing.T) {
 				t.Fatalf("ok=%v, %d %s; want %d %s", ok, rec.Code, rec.Body, c.status, c.code)
 			}
 		})
+	}
+}
+
+// A batch's messages decode into slices the next batches reuse: a message
+// of a later batch has only its own fields, whatever an earlier one in its
+// place had.
+func TestBatchMessagesReusedEmpty(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	decodeBatch := func(body string) *batchRequest {
+		c, _ := gin.CreateTestContext(httptest.NewRecorder())
+		c.Request = httptest.NewRequest(http.MethodPost, "/v1/queues/q/messages/batch", strings.NewReader(body))
+		c.Request.Header.Set("Content-Type", "application/json")
+		var req batchRequest
+		if !decode(c, &req) {
+			t.Fatalf("%s: not decoded", body)
+		}
+		return &req
+	}
+	full := `{"body":"a","bodyEncoding":"text","metadata":"m","tags":{"k":"v"},"clientId":"c","messageId":"i",` +
+		`"delaySeconds":1,"expirationSeconds":2,"maxReceiveCount":3,"deadLetterQueue":"d","groupId":"g"}`
+	for range 3 {
+		first := decodeBatch(`{"messages":[` + full + `,` + full + `,` + full + `]}`)
+		if len(first.Messages.msgs) != 3 || first.Messages.msgs[2].GroupID != "g" || first.Messages.msgs[2].Tags["k"] != "v" {
+			t.Fatalf("first batch decoded %+v", first.Messages.msgs)
+		}
+		first.Messages.release()
+		if first.Messages.msgs != nil {
+			t.Fatal("a released batch still holds its messages")
+		}
+		second := decodeBatch(`{"messages":[{"body":"x"},{"body":"y"}]}`)
+		if want := []wire.SendRequest{{Body: "x"}, {Body: "y"}}; !reflect.DeepEqual(second.Messages.msgs, want) {
+			t.Fatalf("second batch decoded %+v, want %+v", second.Messages.msgs, want)
+		}
+		second.Messages.release()
 	}
 }

@@ -60,5 +60,6 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		if !decode(c, &req) || len(req.Messages.msgs) != 100 {
 			b.Fatal("not decoded")
 		}
+		req.Messages.release() // as sendBatch does once it has its inputs
 	}
 }
