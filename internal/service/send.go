@@ -283,7 +283,14 @@ func runBatches[C batchCall[R], R any](st statements, calls []C, op string,
 			}
 			continue
 		}
-		var all []prepared
+		n := 0
+		for _, c := range group {
+			n += len(c.messages())
+		}
+		// Sized first: appended as they came, the list of a statement
+		// shared by a few requests of 100 grew several times over, and
+		// its discarded copies cost as much again as the list.
+		all := make([]prepared, 0, n)
 		for _, c := range group {
 			all = append(all, c.messages()...)
 		}
