@@ -197,10 +197,10 @@ func (r *receiveResponse) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	if ok, err := openComposite(d, '{'); !ok || err != nil {
 		return err
 	}
-	var name []byte
+	var scratch []byte
 	for d.PeekKind() != '}' {
-		var err error
-		if name, err = readName(d, name); err != nil {
+		name, err := readName(d, &scratch)
+		if err != nil {
 			return err
 		}
 		switch string(name) {
@@ -230,7 +230,7 @@ func (r *receiveResponse) readMessages(d *jsontext.Decoder) error {
 	if r.Messages == nil {
 		r.Messages = []receivedMessage{} // [] is an empty list, not null's nil
 	}
-	var name []byte
+	var scratch []byte
 	for d.PeekKind() != ']' {
 		r.Messages = append(r.Messages, receivedMessage{})
 		m := &r.Messages[len(r.Messages)-1]
@@ -240,7 +240,8 @@ func (r *receiveResponse) readMessages(d *jsontext.Decoder) error {
 			continue // null: a zero message, as the struct decoder leaves it
 		}
 		for d.PeekKind() != '}' {
-			if name, err = readName(d, name); err != nil {
+			name, err := readName(d, &scratch)
+			if err != nil {
 				return err
 			}
 			switch string(name) {
@@ -278,9 +279,11 @@ func openComposite(d *jsontext.Decoder, kind jsontext.Kind) (bool, error) {
 	return true, nil
 }
 
-// readName reads an object member's name, unquoted into buf when it holds
-// an escape; the result is valid until the decoder reads on.
-func readName(d *jsontext.Decoder, buf []byte) ([]byte, error) {
+// readName reads an object member's name: the decoder's own bytes when
+// nothing in it is escaped, else unquoted into *scratch (never into the
+// decoder's bytes, which a returned name may be). The result is valid
+// until the decoder reads on.
+func readName(d *jsontext.Decoder, scratch *[]byte) ([]byte, error) {
 	v, err := d.ReadValue()
 	if err != nil {
 		return nil, err
@@ -288,7 +291,8 @@ func readName(d *jsontext.Decoder, buf []byte) ([]byte, error) {
 	if raw := v[1 : len(v)-1]; bytes.IndexByte(raw, '\\') < 0 {
 		return raw, nil
 	}
-	return jsontext.AppendUnquote(buf[:0], v)
+	*scratch, err = jsontext.AppendUnquote((*scratch)[:0], v)
+	return *scratch, err
 }
 
 // readString reads a JSON string (null: s unchanged, as the struct decoder
