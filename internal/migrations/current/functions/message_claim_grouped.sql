@@ -222,11 +222,6 @@ BEGIN
         RETURN;
     END IF;
 
-    -- The lease starts now, after the statements above chose the messages:
-    -- v_now was read at the call's start, and a message readied in between
-    -- (its delay just ended) would get a lease dated before it was
-    -- available.
-    v_until := coalesce(p_now, clock_timestamp()) + make_interval(secs => coalesce(p_visibility_seconds, q.visibility_seconds));
     IF p_mode = 'delete' THEN
         -- The groups move to the back of the rotation (a claim's statement
         -- below leases them too), by the rows' addresses (locked above, so
@@ -235,6 +230,11 @@ BEGIN
         SELECT x.seconds INTO v_retain FROM skipq.queue_retention x WHERE x.queue_id = q.id;
     END IF;
     IF p_mode = 'claim' THEN
+        -- The lease starts now, after the statements above chose the messages:
+        -- v_now was read at the call's start, and a message readied in between
+        -- (its delay just ended) would get a lease dated before it was
+        -- available.
+        v_until := coalesce(p_now, clock_timestamp()) + make_interval(secs => coalesce(p_visibility_seconds, q.visibility_seconds));
         -- One secret of 244 random bits a claim, stored nowhere but as the
         -- token of a claim of one message; each message's token is
         -- SHA-256 of it and the message's sequence, as message_claim's
