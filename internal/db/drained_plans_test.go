@@ -607,7 +607,8 @@ func TestTopicJobsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
 // ready rows by `queue_id = … AND sequence = ANY(…)` kept the sequences
 // as a filter over a walk of the queue's ready rows. A claim of 100 (ten
 // of each group) must read about what it takes, of the messages and of
-// the ready rows.
+// the ready rows; so must a claim of one message a group, whose walk and
+// pass are one statement of their own.
 func TestGroupedClaimPlannedOnDrainedStatisticsReadsWhatItTakes(t *testing.T) {
 	f := setup(t, 0)
 	ctx := context.Background()
@@ -634,7 +635,11 @@ func TestGroupedClaimPlannedOnDrainedStatisticsReadsWhatItTakes(t *testing.T) {
 	// Twice on one connection: the first claim, rolled back, plans the
 	// function's statements; the second is measured.
 	explained, notices := testdb.Explained(t, f.pool.Config().ConnString())
-	for _, mode := range []string{"claim", "delete"} {
+	for _, c := range []struct {
+		mode     string
+		max, per int32
+	}{{"claim", 100, 10}, {"delete", 100, 10}, {"claim", 10, 1}, {"delete", 10, 1}} {
+		mode := c.mode
 		var buffers, readyRead, readyWalked int
 		for range 2 {
 			tx, err := explained.BeginTx(ctx, db.TxOptions)
@@ -643,37 +648,37 @@ func TestGroupedClaimPlannedOnDrainedStatisticsReadsWhatItTakes(t *testing.T) {
 			}
 			notices()
 			readyBefore := xactReadyReads(t, tx)
-			rows, err := db.New(tx).MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "fifo", MaxMessages: 100,
-				MaxPerGroup: 10, MaxResponseBytes: 1 << 30, Mode: mode})
+			rows, err := db.New(tx).MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "fifo", MaxMessages: c.max,
+				MaxPerGroup: c.per, MaxResponseBytes: 1 << 30, Mode: mode})
 			readyRead = xactReadyReads(t, tx) - readyBefore
 			if err := tx.Rollback(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err != nil || len(rows) != 100 {
-				t.Fatalf("%s: %d messages (%v), want 100", mode, len(rows), err)
+			if err != nil || len(rows) != int(c.max) {
+				t.Fatalf("%s, %d a group: %d messages (%v), want %d", mode, c.per, len(rows), err, c.max)
 			}
 			got := notices()
 			buffers = claimStatementBuffers(t, got)
 			readyWalked = rowsFilteredOut(got, "ready")
 		}
-		t.Logf("grouped %s of 100: %d buffers in its statements, %d of skipq.ready, %d ready rows passed over",
-			mode, buffers, readyRead, readyWalked)
+		t.Logf("grouped %s of %d, %d a group: %d buffers in its statements, %d of skipq.ready, %d ready rows passed over",
+			mode, c.max, c.per, buffers, readyRead, readyWalked)
 		// The walk read few buffers more than the probes do (ready rows
 		// are small, and these lie in the index's order), but it visited
 		// every ready row of the queue: 4,900 passed over by a filter.
 		if readyWalked > 0 {
-			t.Errorf("grouped %s of 100 passed over %d ready rows behind %d ready messages, want none: "+
-				"its deletion of ready rows walks the queue", mode, readyWalked, drainedBacklog)
+			t.Errorf("grouped %s of %d passed over %d ready rows behind %d ready messages, want none: "+
+				"its deletion of ready rows walks the queue", mode, c.max, readyWalked, drainedBacklog)
 		}
 		// A probe of each ready row and its deletion: a few buffers a
 		// message.
-		if readyRead > 700 {
-			t.Errorf("grouped %s of 100 read %d buffers of skipq.ready behind %d ready messages, want at most 700: "+
-				"its deletion of ready rows walks the queue", mode, readyRead, drainedBacklog)
+		if readyRead > 7*int(c.max) {
+			t.Errorf("grouped %s of %d read %d buffers of skipq.ready behind %d ready messages, want at most %d: "+
+				"its deletion of ready rows walks the queue", mode, c.max, readyRead, drainedBacklog, 7*c.max)
 		}
-		if buffers > 2500 {
-			t.Errorf("grouped %s of 100 read %d buffers in its statements behind %d messages, want at most 2,500: "+
-				"its plans walk the queue", mode, buffers, drainedBacklog)
+		if buffers > 25*int(c.max) {
+			t.Errorf("grouped %s of %d read %d buffers in its statements behind %d messages, want at most %d: "+
+				"its plans walk the queue", mode, c.max, buffers, drainedBacklog, 25*c.max)
 		}
 	}
 }

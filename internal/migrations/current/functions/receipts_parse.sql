@@ -11,10 +11,12 @@ CREATE OR REPLACE FUNCTION skipq.receipts_parse(p_handles text[]) RETURNS TABLE(
                  ('x' || encode(substr(d.b, 9, 8), 'hex'))::bit(64)::bigint AS sequence,
                  substr(d.b, 17, 32) AS token
           FROM unnest(p_handles) WITH ORDINALITY AS h(h, n)
-          -- OFFSET 0: decoded once per handle, not once per use of b.
+          -- OFFSET 0: decoded once per handle, not once per use of b. The
+          -- base64url alphabet back to base64's by replace() (receipt_parse
+          -- says why not translate()).
           CROSS JOIN LATERAL (SELECT CASE WHEN octet_length(h.h) = 64
                                                AND h.h !~ '[^ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-]'
-                                          THEN decode(translate(h.h, '-_', '+/'), 'base64') END AS b OFFSET 0) d
+                                          THEN decode(replace(replace(h.h, '-', '+'), '_', '/'), 'base64') END AS b OFFSET 0) d
           WHERE d.b IS NOT NULL) k
     ORDER BY k.queue_id, k.sequence, k.token, k.n
 $$;
