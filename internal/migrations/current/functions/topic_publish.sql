@@ -9,6 +9,7 @@ DECLARE
     t         skipq.topics;
     v_now     timestamptz := coalesce(p_now, now());
     n         integer := coalesce(cardinality(p_message_ids), 0);
+    v_keyed   boolean := true = ANY(p_keyed);
     v_hash    bytea[];
     v_outcome text[] := array_fill('sent'::text, ARRAY[n]);
     v_count   integer[] := array_fill(0, ARRAY[n]);
@@ -39,8 +40,10 @@ BEGIN
     END IF;
     -- A FIFO topic's messages name a group, a standard topic's none (its
     -- groups' queues are of its kind), as a send to a queue.
+    -- (An expression without a subquery: plpgsql evaluates it without
+    -- starting an executor.)
     IF (CASE WHEN t.fifo THEN p_group_ids IS NULL OR array_position(p_group_ids, NULL) IS NOT NULL
-             ELSE p_group_ids IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_group_ids) g WHERE g IS NOT NULL) END) THEN
+             ELSE cardinality(array_remove(p_group_ids, NULL)) > 0 END) THEN
         RETURN QUERY
             SELECT x, p_message_ids[x], CASE WHEN t.fifo THEN 'group_required' ELSE 'group_refused' END,
                    0, NULL::timestamptz, NULL::bigint[]
@@ -48,9 +51,11 @@ BEGIN
             WHERE (p_group_ids[x] IS NULL) = t.fifo ORDER BY x;
         RETURN;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(skipq.topic_lock_key(t.id));
+    -- skipq.topic_lock_key's key, written out: that function (SQL with its
+    -- own search_path, so never inlined) would start an executor of its own.
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended('topic/' || t.id::text, 0));
 
-    IF true = ANY(p_keyed) THEN
+    IF v_keyed THEN
         -- Publishers of one key are serialized until commit (lock-number
         -- order: two batches cannot deadlock); a key's body row is the
         -- first publish's result for as long as it exists (its window, and
@@ -91,21 +96,27 @@ BEGIN
         END IF;
     END IF;
 
-    v_fresh := ARRAY(SELECT x FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'sent' ORDER BY x);
+    -- The fresh positions are those still 'sent'.
     IF t.fifo AND t.retain_seconds > 0 THEN
         -- A replay goes by body id: publishers of one groupId draw their
         -- ids in the order they reach the groups (lock-number order).
         PERFORM pg_advisory_xact_lock(l.h) FROM (
             SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/group/' || p_group_ids[x], 0) AS h
-            FROM unnest(v_fresh) x ORDER BY 1) l;
+            FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'sent' ORDER BY 1) l;
     END IF;
-    v_body_id := array_fill(NULL::bigint, ARRAY[n]);
-    FOR i IN SELECT unnest(v_fresh) LOOP
-        v_body_id[i] := nextval('skipq.topic_body_sequence');
-    END LOOP;
-    v_src := ARRAY(SELECT p_tags[x]::jsonb FROM generate_subscripts(p_message_ids, 1) x ORDER BY x);
-    v_copy := ARRAY(SELECT v_src[x] || jsonb_build_object('skipq.topic', t.name, 'skipq.body', v_body_id[x]::text)
-                    FROM generate_subscripts(p_message_ids, 1) x ORDER BY x);
+    -- In one statement (each a statement's start-up otherwise): the fresh
+    -- positions, their body ids drawn in position order (the lateral
+    -- subquery, volatile, is run once a position, in generate_subscripts'
+    -- order), and each position's tags as given and as a copy carries them.
+    SELECT coalesce(array_agg(x ORDER BY x) FILTER (WHERE f.id IS NOT NULL), '{}'),
+           coalesce(array_agg(f.id ORDER BY x), '{}'),
+           coalesce(array_agg(f.src ORDER BY x), '{}'),
+           coalesce(array_agg(f.src || jsonb_build_object('skipq.topic', t.name, 'skipq.body', f.id::text)
+                              ORDER BY x), '{}')
+    INTO v_fresh, v_body_id, v_src, v_copy
+    FROM generate_subscripts(p_message_ids, 1) x
+    CROSS JOIN LATERAL (SELECT CASE WHEN v_outcome[x] = 'sent' THEN nextval('skipq.topic_body_sequence') END AS id,
+                               p_tags[x]::jsonb AS src) f;
     -- Each group in queue-id order, its matching messages. A group whose
     -- queue traces or deduplicates by content gets them through a send of
     -- its own (skipq.message_insert: trace ids and events, keys); the
@@ -124,9 +135,12 @@ BEGIN
                           AND rp.queue_id = ts.queue_id AND rp.created_at >= ts.created_at)
         ORDER BY ts.queue_id
     LOOP
-        v_pos := CASE WHEN s.filter IS NULL THEN v_fresh
-                      ELSE ARRAY(SELECT x FROM unnest(v_fresh) x
-                                 WHERE skipq.topic_matches(s.filter, v_src[x]) ORDER BY x) END;
+        -- An unfiltered group's positions by assignment, not by a query.
+        IF s.filter IS NULL THEN
+            v_pos := v_fresh;
+        ELSE
+            v_pos := ARRAY(SELECT x FROM unnest(v_fresh) x WHERE skipq.topic_matches(s.filter, v_src[x]) ORDER BY x);
+        END IF;
         CONTINUE WHEN cardinality(v_pos) = 0;
         IF NOT s.alone THEN
             v_fq := v_fq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)]);
@@ -229,11 +243,13 @@ BEGIN
         LEFT JOIN per_message c ON v_outcome[x] = 'sent' AND c.message_id = p_message_ids[x];
     END IF;
 
-    FOR i IN 1 .. n LOOP
-        IF v_dupof[i] IS NOT NULL THEN
-            v_count[i] := v_count[v_dupof[i]]; v_at[i] := v_at[v_dupof[i]];
-        END IF;
-    END LOOP;
+    IF v_keyed THEN
+        FOR i IN 1 .. n LOOP
+            IF v_dupof[i] IS NOT NULL THEN
+                v_count[i] := v_count[v_dupof[i]]; v_at[i] := v_at[v_dupof[i]];
+            END IF;
+        END LOOP;
+    END IF;
 
     -- The bodies, once each: of the messages some group got, of keyed
     -- ones (their key answers a second publish even when nothing matched),
