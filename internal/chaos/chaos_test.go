@@ -145,7 +145,7 @@ func TestChaos(t *testing.T) {
 		work.Go(func() {
 			for n := 0; ctx.Err() == nil && !closed(drained); n++ {
 				q := queues[n%len(queues)]
-				crashes := book.crashCount()
+				crashes, sentAt := book.crashCount(), time.Now()
 				status, body := c.post(ctx, "/v1/queues/"+q+"/messages/receive",
 					map[string]any{"maxMessages": 50, "waitSeconds": 1, "visibilitySeconds": leaseSeconds})
 				if status != http.StatusOK {
@@ -159,7 +159,7 @@ func TestChaos(t *testing.T) {
 					continue
 				}
 				by := map[string][]*delivery{}
-				for _, d := range book.received(q, crashes, got.Messages) {
+				for _, d := range book.received(q, crashes, sentAt, got.Messages) {
 					a := chooseAction(q, d.id)
 					by[a] = append(by[a], d)
 				}
@@ -248,6 +248,9 @@ func TestChaos(t *testing.T) {
 	}
 	for _, s := range v.samples {
 		t.Log("verdict:", s)
+	}
+	for _, s := range book.repeats {
+		t.Log("repeat:", s)
 	}
 	switch {
 	case sentN.Load() != total:

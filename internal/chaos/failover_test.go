@@ -110,6 +110,7 @@ func TestFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	promoted := time.Now()
+	load.book.noteCrash("standby promoted")
 	t.Log("standby promoted")
 
 	// Each node's recovery: its first send answered 201 after the
@@ -155,6 +156,9 @@ func TestFailover(t *testing.T) {
 	}
 	for _, s := range v.samples {
 		t.Log("verdict:", s)
+	}
+	for _, s := range book.repeats {
+		t.Log("repeat:", s)
 	}
 	if async {
 		return
@@ -231,7 +235,7 @@ func (l *keyedLoad) start(ctx context.Context, work *sync.WaitGroup, total int, 
 		work.Go(func() {
 			for n := 0; ctx.Err() == nil && !closed(l.drained); n++ {
 				q := queues[n%len(queues)]
-				crashes := l.book.crashCount()
+				crashes, sentAt := l.book.crashCount(), time.Now()
 				st, body := l.c.post(ctx, "/v1/queues/"+q+"/messages/receive",
 					map[string]any{"maxMessages": 50, "waitSeconds": 1, "visibilitySeconds": leaseSeconds})
 				var got struct {
@@ -241,7 +245,7 @@ func (l *keyedLoad) start(ctx context.Context, work *sync.WaitGroup, total int, 
 					time.Sleep(50 * time.Millisecond)
 					continue
 				}
-				l.book.settle(ctx, l.c, "/v1/receipts/ack", "ack", l.book.received(q, crashes, got.Messages), nil)
+				l.book.settle(ctx, l.c, "/v1/receipts/ack", "ack", l.book.received(q, crashes, sentAt, got.Messages), nil)
 			}
 		})
 	}

@@ -142,6 +142,9 @@ type delivery struct {
 	// came (ledger.crashesOver, crashesBegun): a crash in between may have
 	// undone its claim.
 	crashesBefore, crashesAfter int64
+	// when its receive was sent and its answer came, by the test's clock:
+	// printed with an unexplained repeat, beside the crashes' times.
+	sentAt, answeredAt time.Time
 }
 
 type msgKey struct{ queue, id string }
@@ -159,13 +162,18 @@ type ledger struct {
 	// the undone delivery's handle is stale.
 	repeated, crashRedeliveries int
 	redeliveries                int
-	// Crashes of PostgreSQL (and failovers): begun, and over (its
-	// processes dead). A claim can be undone by a crash that was not over
-	// when its receive was sent: the dying server may still answer
-	// between the fault's start and its processes' end (in one failover
-	// run a claim of 50 answered in that gap and came again after the
-	// promotion).
+	// Crashes of PostgreSQL (and failovers): begun, and over (every one of
+	// its processes dead: devpg's Crash waits for the backends too). A
+	// claim can be undone by a crash that was not over when its receive
+	// was sent: the dying server may still answer between the fault's
+	// start and its processes' end. (Before Crash killed each backend, a
+	// busy backend outlived its postmaster and, once in a few failover
+	// runs, committed a claim of 50 sent after the crash was "over".)
 	crashesBegun, crashesOver atomic.Int64
+	// crashTimes are when each crash began and was over (test's clock);
+	// repeats describes the first unexplained repeats, for the log.
+	crashTimes []string
+	repeats    []string
 }
 
 func newLedger() *ledger { return &ledger{byMessage: map[msgKey][]*delivery{}} }
@@ -181,9 +189,21 @@ type received struct {
 // crashBegins marks a crash of PostgreSQL (or a failover) as begun: claims
 // answered from now on may be undone. crashOver marks it over: the
 // crashed server's processes are gone.
-func (l *ledger) crashBegins() { l.crashesBegun.Add(1) }
+func (l *ledger) crashBegins() {
+	l.noteCrash("begun")
+	l.crashesBegun.Add(1)
+}
 
-func (l *ledger) crashOver() { l.crashesOver.Add(1) }
+func (l *ledger) crashOver() {
+	l.crashesOver.Add(1)
+	l.noteCrash("over")
+}
+
+func (l *ledger) noteCrash(what string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.crashTimes = append(l.crashTimes, what+" "+time.Now().Format("15:04:05.000000"))
+}
 
 // crashCount is the crashes over now: read it before sending a receive and
 // give it to received.
@@ -199,13 +219,14 @@ func undone(p, d *delivery) bool { return d.crashesAfter > p.crashesBefore }
 // carry a new receiveCount: a second delivery with the same count would be
 // two receivers holding one lease, unless a crash undid the first one's
 // claim.
-func (l *ledger) received(queue string, crashesBefore int64, ms []received) []*delivery {
+func (l *ledger) received(queue string, crashesBefore int64, sentAt time.Time, ms []received) []*delivery {
+	answeredAt := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]*delivery, len(ms))
 	for i, m := range ms {
 		d := &delivery{queue: queue, id: m.MessageID, handle: m.ReceiptHandle, count: m.ReceiveCount, until: m.VisibleUntil,
-			delayedTo: m.DelayedTo, crashesBefore: crashesBefore, crashesAfter: l.crashesBegun.Load()}
+			delayedTo: m.DelayedTo, crashesBefore: crashesBefore, crashesAfter: l.crashesBegun.Load(), sentAt: sentAt, answeredAt: answeredAt}
 		k := msgKey{queue, m.MessageID}
 		for _, p := range l.byMessage[k] {
 			switch {
@@ -214,6 +235,10 @@ func (l *ledger) received(queue string, crashesBefore int64, ms []received) []*d
 				l.crashRedeliveries++
 			default:
 				l.repeated++
+				if len(l.repeats) < 5 {
+					l.repeats = append(l.repeats, fmt.Sprintf("%s in %s, receiveCount %d: first %s; then %s; crashes %v",
+						m.MessageID, queue, d.count, p.describe(), d.describe(), l.crashTimes))
+				}
 			}
 		}
 		if m.ReceiveCount > 1 {
@@ -223,6 +248,14 @@ func (l *ledger) received(queue string, crashesBefore int64, ms []received) []*d
 		out[i] = d
 	}
 	return out
+}
+
+// describe is what the log says of a delivery in an unexplained repeat.
+func (d *delivery) describe() string {
+	const clock = "15:04:05.000000"
+	return fmt.Sprintf("sent %s (crashes over %d), answered %s (crashes begun %d), until %s, %s %v",
+		d.sentAt.Format(clock), d.crashesBefore, d.answeredAt.Format(clock), d.crashesAfter,
+		d.until.Local().Format(clock), d.action, d.outcome)
 }
 
 // find is the delivery of a message with receiveCount count: the last one,

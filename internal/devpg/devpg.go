@@ -12,6 +12,7 @@
 package devpg
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,8 +207,9 @@ func (c *Cluster) stop() error {
 
 // Crash ends a server started by Start the hard way, for fault tests: sig
 // SIGQUIT is an immediate shutdown (pg_ctl stop -m immediate: no
-// checkpoint); SIGKILL kills the postmaster and every backend at once (as
-// the OOM killer or a power cut would). The next Start runs crash recovery
+// checkpoint; the postmaster exits after its children); SIGKILL kills the
+// postmaster and every process it started at once (as a power cut would),
+// and returns once none of them runs. The next Start runs crash recovery
 // from the WAL.
 func (c *Cluster) Crash(sig syscall.Signal) error {
 	if c.daemon {
@@ -214,8 +217,9 @@ func (c *Cluster) Crash(sig syscall.Signal) error {
 	}
 	var err error
 	c.stopOnce.Do(func() {
+		var children []int
 		if sig == syscall.SIGKILL {
-			err = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) // the whole process group
+			children, err = c.killAll()
 		} else {
 			err = c.cmd.Process.Signal(sig)
 		}
@@ -225,8 +229,76 @@ func (c *Cluster) Crash(sig syscall.Signal) error {
 			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 			<-c.done
 		}
+		for deadline := time.Now().Add(stopTimeout); time.Now().Before(deadline) && slices.ContainsFunc(children, running); {
+			time.Sleep(10 * time.Millisecond)
+		}
 	})
 	return err
+}
+
+// killAll sends SIGKILL to the postmaster and to every process it started,
+// and returns those. The postmaster's process group is not enough:
+// PostgreSQL makes each child the leader of a group (and session) of its
+// own, and a busy backend outlives its postmaster until it next waits --
+// long enough to commit and answer a statement sent after the crash. The
+// postmaster is stopped first, so that it starts no process between the
+// listing and the kills.
+func (c *Cluster) killAll() ([]int, error) {
+	postmaster := c.cmd.Process.Pid
+	if err := syscall.Kill(postmaster, syscall.SIGSTOP); err != nil {
+		return nil, fmt.Errorf("devpg: stop the postmaster: %w", err)
+	}
+	children, err := childProcesses(postmaster)
+	for _, pid := range children {
+		_ = syscall.Kill(-pid, syscall.SIGKILL) // its group: anything it started
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if killErr := syscall.Kill(-postmaster, syscall.SIGKILL); err == nil {
+		err = killErr
+	}
+	return children, err
+}
+
+// childProcesses are the processes whose parent is pid (from /proc).
+func childProcesses(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("devpg: list processes: %w", err)
+	}
+	var children []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, parent, ok := processStat(child); ok && parent == pid {
+			children = append(children, child)
+		}
+	}
+	return children, nil
+}
+
+// running reports whether process pid exists and has not ended (a zombie
+// waiting to be reaped has ended).
+func running(pid int) bool {
+	state, _, ok := processStat(pid)
+	return ok && state != 'Z' && state != 'X'
+}
+
+// processStat reads a process's state and parent from /proc/PID/stat,
+// "pid (command) state ppid ...", where the command may hold spaces and
+// parentheses; ok is false when there is no such process.
+func processStat(pid int) (state byte, parent int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(fields) < 2 || len(fields[0]) != 1 {
+		return 0, 0, false
+	}
+	parent, err = strconv.Atoi(fields[1])
+	return fields[0][0], parent, err == nil
 }
 
 // URL is a connection URL for database on this cluster, as the superuser

@@ -221,3 +221,53 @@ func TestHelperEnsureDaemon(t *testing.T) {
 	query(t, c.URL("postgres"), "SELECT 'ok'")
 	fmt.Printf("URL %s\n", c.URL("postgres"))
 }
+
+// TestCrashKillsEveryBackend: a kill -9 crash leaves no backend running.
+// PostgreSQL makes each backend the leader of a process group of its own,
+// so a kill of the postmaster's group alone leaves a busy backend running
+// on (it notices the postmaster's death only when it next waits), where it
+// may still commit and answer a statement sent after the crash.
+func TestCrashKillsEveryBackend(t *testing.T) {
+	ctx := context.Background()
+	c, err := Start(ctx, Options{Dir: tempDir(t), Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var backend int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	// A statement that computes for minutes and never waits on a latch.
+	busy := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(ctx, "SELECT count(*) FROM generate_series(1, 10000000000)")
+		busy <- err
+	}()
+	monitor, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for active := false; !active; {
+		if err := monitor.QueryRow(ctx, "SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active'", backend).Scan(&active); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = monitor.Close(ctx)
+
+	if err := c.Crash(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if running(backend) {
+		t.Errorf("backend %d still runs after Crash(SIGKILL)", backend)
+		_ = syscall.Kill(backend, syscall.SIGKILL) // or the statement runs for minutes
+	}
+	if err := <-busy; err == nil {
+		t.Error("the busy statement succeeded on a crashed server")
+	}
+}
