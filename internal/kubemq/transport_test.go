@@ -46,6 +46,14 @@ func TestKeepalivePingsWithoutCalls(t *testing.T) {
 	if _, err := kq.Ping(ctx(t), &kubemqpb.Empty{}); err != nil {
 		t.Fatal(err)
 	}
+	// A call can complete on the new connection before the channel reports
+	// READY: wait for that first, or the wait below would see CONNECTING
+	// change to READY.
+	for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+		if !conn.WaitForStateChange(ctx(t), s) {
+			t.Fatalf("the connection never became READY (still %s)", s)
+		}
+	}
 	c, cancel := context.WithTimeout(context.Background(), 35*time.Second)
 	defer cancel()
 	if conn.WaitForStateChange(c, connectivity.Ready) {
