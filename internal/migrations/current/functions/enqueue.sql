@@ -17,7 +17,9 @@ DECLARE
     v_fresh      integer := 0;
     r            record;
 BEGIN
-    PERFORM skipq.check(p_tenant IS NOT NULL AND p_tenant <> '', 'tenant must not be empty');
+    IF NOT coalesce(p_tenant IS NOT NULL AND p_tenant <> '', false) THEN
+        PERFORM skipq.check(false, 'tenant must not be empty');
+    END IF;
     PERFORM skipq.check_queue_name('queue', p_queue);
     PERFORM skipq.send_check(p_queue, p_bodies, v_metadata, v_tags, p_delay_seconds, p_expiration_seconds,
                              p_max_receive_count, p_dead_letter_queue, p_message_ids, v_client, p_group_ids);
@@ -53,12 +55,15 @@ BEGIN
                  ELSE ARRAY(SELECT p_group_ids[x] FROM generate_series(1, n) x ORDER BY x) END) s
         ORDER BY s.pos
     LOOP
-        PERFORM skipq.check(r.outcome <> 'group_required',
-            'queue ' || quote_literal(p_queue) || ' is FIFO: every message needs a group_id');
-        PERFORM skipq.check(r.outcome <> 'group_refused',
-            'queue ' || quote_literal(p_queue) || ' is not FIFO: group_id is not allowed');
-        PERFORM skipq.check(r.outcome <> 'conflict',
-            'idempotency conflict: message_id ' || quote_literal(r.message_id) || ' was already sent with different content');
+        IF NOT coalesce(r.outcome <> 'group_required', false) THEN
+            PERFORM skipq.check(false, 'queue ' || quote_literal(p_queue) || ' is FIFO: every message needs a group_id');
+        END IF;
+        IF NOT coalesce(r.outcome <> 'group_refused', false) THEN
+            PERFORM skipq.check(false, 'queue ' || quote_literal(p_queue) || ' is not FIFO: group_id is not allowed');
+        END IF;
+        IF NOT coalesce(r.outcome <> 'conflict', false) THEN
+            PERFORM skipq.check(false, 'idempotency conflict: message_id ' || quote_literal(r.message_id) || ' was already sent with different content');
+        END IF;
         message_id := r.message_id; sequence := r.sequence; duplicate := r.outcome = 'duplicate';
         v_queue_id := r.queue_id;
         IF r.outcome = 'sent' AND r.delayed_to IS NULL THEN

@@ -9,8 +9,9 @@ DECLARE
     r record;
     n record;
 BEGIN
-    PERFORM skipq.check(octet_length(reason) IS NULL OR octet_length(reason) <= 1024,
-                        'reason must be at most 1024 bytes');
+    IF NOT coalesce(octet_length(reason) IS NULL OR octet_length(reason) <= 1024, false) THEN
+        PERFORM skipq.check(false, 'reason must be at most 1024 bytes');
+    END IF;
     r := skipq.receipt_parse(receipt_handle);
     SELECT * INTO n FROM skipq.message_nack(clock_timestamp(), ARRAY[r.queue_id], ARRAY[r.sequence], ARRAY[r.token],
                                             ARRAY[reason], skipq.limit_setting('max_receive_count', 1024));

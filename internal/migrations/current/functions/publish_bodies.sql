@@ -17,7 +17,9 @@ DECLARE
     v_woken   bigint[] := '{}';
     r         record;
 BEGIN
-    PERFORM skipq.check(p_tenant IS NOT NULL AND p_tenant <> '', 'tenant must not be empty');
+    IF NOT coalesce(p_tenant IS NOT NULL AND p_tenant <> '', false) THEN
+        PERFORM skipq.check(false, 'tenant must not be empty');
+    END IF;
     PERFORM skipq.check_queue_name('topic', p_topic);
     PERFORM skipq.send_check(NULL, p_bodies, v_meta, v_tags, p_delay_seconds, p_expiration_seconds,
                              p_max_receive_count, p_dead_letter_queue, p_message_ids, v_client, p_group_ids);
@@ -41,12 +43,15 @@ BEGIN
             array_fill(p_dead_letter_queue IS NOT NULL, ARRAY[n]),
             v_offsets, v_lengths, v_data, p_group_ids, NULL)
     LOOP
-        PERFORM skipq.check(r.outcome <> 'group_required',
-            'topic ' || quote_literal(p_topic) || ' is FIFO: every message needs a group_id');
-        PERFORM skipq.check(r.outcome <> 'group_refused',
-            'topic ' || quote_literal(p_topic) || ' is not FIFO: group_id is not allowed');
-        PERFORM skipq.check(r.outcome <> 'conflict',
-            'idempotency conflict: message_id ' || quote_literal(r.message_id) || ' was already published with different content');
+        IF NOT coalesce(r.outcome <> 'group_required', false) THEN
+            PERFORM skipq.check(false, 'topic ' || quote_literal(p_topic) || ' is FIFO: every message needs a group_id');
+        END IF;
+        IF NOT coalesce(r.outcome <> 'group_refused', false) THEN
+            PERFORM skipq.check(false, 'topic ' || quote_literal(p_topic) || ' is not FIFO: group_id is not allowed');
+        END IF;
+        IF NOT coalesce(r.outcome <> 'conflict', false) THEN
+            PERFORM skipq.check(false, 'idempotency conflict: message_id ' || quote_literal(r.message_id) || ' was already published with different content');
+        END IF;
         v_reached := v_reached + r.delivered_to;
         v_woken := v_woken || r.woken;
     END LOOP;

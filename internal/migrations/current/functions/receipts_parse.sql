@@ -2,9 +2,14 @@
 -- leaves (pg_dump); do not edit. Change it with a new migration.
 
 CREATE OR REPLACE FUNCTION skipq.receipts_parse(p_handles text[]) RETURNS TABLE(handle text, queue_id bigint, sequence bigint, token bytea)
-    LANGUAGE sql IMMUTABLE
+    LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+BEGIN
+    -- PL/pgSQL, not SQL: a SQL function with a SET clause is never inlined,
+    -- and its query was planned again on every call (half of an SQL ack of
+    -- one handle); PL/pgSQL keeps the plan for the session.
+    RETURN QUERY
     SELECT DISTINCT ON (k.queue_id, k.sequence, k.token) k.h, k.queue_id, k.sequence, k.token
     FROM (SELECT h.h, h.n,
                  ('x' || encode(substr(d.b, 1, 8), 'hex'))::bit(64)::bigint AS queue_id,
@@ -18,7 +23,7 @@ CREATE OR REPLACE FUNCTION skipq.receipts_parse(p_handles text[]) RETURNS TABLE(
                                                AND h.h !~ '[^ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-]'
                                           THEN decode(replace(replace(h.h, '-', '+'), '_', '/'), 'base64') END AS b OFFSET 0) d
           WHERE d.b IS NOT NULL) k
-    ORDER BY k.queue_id, k.sequence, k.token, k.n
-$$;
+    ORDER BY k.queue_id, k.sequence, k.token, k.n;
+END $$;
 
 REVOKE ALL ON FUNCTION skipq.receipts_parse(p_handles text[]) FROM PUBLIC;

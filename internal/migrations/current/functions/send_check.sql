@@ -10,41 +10,70 @@ DECLARE
     i           integer;
     t           record;
 BEGIN
-    PERFORM skipq.check(coalesce(cardinality(p_bodies), 0) BETWEEN 1 AND 1000, 'a batch holds 1 to 1000 messages');
-    PERFORM skipq.check(jsonb_typeof(p_tags) = 'object', 'tags must be a JSON object of strings');
-    PERFORM skipq.check((SELECT count(*) FROM jsonb_object_keys(p_tags)) <= 32, 'tags: at most 32');
+    IF NOT coalesce(coalesce(cardinality(p_bodies), 0) BETWEEN 1 AND 1000, false) THEN
+        PERFORM skipq.check(false, 'a batch holds 1 to 1000 messages');
+    END IF;
+    IF NOT coalesce(jsonb_typeof(p_tags) = 'object', false) THEN
+        PERFORM skipq.check(false, 'tags must be a JSON object of strings');
+    END IF;
+    IF NOT coalesce((SELECT count(*) FROM jsonb_object_keys(p_tags)) <= 32, false) THEN
+        PERFORM skipq.check(false, 'tags: at most 32');
+    END IF;
     FOR t IN SELECT key, value FROM jsonb_each(p_tags) LOOP
-        PERFORM skipq.check(t.key ~ '^[A-Za-z0-9_.-]{1,64}$', 'tag key ' || quote_literal(t.key) || ' must match ^[A-Za-z0-9_.-]{1,64}$');
-        PERFORM skipq.check(left(t.key, 6) <> 'skipq.', 'tag keys must not start with "skipq."');
-        PERFORM skipq.check(jsonb_typeof(t.value) = 'string', 'tag ' || quote_literal(t.key) || ' must be a string');
-        PERFORM skipq.check(octet_length(t.value #>> '{}') <= 1024, 'tag ' || quote_literal(t.key) || ': values are at most 1024 bytes');
+        IF NOT coalesce(t.key ~ '^[A-Za-z0-9_.-]{1,64}$', false) THEN
+            PERFORM skipq.check(false, 'tag key ' || quote_literal(t.key) || ' must match ^[A-Za-z0-9_.-]{1,64}$');
+        END IF;
+        IF NOT coalesce(left(t.key, 6) <> 'skipq.', false) THEN
+            PERFORM skipq.check(false, 'tag keys must not start with "skipq."');
+        END IF;
+        IF NOT coalesce(jsonb_typeof(t.value) = 'string', false) THEN
+            PERFORM skipq.check(false, 'tag ' || quote_literal(t.key) || ' must be a string');
+        END IF;
+        IF NOT coalesce(octet_length(t.value #>> '{}') <= 1024, false) THEN
+            PERFORM skipq.check(false, 'tag ' || quote_literal(t.key) || ': values are at most 1024 bytes');
+        END IF;
     END LOOP;
-    PERFORM skipq.check(p_delay_seconds IS NULL OR p_delay_seconds BETWEEN 0 AND skipq.limit_setting('max_delay_seconds', 43200),
-                        'delay_seconds is out of range');
-    PERFORM skipq.check(p_expiration_seconds IS NULL OR p_expiration_seconds BETWEEN 0 AND skipq.limit_setting('max_expiration_seconds', 43200),
-                        'expiration_seconds is out of range');
-    PERFORM skipq.check(p_max_receive_count IS NULL OR p_max_receive_count BETWEEN 0 AND skipq.limit_setting('max_receive_count', 1024),
-                        'max_receive_count is out of range');
+    IF NOT coalesce(p_delay_seconds IS NULL OR p_delay_seconds BETWEEN 0 AND skipq.limit_setting('max_delay_seconds', 43200), false) THEN
+        PERFORM skipq.check(false, 'delay_seconds is out of range');
+    END IF;
+    IF NOT coalesce(p_expiration_seconds IS NULL OR p_expiration_seconds BETWEEN 0 AND skipq.limit_setting('max_expiration_seconds', 43200), false) THEN
+        PERFORM skipq.check(false, 'expiration_seconds is out of range');
+    END IF;
+    IF NOT coalesce(p_max_receive_count IS NULL OR p_max_receive_count BETWEEN 0 AND skipq.limit_setting('max_receive_count', 1024), false) THEN
+        PERFORM skipq.check(false, 'max_receive_count is out of range');
+    END IF;
     IF p_dead_letter_queue IS NOT NULL AND p_dead_letter_queue <> '' THEN
         PERFORM skipq.check_queue_name('dead_letter_queue', p_dead_letter_queue);
         -- Its messages would come back with a fresh receive count forever.
-        PERFORM skipq.check(p_queue IS NULL OR p_dead_letter_queue <> p_queue, 'dead_letter_queue must not be the queue itself');
+        IF NOT coalesce(p_queue IS NULL OR p_dead_letter_queue <> p_queue, false) THEN
+            PERFORM skipq.check(false, 'dead_letter_queue must not be the queue itself');
+        END IF;
     END IF;
-    PERFORM skipq.check(octet_length(p_client_id) <= 256, 'client_id must be at most 256 bytes');
-    PERFORM skipq.check(p_message_ids IS NULL OR cardinality(p_message_ids) = cardinality(p_bodies),
-                        'message_ids must have one id per body');
-    PERFORM skipq.check(p_group_ids IS NULL OR cardinality(p_group_ids) = cardinality(p_bodies),
-                        'group_ids must have one group per body');
-    PERFORM skipq.check(p_group_ids IS NULL OR (SELECT count(DISTINCT g) FROM unnest(p_group_ids) g) <= 64,
-                        'a batch names at most 64 distinct group ids');
+    IF NOT coalesce(octet_length(p_client_id) <= 256, false) THEN
+        PERFORM skipq.check(false, 'client_id must be at most 256 bytes');
+    END IF;
+    IF NOT coalesce(p_message_ids IS NULL OR cardinality(p_message_ids) = cardinality(p_bodies), false) THEN
+        PERFORM skipq.check(false, 'message_ids must have one id per body');
+    END IF;
+    IF NOT coalesce(p_group_ids IS NULL OR cardinality(p_group_ids) = cardinality(p_bodies), false) THEN
+        PERFORM skipq.check(false, 'group_ids must have one group per body');
+    END IF;
+    IF NOT coalesce(p_group_ids IS NULL OR (SELECT count(DISTINCT g) FROM unnest(p_group_ids) g) <= 64, false) THEN
+        PERFORM skipq.check(false, 'a batch names at most 64 distinct group ids');
+    END IF;
     FOR i IN 1 .. cardinality(p_bodies) LOOP
-        PERFORM skipq.check(coalesce(length(p_bodies[i]), 0) > 0 OR p_metadata <> '', 'body or metadata must be non-empty');
-        PERFORM skipq.check(coalesce(length(p_bodies[i]), 0) + octet_length(p_metadata) <= v_max_bytes,
-                            'body and metadata together exceed ' || v_max_bytes || ' bytes');
-        PERFORM skipq.check(p_message_ids IS NULL OR p_message_ids[i] IS NULL OR p_message_ids[i] ~ '^[A-Za-z0-9._:-]{1,128}$',
-                            'message_id must match ^[A-Za-z0-9._:-]{1,128}$');
-        PERFORM skipq.check(p_group_ids IS NULL OR p_group_ids[i] IS NULL OR p_group_ids[i] ~ '^[A-Za-z0-9._:-]{1,128}$',
-                            'group_id must match ^[A-Za-z0-9._:-]{1,128}$');
+        IF NOT coalesce(coalesce(length(p_bodies[i]), 0) > 0 OR p_metadata <> '', false) THEN
+            PERFORM skipq.check(false, 'body or metadata must be non-empty');
+        END IF;
+        IF NOT coalesce(coalesce(length(p_bodies[i]), 0) + octet_length(p_metadata) <= v_max_bytes, false) THEN
+            PERFORM skipq.check(false, 'body and metadata together exceed ' || v_max_bytes || ' bytes');
+        END IF;
+        IF NOT coalesce(p_message_ids IS NULL OR p_message_ids[i] IS NULL OR p_message_ids[i] ~ '^[A-Za-z0-9._:-]{1,128}$', false) THEN
+            PERFORM skipq.check(false, 'message_id must match ^[A-Za-z0-9._:-]{1,128}$');
+        END IF;
+        IF NOT coalesce(p_group_ids IS NULL OR p_group_ids[i] IS NULL OR p_group_ids[i] ~ '^[A-Za-z0-9._:-]{1,128}$', false) THEN
+            PERFORM skipq.check(false, 'group_id must match ^[A-Za-z0-9._:-]{1,128}$');
+        END IF;
     END LOOP;
 END $_$;
 

@@ -9,7 +9,9 @@ DECLARE
     r record;
     v_until timestamptz;
 BEGIN
-    PERFORM skipq.check(visibility_seconds BETWEEN 0 AND 43200, 'visibility_seconds must be between 0 and 43200');
+    IF NOT coalesce(visibility_seconds BETWEEN 0 AND 43200, false) THEN
+        PERFORM skipq.check(false, 'visibility_seconds must be between 0 and 43200');
+    END IF;
     IF visibility_seconds = 0 THEN
         v_until := clock_timestamp();
         PERFORM skipq.nack(receipt_handle);
