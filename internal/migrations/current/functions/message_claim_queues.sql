@@ -2,14 +2,21 @@
 -- leaves (pg_dump); do not edit. Change it with a new migration.
 
 CREATE OR REPLACE FUNCTION skipq.message_claim_queues(p_now timestamp with time zone, p_tenants text[], p_queues text[], p_max_messages integer[], p_visibility_seconds integer[], p_key_ids bigint[], p_max_response_bytes bigint[], p_message_overheads bigint[]) RETURNS TABLE(claim integer, queue_id bigint, sequence bigint, message_id text, client_id text, metadata text, body bytea, body_binary boolean, tags jsonb, sent_at timestamp with time zone, visible_at timestamp with time zone, delayed_to timestamp with time zone, expires_at timestamp with time zone, receive_count integer, first_received_at timestamp with time zone, max_receive_count integer, dead_letter_queue text, re_routed_from text, dead_lettered_at timestamp with time zone, lease_token bytea, ready boolean, group_id text)
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
     SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
+BEGIN
+    -- PL/pgSQL, not SQL: a SQL function with SET clauses is never inlined,
+    -- and its query was planned on every call (about 1 M instructions);
+    -- PL/pgSQL keeps one plan for the session, which the settings hold to
+    -- the same probes.
+    --
     -- Claim i takes up to p_max_messages[i] of queue p_queues[i] as
     -- skipq.message_claim does (at most one message of a FIFO group),
     -- under p_key_ids[i]; rows in claim order, each claim's in answer
@@ -17,6 +24,7 @@ CREATE OR REPLACE FUNCTION skipq.message_claim_queues(p_now timestamp with time 
     -- empty one and without the tag that named it (one primary-key probe
     -- of skipq.topic_bodies: the settings keep the planner from joining
     -- the whole table); a copy whose body is gone keeps both.
+    RETURN QUERY
     SELECT k.claim::integer, m.queue_id, m.sequence, m.message_id, m.client_id, m.metadata,
            coalesce(b.body, m.body), m.body_binary,
            CASE WHEN b.body IS NULL THEN m.tags ELSE m.tags - 'skipq.body' END,
@@ -31,7 +39,7 @@ CREATE OR REPLACE FUNCTION skipq.message_claim_queues(p_now timestamp with time 
         k.max_response_bytes, k.message_overhead, k.key_id, 1, 'claim') WITH ORDINALITY AS m
     LEFT JOIN LATERAL (SELECT d.body FROM skipq.topic_bodies d
                        WHERE m.tags ? 'skipq.body' AND d.id = (m.tags ->> 'skipq.body')::bigint) b ON true
-    ORDER BY k.claim, m.ordinality
-$$;
+    ORDER BY k.claim, m.ordinality;
+END $$;
 
 REVOKE ALL ON FUNCTION skipq.message_claim_queues(p_now timestamp with time zone, p_tenants text[], p_queues text[], p_max_messages integer[], p_visibility_seconds integer[], p_key_ids bigint[], p_max_response_bytes bigint[], p_message_overheads bigint[]) FROM PUBLIC;
