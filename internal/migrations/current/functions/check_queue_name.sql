@@ -6,11 +6,15 @@ CREATE OR REPLACE FUNCTION skipq.check_queue_name(field text, name text) RETURNS
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-    PERFORM skipq.check(name IS NOT NULL AND octet_length(name) BETWEEN 1 AND 256,
-                        field || ' must be 1 to 256 bytes');
-    PERFORM skipq.check(name !~ '[\u0001-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000*>/]',
-                        field || ' must not contain whitespace, control characters, "*", ">" or "/"');
-    PERFORM skipq.check(right(name, 1) <> '.', field || ' must not end with "."');
+    IF NOT coalesce(name IS NOT NULL AND octet_length(name) BETWEEN 1 AND 256, false) THEN
+        PERFORM skipq.check(false, field || ' must be 1 to 256 bytes');
+    END IF;
+    IF NOT coalesce(name !~ '[\u0001-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000*>/]', false) THEN
+        PERFORM skipq.check(false, field || ' must not contain whitespace, control characters, "*", ">" or "/"');
+    END IF;
+    IF NOT coalesce(right(name, 1) <> '.', false) THEN
+        PERFORM skipq.check(false, field || ' must not end with "."');
+    END IF;
 END $$;
 
 REVOKE ALL ON FUNCTION skipq.check_queue_name(field text, name text) FROM PUBLIC;
