@@ -271,10 +271,12 @@ func (w *httpWorkload) settleHeld(ctx context.Context, i int) (int, error) {
 }
 
 // deleteLeftovers removes what a run left in its queue (messages whose
-// receive was cut off by the end of the run), so the queue is empty.
+// receive was cut off by the end of the run, topic copies not made yet), so
+// the queue is empty.
 func (e *env) deleteLeftovers(ctx context.Context, queue string) error {
-	_, err := e.mon.Exec(ctx, monitorMark+`DELETE FROM skipq.messages
-WHERE queue_id = (SELECT id FROM skipq.queues WHERE name = $1)`, queue)
+	_, err := e.mon.Exec(ctx, monitorMark+`WITH q AS (SELECT id FROM skipq.queues WHERE name = $1),
+pending AS (DELETE FROM skipq.topic_pending WHERE queue_id = (SELECT id FROM q))
+DELETE FROM skipq.messages WHERE queue_id = (SELECT id FROM q)`, queue)
 	if err != nil {
 		return fmt.Errorf("empty %s: %w", queue, err)
 	}

@@ -228,6 +228,14 @@ type SkipqTopicBody struct {
 	PublishedAt time.Time
 	WindowEnds  time.Time
 	DeliveredTo int32
+	ClientID    *string
+	Metadata    *string
+	BodyBinary  *bool
+	// A pending copy's tags as its message will carry them (with skipq.topic and skipq.body); with client_id, metadata, body_binary, expiration_seconds (-1: the queue's), max_receive_count (negative: the queue's, else its absolute value, the server's) and dead_letter_queue (NULL: the queue's), what skipq.topic_copies_make needs besides the body. NULL in rows written before 00060.
+	Tags              []byte
+	ExpirationSeconds *int32
+	MaxReceiveCount   *int32
+	DeadLetterQueue   *string
 }
 
 type SkipqTopicCount struct {
@@ -236,6 +244,16 @@ type SkipqTopicCount struct {
 	Published int32
 	Delivered int32
 	Unrouted  int32
+}
+
+// Topic copies a publish left to be made by their group: one row a group, publish and 32 messages. Its copies are available messages of the queue that no row of skipq.messages holds yet (skipq.topic_copies_make).
+type SkipqTopicPending struct {
+	QueueID     int64
+	ID          int64
+	TopicID     int64
+	BodyIds     []int64
+	FirstBodyID int64
+	PublishedAt time.Time
 }
 
 type SkipqTopicReplay struct {

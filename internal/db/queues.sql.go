@@ -430,13 +430,18 @@ func (q *Queries) QueueSideSettingsList(ctx context.Context, queueIds []int64) (
 }
 
 const queueStats = `-- name: QueueStats :one
-WITH t AS (SELECT coalesce($2::timestamptz, clock_timestamp()) AS now)
+WITH t AS (SELECT coalesce($2::timestamptz, clock_timestamp()) AS now),
+pending AS (
+    SELECT coalesce(sum(cardinality(p.body_ids)), 0) AS copies, min(p.published_at) AS oldest
+    FROM skipq.topic_pending p WHERE p.queue_id = $1
+)
 SELECT
-    count(*) FILTER (WHERE s.state = 'available')::bigint AS available,
+    (count(*) FILTER (WHERE s.state = 'available') + (SELECT p.copies FROM pending p))::bigint AS available,
     count(*) FILTER (WHERE s.state = 'delayed')::bigint AS delayed,
     count(*) FILTER (WHERE s.state = 'in_flight')::bigint AS in_flight,
     count(*) FILTER (WHERE s.state = 'acked')::bigint AS acked,
-    min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available') AS oldest_available_at,
+    least(min(coalesce(m.delayed_to, m.sent_at)) FILTER (WHERE s.state = 'available'),
+          (SELECT p.oldest FROM pending p)) AS oldest_available_at,
     count(DISTINCT m.group_id)::bigint AS groups
 FROM skipq.messages m, t,
      LATERAL (SELECT skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now) AS state) s
@@ -463,7 +468,9 @@ type QueueStatsRow struct {
 // message whose last allowed lease ran out counts as in flight until the
 // worker dead-letters it.
 // A retained message (acked, docs/API.md#model) is counted apart, as acked, until
-// its retention ends.
+// its retention ends. The topic copies the queue has yet to make
+// (skipq.topic_pending) are available, sent at their publish (their
+// expiry is applied when they are made).
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
 	row := q.db.QueryRow(ctx, queueStats, arg.QueueID, arg.Now)
 	var i QueueStatsRow

@@ -44,6 +44,7 @@ var directStatements = map[string]bool{
 	"GroupRelease":                  true,
 	"TimerWait":                     true,
 	"TopicReplay":                   true,
+	"TopicCopiesReady":              true,
 	"TopicRetentionPrune":           true,
 	// Small tables, scans and sorts on purpose.
 	"WakeNotify":          true,

@@ -51,12 +51,17 @@ func publish(t *testing.T, q *db.Queries, ids ...string) []int32 {
 	return out
 }
 
-// inQueue is the number of messages of queue (tenant "t") with the id.
+// inQueue is the number of messages of queue (tenant "t") with the id: its
+// rows, and the topic copies the queue has yet to make (skipq.topic_pending).
 func inQueue(t *testing.T, f fixture, queue, id string) int {
 	t.Helper()
 	var n int
-	err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM skipq.messages m
-		JOIN skipq.queues q ON q.id = m.queue_id WHERE q.tenant = 't' AND q.name = $1 AND m.message_id = $2`,
+	err := f.pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM skipq.messages m JOIN skipq.queues q ON q.id = m.queue_id
+		 WHERE q.tenant = 't' AND q.name = $1 AND m.message_id = $2)
+		+ (SELECT count(*) FROM skipq.topic_pending p JOIN skipq.queues q ON q.id = p.queue_id
+		   JOIN skipq.topic_bodies b ON b.id = ANY(p.body_ids)
+		   WHERE q.tenant = 't' AND q.name = $1 AND b.message_id = $2)`,
 		queue, id).Scan(&n)
 	if err != nil {
 		t.Fatal(err)
@@ -235,21 +240,10 @@ func TestTopicBodyStoredOnceAndRemovedAfterItsCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish(t, f.q, "m")
-	var bodies, emptyCopies int
-	if err := f.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM skipq.topic_bodies),
-		(SELECT count(*) FROM skipq.messages WHERE body = '' AND tags ? 'skipq.body' AND tags->>'skipq.topic' = 'tp')`).
-		Scan(&bodies, &emptyCopies); err != nil || bodies != 1 || emptyCopies != 2 {
-		t.Fatalf("%d bodies, %d copies naming one (%v); want 1 and 2", bodies, emptyCopies, err)
-	}
-	var body string
-	if err := f.pool.QueryRow(ctx, "SELECT convert_from(body, 'UTF8') FROM skipq.receive('q', tenant => 't')").Scan(&body); err != nil || body != "x" {
-		t.Fatalf("SQL receive of a copy: %q %v", body, err)
-	}
-	// q2's copy dead-letters (a nack past its last delivery, into q2-dlq).
-	rows := claimFrom(t, f.q, "q2")
-	if _, err := f.q.MessageNack(ctx, db.MessageNackParams{QueueIds: []int64{rows[0].QueueID},
-		Sequences: []int64{rows[0].Sequence}, Tokens: [][]byte{rows[0].LeaseToken}, ServerMaxReceiveCount: 10}); err != nil {
-		t.Fatal(err)
+	var bodies int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM skipq.topic_bodies`).Scan(&bodies); err != nil || bodies != 1 ||
+		inQueue(t, f, "q", "m") != 1 || inQueue(t, f, "q2", "m") != 1 {
+		t.Fatalf("%d bodies (%v), copies %d and %d; want 1, 1 and 1", bodies, err, inQueue(t, f, "q", "m"), inQueue(t, f, "q2", "m"))
 	}
 	upkeep := func() int {
 		t.Helper()
@@ -261,6 +255,24 @@ func TestTopicBodyStoredOnceAndRemovedAfterItsCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 		return n
+	}
+	if upkeep() != 1 {
+		t.Fatal("the upkeep removed a body whose copies the groups have yet to make")
+	}
+	var body string
+	if err := f.pool.QueryRow(ctx, "SELECT convert_from(body, 'UTF8') FROM skipq.receive('q', tenant => 't')").Scan(&body); err != nil || body != "x" {
+		t.Fatalf("SQL receive of a copy: %q %v", body, err)
+	}
+	// q2's copy dead-letters (a nack past its last delivery, into q2-dlq).
+	rows := claimFrom(t, f.q, "q2")
+	if _, err := f.q.MessageNack(ctx, db.MessageNackParams{QueueIds: []int64{rows[0].QueueID},
+		Sequences: []int64{rows[0].Sequence}, Tokens: [][]byte{rows[0].LeaseToken}, ServerMaxReceiveCount: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var emptyCopies int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM skipq.messages
+		WHERE body = '' AND tags ? 'skipq.body' AND tags->>'skipq.topic' = 'tp'`).Scan(&emptyCopies); err != nil || emptyCopies != 1 {
+		t.Fatalf("%d copies naming the body (%v); want q's, in flight", emptyCopies, err)
 	}
 	if upkeep() != 1 {
 		t.Fatal("the upkeep removed a body that q's copy (in flight) names")

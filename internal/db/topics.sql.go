@@ -40,6 +40,46 @@ func (q *Queries) TopicBodies(ctx context.Context, ids []int64) ([]TopicBodiesRo
 	return items, nil
 }
 
+const topicCopiesReady = `-- name: TopicCopiesReady :many
+SELECT r.queue_id::bigint AS queue_id, r.readied::integer AS readied
+FROM skipq.topic_copies_ready($1::timestamptz, $2, $3) r
+`
+
+type TopicCopiesReadyParams struct {
+	Now             *time.Time
+	PublishedBefore time.Time
+	MaxRows         int32
+}
+
+type TopicCopiesReadyRow struct {
+	QueueID int64
+	Readied int32
+}
+
+// Worker: makes ready messages of the topic copies their groups have yet to
+// make, of up to @max_rows pending rows published before @published_before
+// (skipq.topic_copies_ready; @now NULL: the database's); each queue's count,
+// for its wake-up.
+func (q *Queries) TopicCopiesReady(ctx context.Context, arg TopicCopiesReadyParams) ([]TopicCopiesReadyRow, error) {
+	rows, err := q.db.Query(ctx, topicCopiesReady, arg.Now, arg.PublishedBefore, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TopicCopiesReadyRow
+	for rows.Next() {
+		var i TopicCopiesReadyRow
+		if err := rows.Scan(&i.QueueID, &i.Readied); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const topicCreate = `-- name: TopicCreate :one
 INSERT INTO skipq.topics (tenant, name, fifo, dedup_window_seconds, retain_seconds)
 VALUES ($1, $2, $3, $4, $5)
@@ -197,6 +237,9 @@ WITH t AS (SELECT coalesce($4::timestamptz, clock_timestamp()) AS now)
 SELECT q.name AS queue,
        CASE WHEN m.queue_id IS NOT NULL
             THEN skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)
+            WHEN EXISTS (SELECT 1 FROM skipq.topic_bodies b JOIN skipq.topic_pending p ON b.id = ANY(p.body_ids)
+                         WHERE b.topic_id = tp.id AND b.message_id = $1 AND p.queue_id = q.id)
+            THEN 'available'
             WHEN d.dead THEN 'dead_lettered' ELSE 'gone' END::text AS state,
        coalesce(m.receive_count, 0)::integer AS receive_count,
        m.visible_at
@@ -229,8 +272,9 @@ type TopicMessageAcrossRow struct {
 }
 
 // One published message in each group of a topic: its copy in the group's
-// queue (its state there), else its dead letter from that queue, else
-// nothing (gone).
+// queue (its state there), else its copy the group has yet to make
+// (skipq.topic_pending: available), else its dead letter from that queue,
+// else nothing (gone).
 func (q *Queries) TopicMessageAcross(ctx context.Context, arg TopicMessageAcrossParams) ([]TopicMessageAcrossRow, error) {
 	rows, err := q.db.Query(ctx, topicMessageAcross,
 		arg.MessageID,

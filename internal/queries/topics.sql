@@ -76,12 +76,16 @@ SELECT id, body FROM skipq.topic_bodies WHERE id = ANY(@ids::bigint[]);
 
 -- name: TopicMessageAcross :many
 -- One published message in each group of a topic: its copy in the group's
--- queue (its state there), else its dead letter from that queue, else
--- nothing (gone).
+-- queue (its state there), else its copy the group has yet to make
+-- (skipq.topic_pending: available), else its dead letter from that queue,
+-- else nothing (gone).
 WITH t AS (SELECT coalesce(sqlc.narg('now')::timestamptz, clock_timestamp()) AS now)
 SELECT q.name AS queue,
        CASE WHEN m.queue_id IS NOT NULL
             THEN skipq.message_state(m.visible_at, m.receive_count, m.max_receive_count, m.lease_token, t.now)
+            WHEN EXISTS (SELECT 1 FROM skipq.topic_bodies b JOIN skipq.topic_pending p ON b.id = ANY(p.body_ids)
+                         WHERE b.topic_id = tp.id AND b.message_id = @message_id AND p.queue_id = q.id)
+            THEN 'available'
             WHEN d.dead THEN 'dead_lettered' ELSE 'gone' END::text AS state,
        coalesce(m.receive_count, 0)::integer AS receive_count,
        m.visible_at
@@ -100,3 +104,11 @@ ORDER BY q.name;
 
 -- name: TopicUpkeep :one
 SELECT skipq.topic_upkeep(@after, @max_bodies)::bigint;
+
+-- name: TopicCopiesReady :many
+-- Worker: makes ready messages of the topic copies their groups have yet to
+-- make, of up to @max_rows pending rows published before @published_before
+-- (skipq.topic_copies_ready; @now NULL: the database's); each queue's count,
+-- for its wake-up.
+SELECT r.queue_id::bigint AS queue_id, r.readied::integer AS readied
+FROM skipq.topic_copies_ready(sqlc.narg('now')::timestamptz, @published_before, @max_rows) r;

@@ -147,6 +147,7 @@ func New(pool *pgxpool.Pool, svc *service.Service, log *slog.Logger, opts Option
 	stale := NewRemoveStaleReady(pool, svc)
 	depth := NewRecordDepthHistory(pool, svc)
 	topics := NewTopicUpkeep(pool, svc)
+	copies := NewReadyTopicCopies(pool, svc)
 	replays := NewReplayTopics(pool, svc)
 	retention := NewPruneTopicRetention(pool, svc)
 	jobs := []job{
@@ -157,6 +158,7 @@ func New(pool *pgxpool.Pool, svc *service.Service, log *slog.Logger, opts Option
 		batch("prune empty FIFO groups", groups.Config, groups.RunOnce),
 		batch("prune the history of messages gone a day ago", history.Config, history.RunOnce),
 		batch("fold topic counts, remove unused published bodies", topics.Config, topics.RunOnce),
+		batch("make ready the topic copies no claim made", copies.Config, copies.RunOnce),
 		batch("replay topics' retained messages to new subscriptions", replays.Config, replays.RunOnce),
 		batch("remove topics' retained messages whose retention ended", retention.Config, retention.RunOnce),
 		batch("take over SQS move tasks whose node stopped", batchConfig(15*time.Second), func(ctx context.Context) (int, error) {

@@ -41,6 +41,24 @@ CREATE TABLE skipq.messages (
 )
 WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.01', autovacuum_vacuum_cost_delay='0');
 
+-- TABLE queues
+
+CREATE TABLE skipq.queues (
+    id bigint NOT NULL,
+    tenant text NOT NULL,
+    name text NOT NULL,
+    visibility_seconds integer DEFAULT 60 NOT NULL,
+    receive_wait_seconds integer DEFAULT 1 NOT NULL,
+    delay_seconds integer DEFAULT 0 NOT NULL,
+    expiration_seconds integer DEFAULT 0 NOT NULL,
+    max_receive_count integer DEFAULT 0 NOT NULL,
+    dead_letter_queue text DEFAULT ''::text NOT NULL,
+    dedup_window_seconds integer DEFAULT 300 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    fifo boolean DEFAULT false NOT NULL,
+    content_based_dedup boolean DEFAULT false NOT NULL
+);
+
 -- TABLE api_keys
 
 CREATE TABLE skipq.api_keys (
@@ -197,24 +215,6 @@ CREATE TABLE skipq.queue_trace (
     queue_id bigint NOT NULL
 );
 
--- TABLE queues
-
-CREATE TABLE skipq.queues (
-    id bigint NOT NULL,
-    tenant text NOT NULL,
-    name text NOT NULL,
-    visibility_seconds integer DEFAULT 60 NOT NULL,
-    receive_wait_seconds integer DEFAULT 1 NOT NULL,
-    delay_seconds integer DEFAULT 0 NOT NULL,
-    expiration_seconds integer DEFAULT 0 NOT NULL,
-    max_receive_count integer DEFAULT 0 NOT NULL,
-    dead_letter_queue text DEFAULT ''::text NOT NULL,
-    dedup_window_seconds integer DEFAULT 300 NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    fifo boolean DEFAULT false NOT NULL,
-    content_based_dedup boolean DEFAULT false NOT NULL
-);
-
 -- SEQUENCE queues_id_seq
 
 ALTER TABLE skipq.queues ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -327,8 +327,19 @@ CREATE TABLE skipq.topic_bodies (
     body bytea NOT NULL,
     published_at timestamp with time zone NOT NULL,
     window_ends timestamp with time zone NOT NULL,
-    delivered_to integer NOT NULL
+    delivered_to integer NOT NULL,
+    client_id text,
+    metadata text,
+    body_binary boolean,
+    tags jsonb,
+    expiration_seconds integer,
+    max_receive_count integer,
+    dead_letter_queue text
 );
+
+-- COMMENT COLUMN topic_bodies.tags
+
+COMMENT ON COLUMN skipq.topic_bodies.tags IS 'A pending copy''s tags as its message will carry them (with skipq.topic and skipq.body); with client_id, metadata, body_binary, expiration_seconds (-1: the queue''s), max_receive_count (negative: the queue''s, else its absolute value, the server''s) and dead_letter_queue (NULL: the queue''s), what skipq.topic_copies_make needs besides the body. NULL in rows written before 00060.';
 
 -- SEQUENCE topic_body_sequence
 
@@ -359,6 +370,31 @@ ALTER TABLE skipq.topic_counts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY 
     NO MAXVALUE
     CACHE 1
 );
+
+-- SEQUENCE topic_pending_sequence
+
+CREATE SEQUENCE skipq.topic_pending_sequence
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+-- TABLE topic_pending
+
+CREATE TABLE skipq.topic_pending (
+    queue_id bigint NOT NULL,
+    id bigint DEFAULT nextval('skipq.topic_pending_sequence'::regclass) NOT NULL,
+    topic_id bigint NOT NULL,
+    body_ids bigint[] NOT NULL,
+    first_body_id bigint NOT NULL,
+    published_at timestamp with time zone NOT NULL
+)
+WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.01', autovacuum_vacuum_cost_delay='0');
+
+-- COMMENT TABLE topic_pending
+
+COMMENT ON TABLE skipq.topic_pending IS 'Topic copies a publish left to be made by their group: one row a group, publish and 32 messages. Its copies are available messages of the queue that no row of skipq.messages holds yet (skipq.topic_copies_make).';
 
 -- TABLE topic_replays
 
@@ -564,6 +600,11 @@ ALTER TABLE ONLY skipq.topic_bodies
 ALTER TABLE ONLY skipq.topic_counts
     ADD CONSTRAINT topic_counts_pkey PRIMARY KEY (id);
 
+-- CONSTRAINT topic_pending topic_pending_pkey
+
+ALTER TABLE ONLY skipq.topic_pending
+    ADD CONSTRAINT topic_pending_pkey PRIMARY KEY (queue_id, id);
+
 -- CONSTRAINT topic_replays topic_replays_pkey
 
 ALTER TABLE ONLY skipq.topic_replays
@@ -656,6 +697,14 @@ CREATE INDEX timers_due_at_idx ON skipq.timers USING btree (due_at);
 -- INDEX topic_counts_topic_idx
 
 CREATE INDEX topic_counts_topic_idx ON skipq.topic_counts USING btree (topic_id);
+
+-- INDEX topic_pending_published_idx
+
+CREATE INDEX topic_pending_published_idx ON skipq.topic_pending USING btree (published_at);
+
+-- INDEX topic_pending_topic_idx
+
+CREATE INDEX topic_pending_topic_idx ON skipq.topic_pending USING btree (topic_id, first_body_id);
 
 -- TRIGGER messages messages_topic_copy_moved
 

@@ -15,6 +15,8 @@ CREATE OR REPLACE FUNCTION skipq.message_claim(p_tenant text, p_queue text, p_no
 DECLARE
     q     skipq.queues;
     v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_n   bigint;
+    v_ids bigint[];
 BEGIN
     -- A receive: up to p_max_messages messages of the queue, within the
     -- response budget (p_max_response_bytes, each message measured by
@@ -67,12 +69,32 @@ BEGIN
             p_max_messages, coalesce(p_max_per_group, 1), p_max_response_bytes, p_message_overhead, p_mode, p_key_id);
         RETURN;
     END IF;
+    -- A topic group's pending copies (skipq.topic_pending) are made when
+    -- the walk of ready messages comes back short: by a claim, already
+    -- leased to it, as many as it still may take (within the response
+    -- budget measured on the copies alone: the two parts of one answer
+    -- can reach twice the budget); for autoAck and peeks, as ready
+    -- messages that the walk then takes (a peek makes them first: it
+    -- takes nothing; autoAck when its walk found nothing).
     IF p_mode = 'delete' THEN
         RETURN QUERY SELECT d.* FROM skipq.message_claim_and_delete(p_tenant, p_queue, p_now, p_max_messages,
             p_max_response_bytes, p_message_overhead, p_key_id) d ORDER BY d.sequence;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        IF v_n = 0 THEN
+            v_ids := skipq.topic_pending_take(q.id, p_max_messages);
+            IF cardinality(v_ids) > 0 THEN
+                PERFORM skipq.topic_copies_make(q, v_ids, v_now, NULL, NULL, 0);
+                RETURN QUERY SELECT d.* FROM skipq.message_claim_and_delete(p_tenant, p_queue, p_now,
+                    p_max_messages, p_max_response_bytes, p_message_overhead, p_key_id) d ORDER BY d.sequence;
+            END IF;
+        END IF;
         RETURN;
     END IF;
     IF p_mode = 'peek' THEN
+        v_ids := skipq.topic_pending_take(q.id, p_max_messages);
+        IF cardinality(v_ids) > 0 THEN
+            PERFORM skipq.topic_copies_make(q, v_ids, v_now, NULL, NULL, 0);
+        END IF;
         RETURN QUERY
         WITH walked AS (
             SELECT c.row, c.sequence, c.size
@@ -184,6 +206,14 @@ BEGIN
         FROM claimed c WHERE c.tags ? 'skipq.trace'
     )
     SELECT c.* FROM claimed c ORDER BY c.sequence;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n < p_max_messages THEN
+        v_ids := skipq.topic_pending_take(q.id, p_max_messages - v_n::integer);
+        IF cardinality(v_ids) > 0 THEN
+            RETURN QUERY SELECT * FROM skipq.topic_copies_make(q, v_ids, p_now,
+                coalesce(p_visibility_seconds, q.visibility_seconds), p_max_response_bytes, p_message_overhead);
+        END IF;
+    END IF;
 END $$;
 
 REVOKE ALL ON FUNCTION skipq.message_claim(p_tenant text, p_queue text, p_now timestamp with time zone, p_visibility_seconds integer, p_max_messages integer, p_max_response_bytes bigint, p_message_overhead bigint, p_key_id bigint, p_max_per_group integer, p_mode text) FROM PUBLIC;

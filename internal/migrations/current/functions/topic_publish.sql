@@ -30,6 +30,12 @@ DECLARE
     -- The copies of the groups written together: queue ids and positions.
     v_fq      bigint[] := '{}';
     v_fx      integer[] := '{}';
+    -- The copies left pending (skipq.topic_pending): queue ids and
+    -- positions. A standard topic's unkeyed messages without a delay may
+    -- be: their copies need nothing checked or timed at publish.
+    v_pq      bigint[] := '{}';
+    v_px      integer[] := '{}';
+    v_lazy    boolean;
     s         record;
     r         record;
     i         integer;
@@ -123,8 +129,10 @@ BEGIN
     -- copies of all other groups are written below in one statement. This
     -- statement's snapshot comes after the shared lock: no subscription
     -- change is in flight.
+    -- (Array containment: an expression, no executor.)
+    v_lazy := NOT t.fifo AND NOT v_keyed AND p_delay_seconds <@ ARRAY[-1, 0];
     FOR s IN
-        SELECT ts.queue_id, ts.filter, q.name, q.content_based_dedup,
+        SELECT ts.queue_id, ts.filter, q.name, q.content_based_dedup, q.fifo, q.delay_seconds,
                q.content_based_dedup OR EXISTS (SELECT 1 FROM skipq.queue_trace tr WHERE tr.queue_id = q.id)
                    AS alone
         FROM skipq.topic_subscriptions ts JOIN skipq.queues q ON q.id = ts.queue_id
@@ -142,6 +150,11 @@ BEGIN
             v_pos := ARRAY(SELECT x FROM unnest(v_fresh) x WHERE skipq.topic_matches(s.filter, v_src[x]) ORDER BY x);
         END IF;
         CONTINUE WHEN cardinality(v_pos) = 0;
+        IF NOT s.alone AND v_lazy AND NOT s.fifo AND (s.delay_seconds = 0 OR NOT -1 = ANY(p_delay_seconds)) THEN
+            v_pq := v_pq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)]);
+            v_px := v_px || v_pos;
+            CONTINUE;
+        END IF;
         IF NOT s.alone THEN
             v_fq := v_fq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)]);
             v_fx := v_fx || v_pos;
@@ -243,6 +256,32 @@ BEGIN
         LEFT JOIN per_message c ON v_outcome[x] = 'sent' AND c.message_id = p_message_ids[x];
     END IF;
 
+    IF cardinality(v_px) > 0 THEN
+        -- The pending copies: a row a group and 32 positions (a claim
+        -- locks the rows it takes from; smaller rows hide less of a
+        -- publish from the group's other consumers), each position's body
+        -- id. A queue deleted since the subscriptions were read gets
+        -- nothing, as above.
+        WITH pending AS (
+            INSERT INTO skipq.topic_pending (queue_id, topic_id, body_ids, first_body_id, published_at)
+            SELECT f.q, t.id, array_agg(v_body_id[f.x] ORDER BY f.k), min(v_body_id[f.x]), v_now
+            FROM unnest(v_pq, v_px) WITH ORDINALITY AS f(q, x, k)
+            WHERE EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = f.q)
+            GROUP BY f.q, (f.k - 1) / 32
+            ORDER BY f.q, (f.k - 1) / 32
+            RETURNING queue_id, body_ids
+        ), per_body AS (
+            SELECT u.body_id, count(*)::integer AS groups,
+                   string_agg(',' || p.queue_id::text, '' ORDER BY p.queue_id) AS woken
+            FROM pending p CROSS JOIN LATERAL unnest(p.body_ids) AS u(body_id) GROUP BY u.body_id
+        )
+        SELECT array_agg(v_count[x] + coalesce(c.groups, 0) ORDER BY x),
+               array_agg(v_woken[x] || coalesce(c.woken, '') ORDER BY x)
+        INTO v_count, v_woken
+        FROM generate_subscripts(p_message_ids, 1) x
+        LEFT JOIN per_body c ON c.body_id = v_body_id[x];
+    END IF;
+
     IF v_keyed THEN
         FOR i IN 1 .. n LOOP
             IF v_dupof[i] IS NOT NULL THEN
@@ -253,12 +292,18 @@ BEGIN
 
     -- The bodies, once each: of the messages some group got, of keyed
     -- ones (their key answers a second publish even when nothing matched),
-    -- and of every one a topic retains.
+    -- and of every one a topic retains; with what a pending copy is made
+    -- of besides the body (a maximum receive count not given as the
+    -- server's, negated: the queue's comes first).
     INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends,
-                                    delivered_to)
+                                    delivered_to, client_id, metadata, body_binary, tags, expiration_seconds,
+                                    max_receive_count, dead_letter_queue)
     SELECT v_body_id[x], t.id, p_message_ids[x], CASE WHEN p_keyed[x] THEN v_hash[x] END,
            substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]), v_now,
-           v_now + make_interval(secs => t.dedup_window_seconds), v_count[x]
+           v_now + make_interval(secs => t.dedup_window_seconds), v_count[x],
+           p_client_ids[x], p_metadatas[x], p_body_binaries[x], v_copy[x], p_expiration_seconds[x],
+           CASE WHEN p_max_receive_counts[x] > 0 THEN p_max_receive_counts[x] ELSE -p_server_max_receive_count END,
+           CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
     FROM unnest(v_fresh) x
     WHERE v_count[x] > 0 OR p_keyed[x] OR t.retain_seconds > 0;
     IF t.retain_seconds > 0 THEN

@@ -33,7 +33,11 @@ BEGIN
       AND b.window_ends <= now()
       AND (SELECT r.id FROM skipq.topic_retained r WHERE r.topic_id = b.topic_id AND r.id = b.id LIMIT 1) IS NULL
       AND (SELECT m.sequence FROM skipq.messages m
-           WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text LIMIT 1) IS NULL;
+           WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text LIMIT 1) IS NULL
+      -- The topic's floor: no pending copy of this topic was published
+      -- with an id at or below this body's (a row's first id, never cut).
+      AND (SELECT p.id FROM skipq.topic_pending p
+           WHERE p.topic_id = b.topic_id AND p.first_body_id <= b.id LIMIT 1) IS NULL;
     IF v_last IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.topic_bodies b WHERE b.id > v_last) THEN
         RETURN 0;
     END IF;

@@ -1,0 +1,178 @@
+package db_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/skipq/skipq/internal/db"
+)
+
+// A publish leaves a group's copies in pending rows of up to 32 ids; the
+// group's claims make them, two sessions interleaved: a claim locks only
+// the rows it takes from, and passes over a row another claim holds
+// instead of waiting for it, as it passes over a locked ready message.
+
+// publishIDs publishes one unkeyed message a given id to topic "tp".
+func publishIDs(t *testing.T, q *db.Queries, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m%03d", i)
+	}
+	publish(t, q, ids...)
+	return ids
+}
+
+// claimN claims up to max messages of queue "q" and returns their ids.
+func claimN(t *testing.T, q *db.Queries, max int32) []string {
+	t.Helper()
+	var rows []db.SkipqMessage
+	blocked, done := waits(func() {
+		var err error
+		rows, err = q.MessageClaim(context.Background(), db.MessageClaimParams{Tenant: "t", Queue: "q",
+			MaxMessages: max, MaxResponseBytes: 1 << 30, Mode: "claim"})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	if blocked {
+		t.Fatal("a claim waited for another session")
+	}
+	<-done
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.MessageID
+		if r.ReceiveCount != 1 || r.Ready || len(r.LeaseToken) == 0 {
+			t.Fatalf("a copy made by a claim is not leased to it: %+v", r)
+		}
+	}
+	return ids
+}
+
+func pendingRows(t *testing.T, f fixture) []int {
+	t.Helper()
+	var sizes []int
+	rows, err := f.pool.Query(context.Background(), "SELECT cardinality(body_ids) FROM skipq.topic_pending ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n int
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
+func TestClaimsMakePendingCopiesPassingEachOther(t *testing.T) {
+	f := topicFixture(t)
+	ctx := context.Background()
+	ids := publishIDs(t, f.q, 40)
+	if got := pendingRows(t, f); fmt.Sprint(got) != "[32 8]" {
+		t.Fatalf("pending rows %v, want [32 8]", got)
+	}
+	seen := map[string]int{}
+	txA, qa := f.begin(t)
+	a := claimN(t, qa, 1)
+	if fmt.Sprint(a) != "[m000]" {
+		t.Fatalf("A claimed %v, want the oldest copy", a)
+	}
+	// B passes over the row A holds: the next row's copies.
+	b := claimN(t, f.q, 5)
+	if fmt.Sprint(b) != "[m032 m033 m034 m035 m036]" {
+		t.Fatalf("B claimed %v beside A, want five of the second row", b)
+	}
+	b2 := claimN(t, f.q, 10)
+	if len(b2) != 3 {
+		t.Fatalf("B claimed %v, want the second row's last three (the first is A's)", b2)
+	}
+	if n := len(claimN(t, f.q, 10)); n != 0 {
+		t.Fatalf("B claimed %d while A holds the only row left", n)
+	}
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rest := claimN(t, f.q, 40)
+	if len(rest) != 31 {
+		t.Fatalf("after A committed B claimed %d, want the 31 A's row kept", len(rest))
+	}
+	for _, got := range [][]string{a, b, b2, rest} {
+		for _, id := range got {
+			seen[id]++
+		}
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Fatalf("%s claimed %d times, want once", id, seen[id])
+		}
+	}
+	if got := pendingRows(t, f); len(got) != 0 {
+		t.Fatalf("pending rows left: %v", got)
+	}
+}
+
+// A publish's pending rows are invisible to claims until it commits, and a
+// claim does not wait for it; the worker's step passes over a row a claim
+// holds, and a claim over a row the step holds.
+func TestPendingCopiesAgainstPublishAndWorker(t *testing.T) {
+	f := topicFixture(t)
+	ctx := context.Background()
+	txP, qp := f.begin(t)
+	publishIDs(t, qp, 40)
+	if n := len(claimN(t, f.q, 10)); n != 0 {
+		t.Fatalf("a claim made %d copies of an open publish", n)
+	}
+	if err := txP.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	txA, qa := f.begin(t)
+	if n := len(claimN(t, qa, 1)); n != 1 {
+		t.Fatalf("A claimed %d, want 1", n)
+	}
+	ready := func(q *db.Queries) []db.TopicCopiesReadyRow {
+		t.Helper()
+		var rows []db.TopicCopiesReadyRow
+		blocked, done := waits(func() {
+			var err error
+			rows, err = q.TopicCopiesReady(ctx, db.TopicCopiesReadyParams{
+				PublishedBefore: time.Now().Add(time.Hour), MaxRows: 100})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		if blocked {
+			t.Fatal("the worker's step waited for a claim")
+		}
+		<-done
+		return rows
+	}
+	if rows := ready(f.q); len(rows) != 1 || rows[0].Readied != 8 {
+		t.Fatalf("the step beside A's claim made %+v ready, want the second row's 8", rows)
+	}
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := pendingRows(t, f); fmt.Sprint(got) != "[31]" {
+		t.Fatalf("pending rows %v, want A's, cut to 31", got)
+	}
+	txW, qw := f.begin(t)
+	if rows := ready(qw); len(rows) != 1 || rows[0].Readied != 31 {
+		t.Fatalf("the step made %+v ready, want 31", rows)
+	}
+	// The step's row is gone in its transaction, its copies not yet
+	// committed: a claim finds the 8 ready ones, nothing else, at once.
+	if n := len(claimN(t, f.q, 40)); n != 8 {
+		t.Fatalf("a claim beside the open step got %d, want the 8 ready copies", n)
+	}
+	if err := txW.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(claimN(t, f.q, 40)); n != 31 {
+		t.Fatalf("after the step a claim got %d, want 31", n)
+	}
+}

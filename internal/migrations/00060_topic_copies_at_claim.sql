@@ -1,0 +1,1404 @@
+-- +goose Up
+-- Topic copies made when their group claims them. A publish wrote, for
+-- every group, a message row with its three index entries and a ready row:
+-- about what a send writes for one message, so a publish to ten groups
+-- cost ten sends (docs/PERFORMANCE.md). Now, for the copies that need
+-- nothing at publish time (a standard topic's unkeyed messages without a
+-- delay, to a group that neither traces nor deduplicates by content), a
+-- publish writes one pending row a group and 32 messages: the group's
+-- body ids. The group's claim, when its walk of ready messages comes back
+-- short, takes body ids from its oldest pending rows and makes their
+-- copies already leased: the copy's insert takes the place of the plain
+-- claim's lock and update, so a copy costs its group about what a claim of
+-- a ready message does, and the publish costs about one body a message.
+-- What the copy needs besides its body (client id, metadata, tags, its
+-- policies) is stored once, beside the body, in skipq.topic_bodies.
+--
+-- The worker makes the copies that no claim took within a few seconds
+-- ready messages (skipq.topic_copies_ready): browse, search, lookups,
+-- gauges and peeks see a pending copy by then, an expired one is dropped,
+-- and pending copies do not wait behind ready messages for longer.
+--
+-- New: table skipq.topic_pending, columns of skipq.topic_bodies, functions
+-- skipq.topic_pending_take, skipq.topic_copies_make,
+-- skipq.topic_copies_ready. Changed bodies (same signatures):
+-- skipq.topic_publish, skipq.message_claim, skipq.topic_upkeep. The Down
+-- makes every pending copy a ready message first, then restores them.
+
+-- +goose StatementBegin
+ALTER TABLE skipq.topic_bodies
+    ADD COLUMN client_id text,
+    ADD COLUMN metadata text,
+    ADD COLUMN body_binary boolean,
+    ADD COLUMN tags jsonb,
+    ADD COLUMN expiration_seconds integer,
+    ADD COLUMN max_receive_count integer,
+    ADD COLUMN dead_letter_queue text;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+COMMENT ON COLUMN skipq.topic_bodies.tags IS
+    'A pending copy''s tags as its message will carry them (with skipq.topic and skipq.body); with client_id, metadata, body_binary, expiration_seconds (-1: the queue''s), max_receive_count (negative: the queue''s, else its absolute value, the server''s) and dead_letter_queue (NULL: the queue''s), what skipq.topic_copies_make needs besides the body. NULL in rows written before 00060.';
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE SEQUENCE skipq.topic_pending_sequence;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE TABLE skipq.topic_pending (
+    queue_id      bigint NOT NULL,
+    id            bigint NOT NULL DEFAULT nextval('skipq.topic_pending_sequence'),
+    topic_id      bigint NOT NULL,
+    -- The body ids whose copies the group has yet to make, in publish
+    -- order; a claim cuts them from the front.
+    body_ids      bigint[] NOT NULL,
+    -- The least body id the row was written with, never updated (a cut
+    -- stays a HOT update): the topic's floor for skipq.topic_upkeep.
+    first_body_id bigint NOT NULL,
+    published_at  timestamptz NOT NULL,
+    PRIMARY KEY (queue_id, id)
+) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.01,
+        autovacuum_vacuum_cost_delay = 0);
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE INDEX topic_pending_published_idx ON skipq.topic_pending (published_at);
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE INDEX topic_pending_topic_idx ON skipq.topic_pending (topic_id, first_body_id);
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+COMMENT ON TABLE skipq.topic_pending IS
+    'Topic copies a publish left to be made by their group: one row a group, publish and 32 messages. Its copies are available messages of the queue that no row of skipq.messages holds yet (skipq.topic_copies_make).';
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION skipq.topic_pending_take(p_queue_id bigint, p_max integer) RETURNS bigint[]
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    v_ids   bigint[] := '{}';
+    v_after bigint := 0;
+    v_need  integer;
+    r       record;
+BEGIN
+    -- Up to p_max body ids of the queue's pending copies, oldest rows
+    -- first: each row is locked FOR UPDATE SKIP LOCKED (a row another claim
+    -- holds is passed over, never waited for), then deleted when taken
+    -- whole or cut from the front. One row a statement, so that a claim
+    -- locks only the rows it takes from: a row it locked and did not need
+    -- would stay hidden from the others until it commits. The ids are the
+    -- caller's to make into copies in this transaction.
+    LOOP
+        v_need := p_max - cardinality(v_ids);
+        EXIT WHEN v_need <= 0;
+        SELECT p.ctid AS row, p.id, p.body_ids INTO r
+        FROM skipq.topic_pending p
+        WHERE p.queue_id = p_queue_id AND p.id > v_after
+        ORDER BY p.id LIMIT 1
+        FOR UPDATE SKIP LOCKED;
+        EXIT WHEN NOT FOUND;
+        v_after := r.id;
+        IF cardinality(r.body_ids) <= v_need THEN
+            DELETE FROM skipq.topic_pending p WHERE p.ctid = r.row;
+            v_ids := v_ids || r.body_ids;
+        ELSE
+            UPDATE skipq.topic_pending p SET body_ids = r.body_ids[v_need + 1:] WHERE p.ctid = r.row;
+            v_ids := v_ids || r.body_ids[:v_need];
+        END IF;
+    END LOOP;
+    RETURN v_ids;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+REVOKE ALL ON FUNCTION skipq.topic_pending_take(bigint, integer) FROM PUBLIC;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION skipq.topic_copies_make(q skipq.queues, p_body_ids bigint[], p_now timestamptz,
+                                        p_visibility_seconds integer, p_max_response_bytes bigint,
+                                        p_message_overhead bigint) RETURNS SETOF skipq.messages
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+BEGIN
+    -- The copies in queue q of the published messages p_body_ids (taken
+    -- by skipq.topic_pending_take), in that order: a message row as a
+    -- publish used to write it (empty body, the stored one named by its
+    -- skipq.body tag; the queue's defaults where the publish gave none),
+    -- sent_at its publish. With p_visibility_seconds the copies are a
+    -- claim's: leased to the caller as skipq.message_claim leases (one
+    -- secret, each token SHA-256 of it and the sequence, the secret itself
+    -- for a claim of one; one timer set), within p_max_response_bytes as
+    -- that claim measures (the first always fits), and returned; the
+    -- copies past the budget are made ready. Without it every copy is made
+    -- ready (a ready row each) and none is returned. A copy that expired
+    -- before it was made is not made. A message id the queue already holds
+    -- keeps the queue's message: the ids of pending copies are drawn by the
+    -- publish (UUIDv7), so only a client that reused one can meet this.
+    RETURN QUERY
+    WITH t AS (
+        SELECT coalesce(p_now, clock_timestamp()) AS now,
+               uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) AS secret
+    ), drawn AS (
+        SELECT u.k, b.*, nextval('skipq.message_sequence') AS sequence,
+               CASE WHEN b.expiration_seconds = 0
+                         OR (b.expiration_seconds < 0 AND q.expiration_seconds = 0) THEN NULL
+                    ELSE b.published_at + make_interval(secs => CASE WHEN b.expiration_seconds < 0
+                                                                     THEN q.expiration_seconds
+                                                                     ELSE b.expiration_seconds END)
+               END AS expires_at,
+               CASE WHEN b.body_binary THEN (b.size + 2) / 3 * 4 ELSE b.size END
+                   + octet_length(b.metadata) + octet_length(b.tags::text) + octet_length(b.message_id)
+                   + octet_length(b.client_id) + p_message_overhead AS wire
+        FROM unnest(p_body_ids) WITH ORDINALITY AS u(id, k)
+        CROSS JOIN LATERAL (
+            SELECT d.message_id, d.client_id, d.metadata, d.body_binary, d.tags, d.published_at,
+                   d.expiration_seconds, d.max_receive_count, d.dead_letter_queue,
+                   octet_length(d.body)::bigint AS size
+            FROM skipq.topic_bodies d WHERE d.id = u.id) b
+    ), live AS (
+        SELECT d.*, p_visibility_seconds IS NOT NULL
+                    AND (row_number() OVER w = 1
+                         OR sum(d.wire::float8) OVER w - d.wire < p_max_response_bytes) AS leased
+        FROM drawn d
+        WHERE d.expires_at IS NULL OR d.expires_at > (SELECT t.now FROM t)
+        WINDOW w AS (ORDER BY d.k ROWS UNBOUNDED PRECEDING)
+    ), made AS (
+        INSERT INTO skipq.messages AS m (
+            queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at,
+            expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, lease_token, ready)
+        SELECT q.id, l.sequence, l.message_id, l.client_id, l.metadata, '\x'::bytea, l.body_binary, l.tags,
+               l.published_at,
+               CASE WHEN l.leased THEN t.now + make_interval(secs => p_visibility_seconds) ELSE l.published_at END,
+               l.expires_at,
+               CASE WHEN l.leased THEN 1 ELSE 0 END,
+               CASE WHEN l.leased THEN t.now END,
+               CASE WHEN l.max_receive_count > 0 THEN l.max_receive_count
+                    WHEN q.max_receive_count > 0 THEN q.max_receive_count
+                    ELSE -l.max_receive_count END,
+               coalesce(l.dead_letter_queue, q.dead_letter_queue),
+               CASE WHEN NOT l.leased THEN NULL
+                    WHEN cardinality(p_body_ids) = 1 THEN t.secret
+                    ELSE sha256(t.secret || int8send(l.sequence)) END,
+               NOT l.leased
+        FROM live l CROSS JOIN t
+        ORDER BY l.k
+        ON CONFLICT (message_id, queue_id) WHERE message_id IS NOT NULL DO NOTHING
+        RETURNING m.*
+    ), readied AS (
+        INSERT INTO skipq.ready (queue_id, sequence)
+        SELECT c.queue_id, c.sequence FROM made c WHERE c.ready
+    ), timed AS (
+        INSERT INTO skipq.timer_sets (due_at, queue_id, sequences)
+        SELECT t.now + make_interval(secs => p_visibility_seconds), q.id,
+               ARRAY(SELECT c.sequence FROM made c WHERE NOT c.ready)
+        FROM t
+        WHERE EXISTS (SELECT 1 FROM made c WHERE NOT c.ready)
+    )
+    SELECT c.* FROM made c WHERE NOT c.ready ORDER BY c.sequence;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+REVOKE ALL ON FUNCTION skipq.topic_copies_make(skipq.queues, bigint[], timestamptz, integer, bigint, bigint) FROM PUBLIC;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION skipq.topic_copies_ready(p_now timestamptz, p_published_before timestamptz, p_max_rows integer)
+    RETURNS TABLE(queue_id bigint, readied integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    q skipq.queues;
+    r record;
+BEGIN
+    -- The worker's step: up to p_max_rows pending rows published before
+    -- p_published_before, oldest first, made ready copies in their queues
+    -- (skipq.topic_copies_make) and deleted; a row of a deleted queue is
+    -- deleted alone; copies expired at p_now (NULL: now) are dropped. Rows
+    -- a claim holds are passed over. Returns each queue's copies, for its
+    -- wake-up.
+    FOR r IN
+        SELECT p.ctid AS row, p.queue_id, p.body_ids FROM skipq.topic_pending p
+        WHERE p.published_at < p_published_before
+        ORDER BY p.published_at LIMIT p_max_rows
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        DELETE FROM skipq.topic_pending p WHERE p.ctid = r.row;
+        SELECT * INTO q FROM skipq.queues x WHERE x.id = r.queue_id;
+        CONTINUE WHEN NOT FOUND;
+        PERFORM skipq.topic_copies_make(q, r.body_ids, p_now, NULL, NULL, 0);
+        queue_id := r.queue_id;
+        readied := cardinality(r.body_ids);
+        RETURN NEXT;
+    END LOOP;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+REVOKE ALL ON FUNCTION skipq.topic_copies_ready(timestamptz, timestamptz, integer) FROM PUBLIC;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.topic_publish(p_tenant text, p_topic text, p_now timestamp with time zone, p_server_max_receive_count integer, p_message_ids text[], p_keyed boolean[], p_client_ids text[], p_metadatas text[], p_body_binaries boolean[], p_tags text[], p_delay_seconds integer[], p_expiration_seconds integer[], p_max_receive_counts integer[], p_dead_letter_queues text[], p_dead_letter_queue_given boolean[], p_body_offsets integer[], p_body_lengths integer[], p_body_data bytea, p_group_ids text[] DEFAULT NULL::text[], p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(pos integer, message_id text, outcome text, delivered_to integer, published_at timestamp with time zone, woken bigint[])
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    t         skipq.topics;
+    v_now     timestamptz := coalesce(p_now, now());
+    n         integer := coalesce(cardinality(p_message_ids), 0);
+    v_keyed   boolean := true = ANY(p_keyed);
+    v_hash    bytea[];
+    v_outcome text[] := array_fill('sent'::text, ARRAY[n]);
+    v_count   integer[] := array_fill(0, ARRAY[n]);
+    v_at      timestamptz[] := array_fill(v_now, ARRAY[n]);
+    v_woken   text[] := array_fill(''::text, ARRAY[n]);
+    v_body_id bigint[];
+    v_fresh   integer[];
+    v_pos     integer[];
+    v_first   integer;
+    -- A position repeating an earlier one's key within the call: that
+    -- position, whose result it answers with.
+    v_dupof   integer[] := array_fill(NULL::integer, ARRAY[n]);
+    b         skipq.topic_bodies;
+    -- Per position: its tags as given (what filters read), and as each
+    -- group's copy carries them.
+    v_src     jsonb[];
+    v_copy    jsonb[];
+    -- The copies of the groups written together: queue ids and positions.
+    v_fq      bigint[] := '{}';
+    v_fx      integer[] := '{}';
+    -- The copies left pending (skipq.topic_pending): queue ids and
+    -- positions. A standard topic's unkeyed messages without a delay may
+    -- be: their copies need nothing checked or timed at publish.
+    v_pq      bigint[] := '{}';
+    v_px      integer[] := '{}';
+    v_lazy    boolean;
+    s         record;
+    r         record;
+    i         integer;
+BEGIN
+    SELECT * INTO t FROM skipq.topics WHERE tenant = p_tenant AND name = p_topic;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- A FIFO topic's messages name a group, a standard topic's none (its
+    -- groups' queues are of its kind), as a send to a queue.
+    -- (An expression without a subquery: plpgsql evaluates it without
+    -- starting an executor.)
+    IF (CASE WHEN t.fifo THEN p_group_ids IS NULL OR array_position(p_group_ids, NULL) IS NOT NULL
+             ELSE cardinality(array_remove(p_group_ids, NULL)) > 0 END) THEN
+        RETURN QUERY
+            SELECT x, p_message_ids[x], CASE WHEN t.fifo THEN 'group_required' ELSE 'group_refused' END,
+                   0, NULL::timestamptz, NULL::bigint[]
+            FROM generate_subscripts(p_message_ids, 1) x
+            WHERE (p_group_ids[x] IS NULL) = t.fifo ORDER BY x;
+        RETURN;
+    END IF;
+    -- skipq.topic_lock_key's key, written out: that function (SQL with its
+    -- own search_path, so never inlined) would start an executor of its own.
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended('topic/' || t.id::text, 0));
+
+    IF v_keyed THEN
+        -- Publishers of one key are serialized until commit (lock-number
+        -- order: two batches cannot deadlock); a key's body row is the
+        -- first publish's result for as long as it exists (its window, and
+        -- while a copy is still in a group).
+        PERFORM pg_advisory_xact_lock(l.h) FROM (
+            SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/' || p_message_ids[x], 0) AS h
+            FROM generate_subscripts(p_message_ids, 1) x WHERE p_keyed[x] ORDER BY 1) l;
+        v_hash := ARRAY(
+            SELECT CASE WHEN p_keyed[x] THEN skipq.content_hash(
+                       substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]),
+                       p_body_binaries[x], p_metadatas[x], p_client_ids[x], p_tags[x]::jsonb) END
+            FROM generate_subscripts(p_message_ids, 1) x ORDER BY x);
+        -- Each key's body by a probe of topic_bodies_message_key, in a
+        -- subquery a plan cannot turn into a join (a key given twice
+        -- finds its body twice, and sets the same outcome).
+        FOR b IN
+            SELECT d.* FROM generate_subscripts(p_message_ids, 1) x
+            CROSS JOIN LATERAL (SELECT * FROM skipq.topic_bodies d
+                                WHERE d.topic_id = t.id AND d.message_id = p_message_ids[x] LIMIT 1) d
+            WHERE p_keyed[x]
+        LOOP
+            i := array_position(p_message_ids, b.message_id);
+            v_outcome[i] := CASE WHEN v_hash[i] = b.content_hash THEN 'duplicate' ELSE 'conflict' END;
+            v_count[i] := b.delivered_to; v_at[i] := b.published_at;
+        END LOOP;
+        FOR i IN 1 .. n LOOP
+            CONTINUE WHEN NOT p_keyed[i];
+            v_first := array_position(p_message_ids, p_message_ids[i]);
+            CONTINUE WHEN v_first = i;
+            v_outcome[i] := CASE WHEN v_hash[i] = v_hash[v_first] THEN 'duplicate' ELSE 'conflict' END;
+            v_dupof[i] := v_first;
+        END LOOP;
+        IF 'conflict' = ANY(v_outcome) THEN
+            RETURN QUERY
+                SELECT x, p_message_ids[x], 'conflict'::text, 0, NULL::timestamptz, NULL::bigint[]
+                FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'conflict' ORDER BY x;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- The fresh positions are those still 'sent'.
+    IF t.fifo AND t.retain_seconds > 0 THEN
+        -- A replay goes by body id: publishers of one groupId draw their
+        -- ids in the order they reach the groups (lock-number order).
+        PERFORM pg_advisory_xact_lock(l.h) FROM (
+            SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/group/' || p_group_ids[x], 0) AS h
+            FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'sent' ORDER BY 1) l;
+    END IF;
+    -- In one statement (each a statement's start-up otherwise): the fresh
+    -- positions, their body ids drawn in position order (the lateral
+    -- subquery, volatile, is run once a position, in generate_subscripts'
+    -- order), and each position's tags as given and as a copy carries them.
+    SELECT coalesce(array_agg(x ORDER BY x) FILTER (WHERE f.id IS NOT NULL), '{}'),
+           coalesce(array_agg(f.id ORDER BY x), '{}'),
+           coalesce(array_agg(f.src ORDER BY x), '{}'),
+           coalesce(array_agg(f.src || jsonb_build_object('skipq.topic', t.name, 'skipq.body', f.id::text)
+                              ORDER BY x), '{}')
+    INTO v_fresh, v_body_id, v_src, v_copy
+    FROM generate_subscripts(p_message_ids, 1) x
+    CROSS JOIN LATERAL (SELECT CASE WHEN v_outcome[x] = 'sent' THEN nextval('skipq.topic_body_sequence') END AS id,
+                               p_tags[x]::jsonb AS src) f;
+    -- Each group in queue-id order, its matching messages. A group whose
+    -- queue traces or deduplicates by content gets them through a send of
+    -- its own (skipq.message_insert: trace ids and events, keys); the
+    -- copies of all other groups are written below in one statement. This
+    -- statement's snapshot comes after the shared lock: no subscription
+    -- change is in flight.
+    -- (Array containment: an expression, no executor.)
+    v_lazy := NOT t.fifo AND NOT v_keyed AND p_delay_seconds <@ ARRAY[-1, 0];
+    FOR s IN
+        SELECT ts.queue_id, ts.filter, q.name, q.content_based_dedup, q.fifo, q.delay_seconds,
+               q.content_based_dedup OR EXISTS (SELECT 1 FROM skipq.queue_trace tr WHERE tr.queue_id = q.id)
+                   AS alone
+        FROM skipq.topic_subscriptions ts JOIN skipq.queues q ON q.id = ts.queue_id
+        -- A subscription still replaying gets this publish from the
+        -- retained messages (skipq.topic_replay), after the older ones.
+        WHERE ts.topic_id = t.id
+          AND NOT EXISTS (SELECT 1 FROM skipq.topic_replays rp WHERE rp.topic_id = ts.topic_id
+                          AND rp.queue_id = ts.queue_id AND rp.created_at >= ts.created_at)
+        ORDER BY ts.queue_id
+    LOOP
+        -- An unfiltered group's positions by assignment, not by a query.
+        IF s.filter IS NULL THEN
+            v_pos := v_fresh;
+        ELSE
+            v_pos := ARRAY(SELECT x FROM unnest(v_fresh) x WHERE skipq.topic_matches(s.filter, v_src[x]) ORDER BY x);
+        END IF;
+        CONTINUE WHEN cardinality(v_pos) = 0;
+        IF NOT s.alone AND v_lazy AND NOT s.fifo AND (s.delay_seconds = 0 OR NOT -1 = ANY(p_delay_seconds)) THEN
+            v_pq := v_pq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)]);
+            v_px := v_px || v_pos;
+            CONTINUE;
+        END IF;
+        IF NOT s.alone THEN
+            v_fq := v_fq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)]);
+            v_fx := v_fx || v_pos;
+            CONTINUE;
+        END IF;
+        FOR r IN
+            SELECT * FROM skipq.message_insert(
+                p_tenant, s.name, v_now, p_server_max_receive_count,
+                ARRAY(SELECT p_message_ids[x] FROM unnest(v_pos) x),
+                -- A queue that deduplicates by content would take every
+                -- empty body for the same: its copies are keyed by id.
+                array_fill(s.content_based_dedup, ARRAY[cardinality(v_pos)]),
+                ARRAY(SELECT p_client_ids[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_metadatas[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_body_binaries[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT v_copy[x]::text FROM unnest(v_pos) x),
+                ARRAY(SELECT p_delay_seconds[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_expiration_seconds[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_max_receive_counts[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_dead_letter_queues[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_dead_letter_queue_given[x] FROM unnest(v_pos) x),
+                array_fill(1, ARRAY[cardinality(v_pos)]), array_fill(0, ARRAY[cardinality(v_pos)]), '\x'::bytea,
+                CASE WHEN t.fifo THEN ARRAY(SELECT p_group_ids[x] FROM unnest(v_pos) x) END,
+                NULL,
+                CASE WHEN p_key_ids IS NOT NULL THEN ARRAY(SELECT p_key_ids[x] FROM unnest(v_pos) x) END) m
+        LOOP
+            IF r.queue_id <> s.queue_id THEN
+                -- The subscribed queue was deleted and one of its name
+                -- created after this statement read the subscriptions:
+                -- that queue did not subscribe.
+                RAISE EXCEPTION 'skipq: queue % was re-created during a publish', s.name
+                    USING ERRCODE = '40001';
+            END IF;
+            CONTINUE WHEN r.outcome NOT IN ('sent', 'duplicate');
+            i := v_pos[r.pos];
+            v_count[i] := v_count[i] + 1;
+            IF r.outcome = 'sent' AND r.delayed_to IS NULL THEN
+                v_woken[i] := v_woken[i] || ',' || s.queue_id::text;
+            END IF;
+        END LOOP;
+    END LOOP;
+
+    IF cardinality(v_fx) > 0 THEN
+        -- The other groups' copies, one insert for all: a send's insert
+        -- (skipq.message_insert's, with each queue's defaults) of empty
+        -- bodies, its sequences drawn group by group in position order
+        -- after the FIFO groups' locks (skipq.group_enter, in lock-number
+        -- order). A queue deleted since the subscriptions were read gets
+        -- nothing (the join), as a send to a missing queue.
+        IF t.fifo THEN
+            PERFORM skipq.group_enter(v_fq, ARRAY(SELECT p_group_ids[f.x] FROM unnest(v_fx) WITH ORDINALITY AS f(x, k)
+                                                 ORDER BY f.k));
+        END IF;
+        WITH inserted AS (
+            INSERT INTO skipq.messages AS msg (
+                queue_id, message_id, client_id, metadata, body, body_binary, tags,
+                sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready, group_id)
+            SELECT q.id, p_message_ids[f.x], p_client_ids[f.x], p_metadatas[f.x], '\x'::bytea,
+                   p_body_binaries[f.x], v_copy[f.x],
+                   v_now,
+                   v_now + make_interval(secs => p.delay_seconds),
+                   CASE WHEN p.delay_seconds > 0 THEN v_now + make_interval(secs => p.delay_seconds) END,
+                   CASE WHEN p.expiration_seconds > 0
+                        THEN v_now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
+                   p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0, p_group_ids[f.x]
+            -- Each queue looked up once, its copies' positions beside it.
+            FROM skipq.queues q
+            CROSS JOIN LATERAL (SELECT u.q, u.x FROM unnest(v_fq, v_fx) AS u(q, x) WHERE u.q = q.id) f
+            CROSS JOIN LATERAL (SELECT
+                CASE WHEN p_delay_seconds[f.x] < 0 THEN q.delay_seconds ELSE p_delay_seconds[f.x] END AS delay_seconds,
+                CASE WHEN p_expiration_seconds[f.x] < 0 THEN q.expiration_seconds ELSE p_expiration_seconds[f.x] END
+                    AS expiration_seconds,
+                CASE WHEN p_max_receive_counts[f.x] > 0 THEN p_max_receive_counts[f.x]
+                     WHEN q.max_receive_count > 0 THEN q.max_receive_count
+                     ELSE p_server_max_receive_count END AS max_receive_count,
+                CASE WHEN p_dead_letter_queue_given[f.x] THEN p_dead_letter_queues[f.x] ELSE q.dead_letter_queue END
+                    AS dead_letter_queue
+            ) p
+            WHERE q.id = ANY(v_fq)
+            ORDER BY f.q, f.x
+            RETURNING msg.queue_id, msg.message_id, msg.sequence, msg.visible_at, msg.ready
+        ), readied AS (
+            INSERT INTO skipq.ready (queue_id, sequence)
+            SELECT w.queue_id, w.sequence FROM inserted w WHERE w.ready
+        ), timed AS (
+            INSERT INTO skipq.timers (due_at, queue_id, sequence)
+            SELECT w.visible_at, w.queue_id, w.sequence FROM inserted w WHERE NOT w.ready
+        ), per_message AS (
+            -- A fresh position's message id is its own (no two share one).
+            SELECT w.message_id, count(*)::integer AS groups,
+                   coalesce(string_agg(',' || w.queue_id::text, '' ORDER BY w.queue_id) FILTER (WHERE w.ready), '')
+                       AS woken
+            FROM inserted w GROUP BY w.message_id
+        )
+        SELECT array_agg(v_count[x] + coalesce(c.groups, 0) ORDER BY x),
+               array_agg(v_woken[x] || coalesce(c.woken, '') ORDER BY x)
+        INTO v_count, v_woken
+        FROM generate_subscripts(p_message_ids, 1) x
+        LEFT JOIN per_message c ON v_outcome[x] = 'sent' AND c.message_id = p_message_ids[x];
+    END IF;
+
+    IF cardinality(v_px) > 0 THEN
+        -- The pending copies: a row a group and 32 positions (a claim
+        -- locks the rows it takes from; smaller rows hide less of a
+        -- publish from the group's other consumers), each position's body
+        -- id. A queue deleted since the subscriptions were read gets
+        -- nothing, as above.
+        WITH pending AS (
+            INSERT INTO skipq.topic_pending (queue_id, topic_id, body_ids, first_body_id, published_at)
+            SELECT f.q, t.id, array_agg(v_body_id[f.x] ORDER BY f.k), min(v_body_id[f.x]), v_now
+            FROM unnest(v_pq, v_px) WITH ORDINALITY AS f(q, x, k)
+            WHERE EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = f.q)
+            GROUP BY f.q, (f.k - 1) / 32
+            ORDER BY f.q, (f.k - 1) / 32
+            RETURNING queue_id, body_ids
+        ), per_body AS (
+            SELECT u.body_id, count(*)::integer AS groups,
+                   string_agg(',' || p.queue_id::text, '' ORDER BY p.queue_id) AS woken
+            FROM pending p CROSS JOIN LATERAL unnest(p.body_ids) AS u(body_id) GROUP BY u.body_id
+        )
+        SELECT array_agg(v_count[x] + coalesce(c.groups, 0) ORDER BY x),
+               array_agg(v_woken[x] || coalesce(c.woken, '') ORDER BY x)
+        INTO v_count, v_woken
+        FROM generate_subscripts(p_message_ids, 1) x
+        LEFT JOIN per_body c ON c.body_id = v_body_id[x];
+    END IF;
+
+    IF v_keyed THEN
+        FOR i IN 1 .. n LOOP
+            IF v_dupof[i] IS NOT NULL THEN
+                v_count[i] := v_count[v_dupof[i]]; v_at[i] := v_at[v_dupof[i]];
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- The bodies, once each: of the messages some group got, of keyed
+    -- ones (their key answers a second publish even when nothing matched),
+    -- and of every one a topic retains; with what a pending copy is made
+    -- of besides the body (a maximum receive count not given as the
+    -- server's, negated: the queue's comes first).
+    INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends,
+                                    delivered_to, client_id, metadata, body_binary, tags, expiration_seconds,
+                                    max_receive_count, dead_letter_queue)
+    SELECT v_body_id[x], t.id, p_message_ids[x], CASE WHEN p_keyed[x] THEN v_hash[x] END,
+           substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]), v_now,
+           v_now + make_interval(secs => t.dedup_window_seconds), v_count[x],
+           p_client_ids[x], p_metadatas[x], p_body_binaries[x], v_copy[x], p_expiration_seconds[x],
+           CASE WHEN p_max_receive_counts[x] > 0 THEN p_max_receive_counts[x] ELSE -p_server_max_receive_count END,
+           CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+    FROM unnest(v_fresh) x
+    WHERE v_count[x] > 0 OR p_keyed[x] OR t.retain_seconds > 0;
+    IF t.retain_seconds > 0 THEN
+        -- What a replay sends again: the message as published.
+        INSERT INTO skipq.topic_retained (topic_id, id, message_id, published_at, client_id, metadata,
+                                          body_binary, tags, group_id, expiration_seconds, max_receive_count,
+                                          dead_letter_queue)
+        SELECT t.id, v_body_id[x], p_message_ids[x], v_now, p_client_ids[x], p_metadatas[x], p_body_binaries[x],
+               v_src[x], p_group_ids[x], p_expiration_seconds[x], p_max_receive_counts[x],
+               CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+        FROM unnest(v_fresh) x ORDER BY x;
+    END IF;
+    IF cardinality(v_fresh) > 0 THEN
+        INSERT INTO skipq.topic_counts (topic_id, published, delivered, unrouted)
+        SELECT t.id, count(*), sum(v_count[x]), count(*) FILTER (WHERE v_count[x] = 0)
+        FROM unnest(v_fresh) x;
+    END IF;
+
+    RETURN QUERY
+    SELECT x, p_message_ids[x], v_outcome[x], v_count[x], v_at[x],
+           CASE WHEN v_woken[x] = '' THEN '{}'::bigint[] ELSE string_to_array(substr(v_woken[x], 2), ',')::bigint[] END
+    FROM generate_subscripts(p_message_ids, 1) x ORDER BY x;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.message_claim(p_tenant text, p_queue text, p_now timestamp with time zone, p_visibility_seconds integer, p_max_messages integer, p_max_response_bytes bigint, p_message_overhead bigint, p_key_id bigint DEFAULT NULL::bigint, p_max_per_group integer DEFAULT NULL::integer, p_mode text DEFAULT NULL::text) RETURNS SETOF skipq.messages
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    q     skipq.queues;
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_n   bigint;
+    v_ids bigint[];
+BEGIN
+    -- A receive: up to p_max_messages messages of the queue, within the
+    -- response budget (p_max_response_bytes, each message measured by
+    -- skipq.message_wire_size plus p_message_overhead; the first always
+    -- fits), returned in answer order. The queue's kind decides the claim:
+    -- a FIFO queue's is skipq.message_claim_grouped (p_max_per_group of
+    -- each group, groups in rotation), a standard queue's the oldest ready
+    -- messages by sequence. p_mode: 'claim' leases them for
+    -- p_visibility_seconds (NULL: the queue's default), 'delete' (autoAck)
+    -- removes or retains them (skipq.message_claim_and_delete), 'peek'
+    -- reads them unchanged and unlocked; NULL, the previous release's call,
+    -- claims a standard queue and returns nothing from a FIFO one. On a
+    -- traced queue each claimed message gets its 'received' event, under
+    -- p_key_id (the request's API key, NULL for none).
+    --
+    -- The walk visits ready rows in sequence order and locks each ready
+    -- row, then its message, with SKIP LOCKED, so concurrent claims pass
+    -- each other without waiting, and measures sizes without fetching
+    -- bodies (octet_length reads the TOAST header only). The ready row is
+    -- locked first because a claim that committed after this statement's
+    -- snapshot deleted it: the lock finds it gone and skips it, where a
+    -- lock on its message would succeed on the newer version, fail the
+    -- recheck and stay held to this claim's commit, making that message's
+    -- ack wait.
+    --
+    -- Every row is found in a way only one plan serves, whatever the
+    -- statistics the generic plan was made with. On statistics of a
+    -- drained table (one live row over many pages) every index that leads
+    -- with the queue id costs the same, and a probe by key walked
+    -- messages_queue_sent_idx over all of the queue's messages, the deletes
+    -- of ready rows and the update of the claimed messages by key did the
+    -- same over ready_pkey and messages_queue_sent_idx (sequence = ANY(...)
+    -- a filter, not an index condition): each claim read the whole queue.
+    -- So a message is found by a probe of its queue in sequence order
+    -- between two bounds on its sequence, which only the primary key
+    -- serves without a sort (sorts are off; an equality on the sequence
+    -- would make the order moot, and a range open at one end would test
+    -- every later entry of the page), and locked at that address with its
+    -- key checked; the ready rows and messages the walk locked are then
+    -- deleted and updated by address (a TID scan is their only plan). A row
+    -- locked at its address cannot move; one that another transaction
+    -- updated since this statement's snapshot fails the lock's recheck and
+    -- is skipped, as a locked one is.
+    SELECT * INTO q FROM skipq.queues x WHERE x.tenant = p_tenant AND x.name = p_queue;
+    IF NOT FOUND OR (q.fifo AND p_mode IS NULL) THEN
+        RETURN;
+    END IF;
+    IF q.fifo THEN
+        RETURN QUERY SELECT * FROM skipq.message_claim_grouped(p_tenant, p_queue, p_now, p_visibility_seconds,
+            p_max_messages, coalesce(p_max_per_group, 1), p_max_response_bytes, p_message_overhead, p_mode, p_key_id);
+        RETURN;
+    END IF;
+    -- A topic group's pending copies (skipq.topic_pending) are made when
+    -- the walk of ready messages comes back short: by a claim, already
+    -- leased to it, as many as it still may take (within the response
+    -- budget measured on the copies alone: the two parts of one answer
+    -- can reach twice the budget); for autoAck and peeks, as ready
+    -- messages that the walk then takes (a peek makes them first: it
+    -- takes nothing; autoAck when its walk found nothing).
+    IF p_mode = 'delete' THEN
+        RETURN QUERY SELECT d.* FROM skipq.message_claim_and_delete(p_tenant, p_queue, p_now, p_max_messages,
+            p_max_response_bytes, p_message_overhead, p_key_id) d ORDER BY d.sequence;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        IF v_n = 0 THEN
+            v_ids := skipq.topic_pending_take(q.id, p_max_messages);
+            IF cardinality(v_ids) > 0 THEN
+                PERFORM skipq.topic_copies_make(q, v_ids, v_now, NULL, NULL, 0);
+                RETURN QUERY SELECT d.* FROM skipq.message_claim_and_delete(p_tenant, p_queue, p_now,
+                    p_max_messages, p_max_response_bytes, p_message_overhead, p_key_id) d ORDER BY d.sequence;
+            END IF;
+        END IF;
+        RETURN;
+    END IF;
+    IF p_mode = 'peek' THEN
+        v_ids := skipq.topic_pending_take(q.id, p_max_messages);
+        IF cardinality(v_ids) > 0 THEN
+            PERFORM skipq.topic_copies_make(q, v_ids, v_now, NULL, NULL, 0);
+        END IF;
+        RETURN QUERY
+        WITH walked AS (
+            SELECT c.row, c.sequence, c.size
+            FROM (SELECT r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence) r
+            CROSS JOIN LATERAL (
+                SELECT c.ctid AS row, c.sequence,
+                       skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
+                           c.client_id, c.re_routed_from) + p_message_overhead AS size
+                FROM skipq.messages c
+                WHERE c.ctid = (SELECT y.ctid FROM skipq.messages y
+                                WHERE y.queue_id = q.id AND y.sequence >= r.sequence AND y.sequence <= r.sequence
+                                ORDER BY y.sequence LIMIT 1)
+                  AND c.queue_id = q.id AND c.sequence = r.sequence
+                  AND c.ready AND (c.expires_at IS NULL OR c.expires_at > v_now)) c
+            LIMIT p_max_messages
+        ), picked AS (
+            SELECT w.row FROM (
+                SELECT w.row, row_number() OVER win AS n, sum(w.size::float8) OVER win - w.size AS before
+                FROM walked w
+                WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+            WHERE w.n = 1 OR w.before < p_max_response_bytes
+        )
+        SELECT m.* FROM skipq.messages m
+        WHERE m.ctid = ANY(ARRAY(SELECT p.row FROM picked p))
+        ORDER BY m.sequence;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH t AS (
+        -- The lease starts when this statement runs, after its snapshot:
+        -- v_now was read at the call's start, and a message that the worker
+        -- readied in between (its delay just ended) would get a lease dated
+        -- before it was available. t is read once (volatile: materialized).
+        -- secret: 244 random bits (two version 4 UUIDs) drawn for this
+        -- claim alone, stored nowhere but as the token of a claim of one
+        -- (below). Each claimed message's lease token
+        -- is SHA-256 of the secret and its sequence (unique across queues):
+        -- one random draw per claim instead of two per message (a draw is
+        -- OpenSSL's RAND_bytes, about 11,000 instructions; this SHA-256
+        -- about 7,000). A token is as hard to guess as the secret, and the
+        -- handles of one claim, which a shared claim hands to several
+        -- receivers, reveal nothing of each other (finding the secret from
+        -- them is a preimage search of SHA-256); a later claim of the same
+        -- message draws another secret, so every lease has a new token. A
+        -- claim of one message has no other handle to keep apart: its token
+        -- is the secret itself, and the claim costs no more than before.
+        SELECT coalesce(p_now, clock_timestamp()) AS now,
+               coalesce(p_visibility_seconds, q.visibility_seconds) AS visibility_seconds,
+               uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) AS secret
+    ), walked AS (
+        SELECT r.row AS ready_row, c.row, c.sequence, c.size
+        FROM (SELECT r.ctid AS row, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence
+              FOR UPDATE SKIP LOCKED) r
+        CROSS JOIN LATERAL (
+            SELECT c.ctid AS row, c.sequence,
+                   skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
+                       c.client_id, c.re_routed_from) + p_message_overhead AS size
+            FROM skipq.messages c
+            WHERE c.ctid = (SELECT y.ctid FROM skipq.messages y
+                            WHERE y.queue_id = q.id AND y.sequence >= r.sequence AND y.sequence <= r.sequence
+                            ORDER BY y.sequence LIMIT 1)
+              AND c.queue_id = q.id AND c.sequence = r.sequence
+              AND c.ready
+              AND (c.expires_at IS NULL OR c.expires_at > v_now)
+            FOR UPDATE SKIP LOCKED) c
+        LIMIT p_max_messages
+    ), picked AS (
+        -- The running sum (here and in the peek's) in float8, exact below
+        -- 2^53 bytes: sum() of a bigint is a numeric, about 2,000
+        -- instructions a row.
+        SELECT w.ready_row, w.row, w.sequence FROM (
+            SELECT w.ready_row, w.row, w.sequence, row_number() OVER win AS n, sum(w.size::float8) OVER win - w.size AS before
+            FROM walked w
+            WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+        WHERE w.n = 1 OR w.before < p_max_response_bytes
+    ), unready AS (
+        DELETE FROM skipq.ready r
+        WHERE r.ctid = ANY(ARRAY(SELECT p.ready_row FROM picked p))
+    ), timed AS (
+        -- One timer for the whole claim, a set (skipq.timer_sets): its
+        -- leases end together. A set that comes due fires only those of
+        -- its messages still waiting for that moment (skipq.message_fire):
+        -- one acked, released, extended (the extend files its own timer)
+        -- or claimed again with a later lease is passed over. A claim of
+        -- one writes a set of one too: that costs about 9,000 instructions
+        -- more than a single timer (771,000 against 761,000 a claim), but
+        -- a second insert that filed a single timer for claims of one, in
+        -- this statement and so planned and started on every claim, cost
+        -- 27,000 more than the set alone.
+        INSERT INTO skipq.timer_sets (due_at, queue_id, sequences)
+        SELECT t.now + make_interval(secs => t.visibility_seconds), q.id, ARRAY(SELECT p.sequence FROM picked p)
+        FROM t
+        WHERE EXISTS (SELECT 1 FROM picked p)
+    ), claimed AS (
+        UPDATE skipq.messages m
+        SET visible_at        = t.now + make_interval(secs => t.visibility_seconds),
+            receive_count     = m.receive_count + 1,
+            first_received_at = coalesce(m.first_received_at, t.now),
+            lease_token       = CASE WHEN p_max_messages = 1 THEN t.secret
+                                     ELSE sha256(t.secret || int8send(m.sequence)) END,
+            ready             = false
+        FROM t
+        WHERE m.ctid = ANY(ARRAY(SELECT p.row FROM picked p))
+        RETURNING m.*
+    ), traced AS (
+        INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
+        SELECT (c.tags->>'skipq.trace')::bigint, c.queue_id, c.message_id, 'received', v_now, p_key_id,
+               jsonb_build_object('receiveCount', c.receive_count, 'visibleUntil', c.visible_at), NULL
+        FROM claimed c WHERE c.tags ? 'skipq.trace'
+    )
+    SELECT c.* FROM claimed c ORDER BY c.sequence;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n < p_max_messages THEN
+        v_ids := skipq.topic_pending_take(q.id, p_max_messages - v_n::integer);
+        IF cardinality(v_ids) > 0 THEN
+            RETURN QUERY SELECT * FROM skipq.topic_copies_make(q, v_ids, p_now,
+                coalesce(p_visibility_seconds, q.visibility_seconds), p_max_response_bytes, p_message_overhead);
+        END IF;
+    END IF;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.topic_upkeep(p_after bigint, p_max integer) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_last bigint;
+BEGIN
+    WITH folded AS (
+        DELETE FROM skipq.topic_counts c
+        WHERE c.id = ANY(ARRAY(SELECT id FROM skipq.topic_counts ORDER BY id LIMIT 10000 FOR UPDATE SKIP LOCKED))
+        RETURNING c.topic_id, c.published, c.delivered, c.unrouted
+    ), summed AS (
+        SELECT f.topic_id, sum(f.published) AS p, sum(f.delivered) AS d, sum(f.unrouted) AS u
+        FROM folded f GROUP BY f.topic_id
+    )
+    UPDATE skipq.topics t SET published = t.published + s.p, delivered = t.delivered + s.d,
+                              unrouted = t.unrouted + s.u
+    FROM summed s WHERE t.id = s.topic_id;
+
+    DELETE FROM skipq.topic_subscriptions s
+    WHERE NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = s.queue_id);
+    DELETE FROM skipq.topic_replays r
+    WHERE NOT EXISTS (SELECT 1 FROM skipq.topic_subscriptions s
+                      WHERE s.topic_id = r.topic_id AND s.queue_id = r.queue_id AND s.created_at <= r.created_at);
+
+    SELECT max(w.id) INTO v_last FROM (
+        SELECT b.id FROM skipq.topic_bodies b WHERE b.id > p_after ORDER BY b.id LIMIT p_max) w;
+    DELETE FROM skipq.topic_bodies b
+    WHERE b.id > p_after AND b.id <= v_last
+      AND b.window_ends <= now()
+      AND (SELECT r.id FROM skipq.topic_retained r WHERE r.topic_id = b.topic_id AND r.id = b.id LIMIT 1) IS NULL
+      AND (SELECT m.sequence FROM skipq.messages m
+           WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text LIMIT 1) IS NULL
+      -- The topic's floor: no pending copy of this topic was published
+      -- with an id at or below this body's (a row's first id, never cut).
+      AND (SELECT p.id FROM skipq.topic_pending p
+           WHERE p.topic_id = b.topic_id AND p.first_body_id <= b.id LIMIT 1) IS NULL;
+    IF v_last IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.topic_bodies b WHERE b.id > v_last) THEN
+        RETURN 0;
+    END IF;
+    RETURN v_last;
+END $$;
+-- +goose StatementEnd
+
+-- +goose Down
+-- +goose StatementBegin
+-- Every pending copy made a ready message first: none is lost.
+SELECT count(*) FROM skipq.topic_copies_ready(NULL, 'infinity', 2147483647);
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.topic_publish(p_tenant text, p_topic text, p_now timestamp with time zone, p_server_max_receive_count integer, p_message_ids text[], p_keyed boolean[], p_client_ids text[], p_metadatas text[], p_body_binaries boolean[], p_tags text[], p_delay_seconds integer[], p_expiration_seconds integer[], p_max_receive_counts integer[], p_dead_letter_queues text[], p_dead_letter_queue_given boolean[], p_body_offsets integer[], p_body_lengths integer[], p_body_data bytea, p_group_ids text[] DEFAULT NULL::text[], p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(pos integer, message_id text, outcome text, delivered_to integer, published_at timestamp with time zone, woken bigint[])
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    t         skipq.topics;
+    v_now     timestamptz := coalesce(p_now, now());
+    n         integer := coalesce(cardinality(p_message_ids), 0);
+    v_keyed   boolean := true = ANY(p_keyed);
+    v_hash    bytea[];
+    v_outcome text[] := array_fill('sent'::text, ARRAY[n]);
+    v_count   integer[] := array_fill(0, ARRAY[n]);
+    v_at      timestamptz[] := array_fill(v_now, ARRAY[n]);
+    v_woken   text[] := array_fill(''::text, ARRAY[n]);
+    v_body_id bigint[];
+    v_fresh   integer[];
+    v_pos     integer[];
+    v_first   integer;
+    -- A position repeating an earlier one's key within the call: that
+    -- position, whose result it answers with.
+    v_dupof   integer[] := array_fill(NULL::integer, ARRAY[n]);
+    b         skipq.topic_bodies;
+    -- Per position: its tags as given (what filters read), and as each
+    -- group's copy carries them.
+    v_src     jsonb[];
+    v_copy    jsonb[];
+    -- The copies of the groups written together: queue ids and positions.
+    v_fq      bigint[] := '{}';
+    v_fx      integer[] := '{}';
+    s         record;
+    r         record;
+    i         integer;
+BEGIN
+    SELECT * INTO t FROM skipq.topics WHERE tenant = p_tenant AND name = p_topic;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- A FIFO topic's messages name a group, a standard topic's none (its
+    -- groups' queues are of its kind), as a send to a queue.
+    -- (An expression without a subquery: plpgsql evaluates it without
+    -- starting an executor.)
+    IF (CASE WHEN t.fifo THEN p_group_ids IS NULL OR array_position(p_group_ids, NULL) IS NOT NULL
+             ELSE cardinality(array_remove(p_group_ids, NULL)) > 0 END) THEN
+        RETURN QUERY
+            SELECT x, p_message_ids[x], CASE WHEN t.fifo THEN 'group_required' ELSE 'group_refused' END,
+                   0, NULL::timestamptz, NULL::bigint[]
+            FROM generate_subscripts(p_message_ids, 1) x
+            WHERE (p_group_ids[x] IS NULL) = t.fifo ORDER BY x;
+        RETURN;
+    END IF;
+    -- skipq.topic_lock_key's key, written out: that function (SQL with its
+    -- own search_path, so never inlined) would start an executor of its own.
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended('topic/' || t.id::text, 0));
+
+    IF v_keyed THEN
+        -- Publishers of one key are serialized until commit (lock-number
+        -- order: two batches cannot deadlock); a key's body row is the
+        -- first publish's result for as long as it exists (its window, and
+        -- while a copy is still in a group).
+        PERFORM pg_advisory_xact_lock(l.h) FROM (
+            SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/' || p_message_ids[x], 0) AS h
+            FROM generate_subscripts(p_message_ids, 1) x WHERE p_keyed[x] ORDER BY 1) l;
+        v_hash := ARRAY(
+            SELECT CASE WHEN p_keyed[x] THEN skipq.content_hash(
+                       substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]),
+                       p_body_binaries[x], p_metadatas[x], p_client_ids[x], p_tags[x]::jsonb) END
+            FROM generate_subscripts(p_message_ids, 1) x ORDER BY x);
+        -- Each key's body by a probe of topic_bodies_message_key, in a
+        -- subquery a plan cannot turn into a join (a key given twice
+        -- finds its body twice, and sets the same outcome).
+        FOR b IN
+            SELECT d.* FROM generate_subscripts(p_message_ids, 1) x
+            CROSS JOIN LATERAL (SELECT * FROM skipq.topic_bodies d
+                                WHERE d.topic_id = t.id AND d.message_id = p_message_ids[x] LIMIT 1) d
+            WHERE p_keyed[x]
+        LOOP
+            i := array_position(p_message_ids, b.message_id);
+            v_outcome[i] := CASE WHEN v_hash[i] = b.content_hash THEN 'duplicate' ELSE 'conflict' END;
+            v_count[i] := b.delivered_to; v_at[i] := b.published_at;
+        END LOOP;
+        FOR i IN 1 .. n LOOP
+            CONTINUE WHEN NOT p_keyed[i];
+            v_first := array_position(p_message_ids, p_message_ids[i]);
+            CONTINUE WHEN v_first = i;
+            v_outcome[i] := CASE WHEN v_hash[i] = v_hash[v_first] THEN 'duplicate' ELSE 'conflict' END;
+            v_dupof[i] := v_first;
+        END LOOP;
+        IF 'conflict' = ANY(v_outcome) THEN
+            RETURN QUERY
+                SELECT x, p_message_ids[x], 'conflict'::text, 0, NULL::timestamptz, NULL::bigint[]
+                FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'conflict' ORDER BY x;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- The fresh positions are those still 'sent'.
+    IF t.fifo AND t.retain_seconds > 0 THEN
+        -- A replay goes by body id: publishers of one groupId draw their
+        -- ids in the order they reach the groups (lock-number order).
+        PERFORM pg_advisory_xact_lock(l.h) FROM (
+            SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/group/' || p_group_ids[x], 0) AS h
+            FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'sent' ORDER BY 1) l;
+    END IF;
+    -- In one statement (each a statement's start-up otherwise): the fresh
+    -- positions, their body ids drawn in position order (the lateral
+    -- subquery, volatile, is run once a position, in generate_subscripts'
+    -- order), and each position's tags as given and as a copy carries them.
+    SELECT coalesce(array_agg(x ORDER BY x) FILTER (WHERE f.id IS NOT NULL), '{}'),
+           coalesce(array_agg(f.id ORDER BY x), '{}'),
+           coalesce(array_agg(f.src ORDER BY x), '{}'),
+           coalesce(array_agg(f.src || jsonb_build_object('skipq.topic', t.name, 'skipq.body', f.id::text)
+                              ORDER BY x), '{}')
+    INTO v_fresh, v_body_id, v_src, v_copy
+    FROM generate_subscripts(p_message_ids, 1) x
+    CROSS JOIN LATERAL (SELECT CASE WHEN v_outcome[x] = 'sent' THEN nextval('skipq.topic_body_sequence') END AS id,
+                               p_tags[x]::jsonb AS src) f;
+    -- Each group in queue-id order, its matching messages. A group whose
+    -- queue traces or deduplicates by content gets them through a send of
+    -- its own (skipq.message_insert: trace ids and events, keys); the
+    -- copies of all other groups are written below in one statement. This
+    -- statement's snapshot comes after the shared lock: no subscription
+    -- change is in flight.
+    FOR s IN
+        SELECT ts.queue_id, ts.filter, q.name, q.content_based_dedup,
+               q.content_based_dedup OR EXISTS (SELECT 1 FROM skipq.queue_trace tr WHERE tr.queue_id = q.id)
+                   AS alone
+        FROM skipq.topic_subscriptions ts JOIN skipq.queues q ON q.id = ts.queue_id
+        -- A subscription still replaying gets this publish from the
+        -- retained messages (skipq.topic_replay), after the older ones.
+        WHERE ts.topic_id = t.id
+          AND NOT EXISTS (SELECT 1 FROM skipq.topic_replays rp WHERE rp.topic_id = ts.topic_id
+                          AND rp.queue_id = ts.queue_id AND rp.created_at >= ts.created_at)
+        ORDER BY ts.queue_id
+    LOOP
+        -- An unfiltered group's positions by assignment, not by a query.
+        IF s.filter IS NULL THEN
+            v_pos := v_fresh;
+        ELSE
+            v_pos := ARRAY(SELECT x FROM unnest(v_fresh) x WHERE skipq.topic_matches(s.filter, v_src[x]) ORDER BY x);
+        END IF;
+        CONTINUE WHEN cardinality(v_pos) = 0;
+        IF NOT s.alone THEN
+            v_fq := v_fq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)]);
+            v_fx := v_fx || v_pos;
+            CONTINUE;
+        END IF;
+        FOR r IN
+            SELECT * FROM skipq.message_insert(
+                p_tenant, s.name, v_now, p_server_max_receive_count,
+                ARRAY(SELECT p_message_ids[x] FROM unnest(v_pos) x),
+                -- A queue that deduplicates by content would take every
+                -- empty body for the same: its copies are keyed by id.
+                array_fill(s.content_based_dedup, ARRAY[cardinality(v_pos)]),
+                ARRAY(SELECT p_client_ids[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_metadatas[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_body_binaries[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT v_copy[x]::text FROM unnest(v_pos) x),
+                ARRAY(SELECT p_delay_seconds[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_expiration_seconds[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_max_receive_counts[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_dead_letter_queues[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_dead_letter_queue_given[x] FROM unnest(v_pos) x),
+                array_fill(1, ARRAY[cardinality(v_pos)]), array_fill(0, ARRAY[cardinality(v_pos)]), '\x'::bytea,
+                CASE WHEN t.fifo THEN ARRAY(SELECT p_group_ids[x] FROM unnest(v_pos) x) END,
+                NULL,
+                CASE WHEN p_key_ids IS NOT NULL THEN ARRAY(SELECT p_key_ids[x] FROM unnest(v_pos) x) END) m
+        LOOP
+            IF r.queue_id <> s.queue_id THEN
+                -- The subscribed queue was deleted and one of its name
+                -- created after this statement read the subscriptions:
+                -- that queue did not subscribe.
+                RAISE EXCEPTION 'skipq: queue % was re-created during a publish', s.name
+                    USING ERRCODE = '40001';
+            END IF;
+            CONTINUE WHEN r.outcome NOT IN ('sent', 'duplicate');
+            i := v_pos[r.pos];
+            v_count[i] := v_count[i] + 1;
+            IF r.outcome = 'sent' AND r.delayed_to IS NULL THEN
+                v_woken[i] := v_woken[i] || ',' || s.queue_id::text;
+            END IF;
+        END LOOP;
+    END LOOP;
+
+    IF cardinality(v_fx) > 0 THEN
+        -- The other groups' copies, one insert for all: a send's insert
+        -- (skipq.message_insert's, with each queue's defaults) of empty
+        -- bodies, its sequences drawn group by group in position order
+        -- after the FIFO groups' locks (skipq.group_enter, in lock-number
+        -- order). A queue deleted since the subscriptions were read gets
+        -- nothing (the join), as a send to a missing queue.
+        IF t.fifo THEN
+            PERFORM skipq.group_enter(v_fq, ARRAY(SELECT p_group_ids[f.x] FROM unnest(v_fx) WITH ORDINALITY AS f(x, k)
+                                                 ORDER BY f.k));
+        END IF;
+        WITH inserted AS (
+            INSERT INTO skipq.messages AS msg (
+                queue_id, message_id, client_id, metadata, body, body_binary, tags,
+                sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready, group_id)
+            SELECT q.id, p_message_ids[f.x], p_client_ids[f.x], p_metadatas[f.x], '\x'::bytea,
+                   p_body_binaries[f.x], v_copy[f.x],
+                   v_now,
+                   v_now + make_interval(secs => p.delay_seconds),
+                   CASE WHEN p.delay_seconds > 0 THEN v_now + make_interval(secs => p.delay_seconds) END,
+                   CASE WHEN p.expiration_seconds > 0
+                        THEN v_now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
+                   p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0, p_group_ids[f.x]
+            -- Each queue looked up once, its copies' positions beside it.
+            FROM skipq.queues q
+            CROSS JOIN LATERAL (SELECT u.q, u.x FROM unnest(v_fq, v_fx) AS u(q, x) WHERE u.q = q.id) f
+            CROSS JOIN LATERAL (SELECT
+                CASE WHEN p_delay_seconds[f.x] < 0 THEN q.delay_seconds ELSE p_delay_seconds[f.x] END AS delay_seconds,
+                CASE WHEN p_expiration_seconds[f.x] < 0 THEN q.expiration_seconds ELSE p_expiration_seconds[f.x] END
+                    AS expiration_seconds,
+                CASE WHEN p_max_receive_counts[f.x] > 0 THEN p_max_receive_counts[f.x]
+                     WHEN q.max_receive_count > 0 THEN q.max_receive_count
+                     ELSE p_server_max_receive_count END AS max_receive_count,
+                CASE WHEN p_dead_letter_queue_given[f.x] THEN p_dead_letter_queues[f.x] ELSE q.dead_letter_queue END
+                    AS dead_letter_queue
+            ) p
+            WHERE q.id = ANY(v_fq)
+            ORDER BY f.q, f.x
+            RETURNING msg.queue_id, msg.message_id, msg.sequence, msg.visible_at, msg.ready
+        ), readied AS (
+            INSERT INTO skipq.ready (queue_id, sequence)
+            SELECT w.queue_id, w.sequence FROM inserted w WHERE w.ready
+        ), timed AS (
+            INSERT INTO skipq.timers (due_at, queue_id, sequence)
+            SELECT w.visible_at, w.queue_id, w.sequence FROM inserted w WHERE NOT w.ready
+        ), per_message AS (
+            -- A fresh position's message id is its own (no two share one).
+            SELECT w.message_id, count(*)::integer AS groups,
+                   coalesce(string_agg(',' || w.queue_id::text, '' ORDER BY w.queue_id) FILTER (WHERE w.ready), '')
+                       AS woken
+            FROM inserted w GROUP BY w.message_id
+        )
+        SELECT array_agg(v_count[x] + coalesce(c.groups, 0) ORDER BY x),
+               array_agg(v_woken[x] || coalesce(c.woken, '') ORDER BY x)
+        INTO v_count, v_woken
+        FROM generate_subscripts(p_message_ids, 1) x
+        LEFT JOIN per_message c ON v_outcome[x] = 'sent' AND c.message_id = p_message_ids[x];
+    END IF;
+
+    IF v_keyed THEN
+        FOR i IN 1 .. n LOOP
+            IF v_dupof[i] IS NOT NULL THEN
+                v_count[i] := v_count[v_dupof[i]]; v_at[i] := v_at[v_dupof[i]];
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- The bodies, once each: of the messages some group got, of keyed
+    -- ones (their key answers a second publish even when nothing matched),
+    -- and of every one a topic retains.
+    INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends,
+                                    delivered_to)
+    SELECT v_body_id[x], t.id, p_message_ids[x], CASE WHEN p_keyed[x] THEN v_hash[x] END,
+           substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]), v_now,
+           v_now + make_interval(secs => t.dedup_window_seconds), v_count[x]
+    FROM unnest(v_fresh) x
+    WHERE v_count[x] > 0 OR p_keyed[x] OR t.retain_seconds > 0;
+    IF t.retain_seconds > 0 THEN
+        -- What a replay sends again: the message as published.
+        INSERT INTO skipq.topic_retained (topic_id, id, message_id, published_at, client_id, metadata,
+                                          body_binary, tags, group_id, expiration_seconds, max_receive_count,
+                                          dead_letter_queue)
+        SELECT t.id, v_body_id[x], p_message_ids[x], v_now, p_client_ids[x], p_metadatas[x], p_body_binaries[x],
+               v_src[x], p_group_ids[x], p_expiration_seconds[x], p_max_receive_counts[x],
+               CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+        FROM unnest(v_fresh) x ORDER BY x;
+    END IF;
+    IF cardinality(v_fresh) > 0 THEN
+        INSERT INTO skipq.topic_counts (topic_id, published, delivered, unrouted)
+        SELECT t.id, count(*), sum(v_count[x]), count(*) FILTER (WHERE v_count[x] = 0)
+        FROM unnest(v_fresh) x;
+    END IF;
+
+    RETURN QUERY
+    SELECT x, p_message_ids[x], v_outcome[x], v_count[x], v_at[x],
+           CASE WHEN v_woken[x] = '' THEN '{}'::bigint[] ELSE string_to_array(substr(v_woken[x], 2), ',')::bigint[] END
+    FROM generate_subscripts(p_message_ids, 1) x ORDER BY x;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.message_claim(p_tenant text, p_queue text, p_now timestamp with time zone, p_visibility_seconds integer, p_max_messages integer, p_max_response_bytes bigint, p_message_overhead bigint, p_key_id bigint DEFAULT NULL::bigint, p_max_per_group integer DEFAULT NULL::integer, p_mode text DEFAULT NULL::text) RETURNS SETOF skipq.messages
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    q     skipq.queues;
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+BEGIN
+    -- A receive: up to p_max_messages messages of the queue, within the
+    -- response budget (p_max_response_bytes, each message measured by
+    -- skipq.message_wire_size plus p_message_overhead; the first always
+    -- fits), returned in answer order. The queue's kind decides the claim:
+    -- a FIFO queue's is skipq.message_claim_grouped (p_max_per_group of
+    -- each group, groups in rotation), a standard queue's the oldest ready
+    -- messages by sequence. p_mode: 'claim' leases them for
+    -- p_visibility_seconds (NULL: the queue's default), 'delete' (autoAck)
+    -- removes or retains them (skipq.message_claim_and_delete), 'peek'
+    -- reads them unchanged and unlocked; NULL, the previous release's call,
+    -- claims a standard queue and returns nothing from a FIFO one. On a
+    -- traced queue each claimed message gets its 'received' event, under
+    -- p_key_id (the request's API key, NULL for none).
+    --
+    -- The walk visits ready rows in sequence order and locks each ready
+    -- row, then its message, with SKIP LOCKED, so concurrent claims pass
+    -- each other without waiting, and measures sizes without fetching
+    -- bodies (octet_length reads the TOAST header only). The ready row is
+    -- locked first because a claim that committed after this statement's
+    -- snapshot deleted it: the lock finds it gone and skips it, where a
+    -- lock on its message would succeed on the newer version, fail the
+    -- recheck and stay held to this claim's commit, making that message's
+    -- ack wait.
+    --
+    -- Every row is found in a way only one plan serves, whatever the
+    -- statistics the generic plan was made with. On statistics of a
+    -- drained table (one live row over many pages) every index that leads
+    -- with the queue id costs the same, and a probe by key walked
+    -- messages_queue_sent_idx over all of the queue's messages, the deletes
+    -- of ready rows and the update of the claimed messages by key did the
+    -- same over ready_pkey and messages_queue_sent_idx (sequence = ANY(...)
+    -- a filter, not an index condition): each claim read the whole queue.
+    -- So a message is found by a probe of its queue in sequence order
+    -- between two bounds on its sequence, which only the primary key
+    -- serves without a sort (sorts are off; an equality on the sequence
+    -- would make the order moot, and a range open at one end would test
+    -- every later entry of the page), and locked at that address with its
+    -- key checked; the ready rows and messages the walk locked are then
+    -- deleted and updated by address (a TID scan is their only plan). A row
+    -- locked at its address cannot move; one that another transaction
+    -- updated since this statement's snapshot fails the lock's recheck and
+    -- is skipped, as a locked one is.
+    SELECT * INTO q FROM skipq.queues x WHERE x.tenant = p_tenant AND x.name = p_queue;
+    IF NOT FOUND OR (q.fifo AND p_mode IS NULL) THEN
+        RETURN;
+    END IF;
+    IF q.fifo THEN
+        RETURN QUERY SELECT * FROM skipq.message_claim_grouped(p_tenant, p_queue, p_now, p_visibility_seconds,
+            p_max_messages, coalesce(p_max_per_group, 1), p_max_response_bytes, p_message_overhead, p_mode, p_key_id);
+        RETURN;
+    END IF;
+    IF p_mode = 'delete' THEN
+        RETURN QUERY SELECT d.* FROM skipq.message_claim_and_delete(p_tenant, p_queue, p_now, p_max_messages,
+            p_max_response_bytes, p_message_overhead, p_key_id) d ORDER BY d.sequence;
+        RETURN;
+    END IF;
+    IF p_mode = 'peek' THEN
+        RETURN QUERY
+        WITH walked AS (
+            SELECT c.row, c.sequence, c.size
+            FROM (SELECT r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence) r
+            CROSS JOIN LATERAL (
+                SELECT c.ctid AS row, c.sequence,
+                       skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
+                           c.client_id, c.re_routed_from) + p_message_overhead AS size
+                FROM skipq.messages c
+                WHERE c.ctid = (SELECT y.ctid FROM skipq.messages y
+                                WHERE y.queue_id = q.id AND y.sequence >= r.sequence AND y.sequence <= r.sequence
+                                ORDER BY y.sequence LIMIT 1)
+                  AND c.queue_id = q.id AND c.sequence = r.sequence
+                  AND c.ready AND (c.expires_at IS NULL OR c.expires_at > v_now)) c
+            LIMIT p_max_messages
+        ), picked AS (
+            SELECT w.row FROM (
+                SELECT w.row, row_number() OVER win AS n, sum(w.size::float8) OVER win - w.size AS before
+                FROM walked w
+                WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+            WHERE w.n = 1 OR w.before < p_max_response_bytes
+        )
+        SELECT m.* FROM skipq.messages m
+        WHERE m.ctid = ANY(ARRAY(SELECT p.row FROM picked p))
+        ORDER BY m.sequence;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH t AS (
+        -- The lease starts when this statement runs, after its snapshot:
+        -- v_now was read at the call's start, and a message that the worker
+        -- readied in between (its delay just ended) would get a lease dated
+        -- before it was available. t is read once (volatile: materialized).
+        -- secret: 244 random bits (two version 4 UUIDs) drawn for this
+        -- claim alone, stored nowhere but as the token of a claim of one
+        -- (below). Each claimed message's lease token
+        -- is SHA-256 of the secret and its sequence (unique across queues):
+        -- one random draw per claim instead of two per message (a draw is
+        -- OpenSSL's RAND_bytes, about 11,000 instructions; this SHA-256
+        -- about 7,000). A token is as hard to guess as the secret, and the
+        -- handles of one claim, which a shared claim hands to several
+        -- receivers, reveal nothing of each other (finding the secret from
+        -- them is a preimage search of SHA-256); a later claim of the same
+        -- message draws another secret, so every lease has a new token. A
+        -- claim of one message has no other handle to keep apart: its token
+        -- is the secret itself, and the claim costs no more than before.
+        SELECT coalesce(p_now, clock_timestamp()) AS now,
+               coalesce(p_visibility_seconds, q.visibility_seconds) AS visibility_seconds,
+               uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) AS secret
+    ), walked AS (
+        SELECT r.row AS ready_row, c.row, c.sequence, c.size
+        FROM (SELECT r.ctid AS row, r.sequence FROM skipq.ready r WHERE r.queue_id = q.id ORDER BY r.sequence
+              FOR UPDATE SKIP LOCKED) r
+        CROSS JOIN LATERAL (
+            SELECT c.ctid AS row, c.sequence,
+                   skipq.message_wire_size(c.body, c.body_binary, c.metadata, c.tags, c.message_id,
+                       c.client_id, c.re_routed_from) + p_message_overhead AS size
+            FROM skipq.messages c
+            WHERE c.ctid = (SELECT y.ctid FROM skipq.messages y
+                            WHERE y.queue_id = q.id AND y.sequence >= r.sequence AND y.sequence <= r.sequence
+                            ORDER BY y.sequence LIMIT 1)
+              AND c.queue_id = q.id AND c.sequence = r.sequence
+              AND c.ready
+              AND (c.expires_at IS NULL OR c.expires_at > v_now)
+            FOR UPDATE SKIP LOCKED) c
+        LIMIT p_max_messages
+    ), picked AS (
+        -- The running sum (here and in the peek's) in float8, exact below
+        -- 2^53 bytes: sum() of a bigint is a numeric, about 2,000
+        -- instructions a row.
+        SELECT w.ready_row, w.row, w.sequence FROM (
+            SELECT w.ready_row, w.row, w.sequence, row_number() OVER win AS n, sum(w.size::float8) OVER win - w.size AS before
+            FROM walked w
+            WINDOW win AS (ORDER BY w.sequence ROWS UNBOUNDED PRECEDING)) w
+        WHERE w.n = 1 OR w.before < p_max_response_bytes
+    ), unready AS (
+        DELETE FROM skipq.ready r
+        WHERE r.ctid = ANY(ARRAY(SELECT p.ready_row FROM picked p))
+    ), timed AS (
+        -- One timer for the whole claim, a set (skipq.timer_sets): its
+        -- leases end together. A set that comes due fires only those of
+        -- its messages still waiting for that moment (skipq.message_fire):
+        -- one acked, released, extended (the extend files its own timer)
+        -- or claimed again with a later lease is passed over. A claim of
+        -- one writes a set of one too: that costs about 9,000 instructions
+        -- more than a single timer (771,000 against 761,000 a claim), but
+        -- a second insert that filed a single timer for claims of one, in
+        -- this statement and so planned and started on every claim, cost
+        -- 27,000 more than the set alone.
+        INSERT INTO skipq.timer_sets (due_at, queue_id, sequences)
+        SELECT t.now + make_interval(secs => t.visibility_seconds), q.id, ARRAY(SELECT p.sequence FROM picked p)
+        FROM t
+        WHERE EXISTS (SELECT 1 FROM picked p)
+    ), claimed AS (
+        UPDATE skipq.messages m
+        SET visible_at        = t.now + make_interval(secs => t.visibility_seconds),
+            receive_count     = m.receive_count + 1,
+            first_received_at = coalesce(m.first_received_at, t.now),
+            lease_token       = CASE WHEN p_max_messages = 1 THEN t.secret
+                                     ELSE sha256(t.secret || int8send(m.sequence)) END,
+            ready             = false
+        FROM t
+        WHERE m.ctid = ANY(ARRAY(SELECT p.row FROM picked p))
+        RETURNING m.*
+    ), traced AS (
+        INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, key_id, detail, gone_at)
+        SELECT (c.tags->>'skipq.trace')::bigint, c.queue_id, c.message_id, 'received', v_now, p_key_id,
+               jsonb_build_object('receiveCount', c.receive_count, 'visibleUntil', c.visible_at), NULL
+        FROM claimed c WHERE c.tags ? 'skipq.trace'
+    )
+    SELECT c.* FROM claimed c ORDER BY c.sequence;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.topic_upkeep(p_after bigint, p_max integer) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_last bigint;
+BEGIN
+    WITH folded AS (
+        DELETE FROM skipq.topic_counts c
+        WHERE c.id = ANY(ARRAY(SELECT id FROM skipq.topic_counts ORDER BY id LIMIT 10000 FOR UPDATE SKIP LOCKED))
+        RETURNING c.topic_id, c.published, c.delivered, c.unrouted
+    ), summed AS (
+        SELECT f.topic_id, sum(f.published) AS p, sum(f.delivered) AS d, sum(f.unrouted) AS u
+        FROM folded f GROUP BY f.topic_id
+    )
+    UPDATE skipq.topics t SET published = t.published + s.p, delivered = t.delivered + s.d,
+                              unrouted = t.unrouted + s.u
+    FROM summed s WHERE t.id = s.topic_id;
+
+    DELETE FROM skipq.topic_subscriptions s
+    WHERE NOT EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = s.queue_id);
+    DELETE FROM skipq.topic_replays r
+    WHERE NOT EXISTS (SELECT 1 FROM skipq.topic_subscriptions s
+                      WHERE s.topic_id = r.topic_id AND s.queue_id = r.queue_id AND s.created_at <= r.created_at);
+
+    SELECT max(w.id) INTO v_last FROM (
+        SELECT b.id FROM skipq.topic_bodies b WHERE b.id > p_after ORDER BY b.id LIMIT p_max) w;
+    DELETE FROM skipq.topic_bodies b
+    WHERE b.id > p_after AND b.id <= v_last
+      AND b.window_ends <= now()
+      AND (SELECT r.id FROM skipq.topic_retained r WHERE r.topic_id = b.topic_id AND r.id = b.id LIMIT 1) IS NULL
+      AND (SELECT m.sequence FROM skipq.messages m
+           WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text LIMIT 1) IS NULL;
+    IF v_last IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.topic_bodies b WHERE b.id > v_last) THEN
+        RETURN 0;
+    END IF;
+    RETURN v_last;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+DROP FUNCTION skipq.topic_copies_ready(timestamptz, timestamptz, integer);
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+DROP FUNCTION skipq.topic_copies_make(skipq.queues, bigint[], timestamptz, integer, bigint, bigint);
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+DROP FUNCTION skipq.topic_pending_take(bigint, integer);
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+DROP TABLE skipq.topic_pending;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+DROP SEQUENCE skipq.topic_pending_sequence;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+ALTER TABLE skipq.topic_bodies
+    DROP COLUMN client_id,
+    DROP COLUMN metadata,
+    DROP COLUMN body_binary,
+    DROP COLUMN tags,
+    DROP COLUMN expiration_seconds,
+    DROP COLUMN max_receive_count,
+    DROP COLUMN dead_letter_queue;
+-- +goose StatementEnd

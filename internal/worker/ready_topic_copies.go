@@ -1,0 +1,65 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipq/skipq/internal/db"
+	"github.com/skipq/skipq/internal/service"
+)
+
+// ReadyTopicCopies makes ready messages of the topic copies that no claim
+// made within PendingFor of their publish (skipq.topic_copies_ready). A
+// publish leaves most copies for their group's claims to make
+// (docs/DESIGN.md, "Topic copies made at claim"); until a copy is made,
+// browse, search, lookups by id, peeks and the gauges do not see it, and a
+// group's claims take its ready messages first. This job bounds both: a
+// copy is an ordinary ready message at most PendingFor plus a period after
+// its publish, an expired one is dropped, and the copies of a queue deleted
+// since go with it. Nodes share the rows: a run passes over those another
+// node's run or a claim holds.
+type ReadyTopicCopies struct {
+	Config
+	deps
+	// PendingFor is how long a copy is left to its group's claims.
+	PendingFor time.Duration
+}
+
+// pendingRowCopies is the most copies one pending row holds (the publish's
+// rows of 32, skipq.topic_publish).
+const pendingRowCopies = 32
+
+// NewReadyTopicCopies builds the job: every second, copies pending for 10 s
+// (longer than a consumer that keeps up takes to claim them, so that the
+// job does not make, at a publish's cost, copies a claim was about to
+// make at a plain claim's).
+func NewReadyTopicCopies(pool *pgxpool.Pool, svc *service.Service) *ReadyTopicCopies {
+	return &ReadyTopicCopies{Config: batchConfig(time.Second), deps: newDeps(pool, svc), PendingFor: 10 * time.Second}
+}
+
+// RunOnce makes up to BatchSize copies ready (in rows of up to 32), wakes
+// their queues' receivers, and reports how many it made.
+func (j *ReadyTopicCopies) RunOnce(ctx context.Context) (int, error) {
+	rows, err := j.q.TopicCopiesReady(ctx, db.TopicCopiesReadyParams{
+		Now:             j.now(),
+		PublishedBefore: j.nowOr(time.Now()).Add(-j.PendingFor),
+		MaxRows:         int32(max(1, j.BatchSize/pendingRowCopies)),
+	})
+	if err != nil {
+		return 0, failed("ready topic copies", err)
+	}
+	n := 0
+	for _, r := range rows {
+		if r.Readied > 0 {
+			j.svc.Hub().Publish(r.QueueID, int(r.Readied))
+		}
+		n += int(r.Readied)
+	}
+	if len(rows) == max(1, j.BatchSize/pendingRowCopies) {
+		// A full run: there may be more.
+		return j.BatchSize, nil
+	}
+	return n, nil
+}
