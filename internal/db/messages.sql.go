@@ -508,10 +508,7 @@ func (q *Queries) MessageDeleteByID(ctx context.Context, arg MessageDeleteByIDPa
 const messageDeleteByQueue = `-- name: MessageDeleteByQueue :one
 
 
-WITH pending AS (
-    DELETE FROM skipq.topic_pending p WHERE p.queue_id = $1
-    RETURNING cardinality(p.body_ids) AS copies
-), gone AS (
+WITH gone AS (
     DELETE FROM skipq.messages m WHERE m.queue_id = $1
     RETURNING m.queue_id, m.sequence, m.ready, m.message_id, m.tags
 ), traced AS (
@@ -526,7 +523,7 @@ WITH pending AS (
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
                             WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 )
-SELECT ((SELECT count(*) FROM gone) + (SELECT coalesce(sum(p.copies), 0) FROM pending p))::bigint AS deleted
+SELECT count(*)::bigint AS deleted FROM gone
 `
 
 type MessageDeleteByQueueParams struct {
@@ -545,8 +542,8 @@ type MessageDeleteByQueueParams struct {
 // internal/db/settle_moves.go; the SQL consumer API's skipq.requeue calls it
 // too.
 // Purge and queue deletion: every message of the queue, in every state, and
-// their ready rows, and the topic copies it has yet to make
-// (skipq.topic_pending). Returns how many messages.
+// their ready rows. Returns how many messages. Run after
+// TopicPendingDeleteByQueue, in a statement of its own (see there).
 func (q *Queries) MessageDeleteByQueue(ctx context.Context, arg MessageDeleteByQueueParams) (int64, error) {
 	row := q.db.QueryRow(ctx, messageDeleteByQueue, arg.QueueID, arg.Now, arg.KeyID)
 	var deleted int64

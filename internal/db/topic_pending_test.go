@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/skipq/skipq/internal/db"
 )
@@ -140,7 +139,7 @@ func TestPendingCopiesAgainstPublishAndWorker(t *testing.T) {
 		blocked, done := waits(func() {
 			var err error
 			rows, err = q.TopicCopiesReady(ctx, db.TopicCopiesReadyParams{
-				PublishedBefore: time.Now().Add(time.Hour), MaxRows: 100})
+				PendingSeconds: -3600, MaxRows: 100})
 			if err != nil {
 				t.Error(err)
 			}

@@ -42,13 +42,15 @@ func (q *Queries) TopicBodies(ctx context.Context, ids []int64) ([]TopicBodiesRo
 
 const topicCopiesReady = `-- name: TopicCopiesReady :many
 SELECT r.queue_id::bigint AS queue_id, r.readied::integer AS readied
-FROM skipq.topic_copies_ready($1::timestamptz, $2, $3) r
+FROM skipq.topic_copies_ready($1::timestamptz,
+    coalesce($1::timestamptz, now()) - make_interval(secs => $2::float8),
+    $3) r
 `
 
 type TopicCopiesReadyParams struct {
-	Now             *time.Time
-	PublishedBefore time.Time
-	MaxRows         int32
+	Now            *time.Time
+	PendingSeconds float64
+	MaxRows        int32
 }
 
 type TopicCopiesReadyRow struct {
@@ -57,11 +59,12 @@ type TopicCopiesReadyRow struct {
 }
 
 // Worker: makes ready messages of the topic copies their groups have yet to
-// make, of up to @max_rows pending rows published before @published_before
-// (skipq.topic_copies_ready; @now NULL: the database's); each queue's count,
-// for its wake-up.
+// make, of up to @max_rows pending rows published @pending_seconds or more
+// before now (skipq.topic_copies_ready; @now NULL: the database's clock,
+// the one publishes date their rows by); each queue's count, for its
+// wake-up.
 func (q *Queries) TopicCopiesReady(ctx context.Context, arg TopicCopiesReadyParams) ([]TopicCopiesReadyRow, error) {
-	rows, err := q.db.Query(ctx, topicCopiesReady, arg.Now, arg.PublishedBefore, arg.MaxRows)
+	rows, err := q.db.Query(ctx, topicCopiesReady, arg.Now, arg.PendingSeconds, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -303,6 +306,26 @@ func (q *Queries) TopicMessageAcross(ctx context.Context, arg TopicMessageAcross
 		return nil, err
 	}
 	return items, nil
+}
+
+const topicPendingDeleteByQueue = `-- name: TopicPendingDeleteByQueue :one
+WITH pending AS (
+    DELETE FROM skipq.topic_pending p WHERE p.queue_id = $1
+    RETURNING cardinality(p.body_ids) AS copies
+)
+SELECT coalesce(sum(p.copies), 0)::bigint AS deleted FROM pending p
+`
+
+// Purge and queue deletion, first: the topic copies the queue has yet to
+// make (skipq.topic_pending); returns how many. A statement of its own,
+// before MessageDeleteByQueue's: a claim that took pending copies and
+// made them in a transaction this one waits for has its copies seen by
+// that later statement's snapshot, not lost between the two.
+func (q *Queries) TopicPendingDeleteByQueue(ctx context.Context, queueID int64) (int64, error) {
+	row := q.db.QueryRow(ctx, topicPendingDeleteByQueue, queueID)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
 }
 
 const topicRetentionPrune = `-- name: TopicRetentionPrune :one

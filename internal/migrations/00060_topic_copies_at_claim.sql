@@ -20,7 +20,7 @@
 -- and pending copies do not wait behind ready messages for longer.
 --
 -- New: table skipq.topic_pending, columns of skipq.topic_bodies, functions
--- skipq.topic_pending_take, skipq.topic_copies_make,
+-- skipq.topic_copies_make,
 -- skipq.topic_copies_ready. Changed bodies (same signatures):
 -- skipq.topic_publish, skipq.message_claim, skipq.topic_upkeep. The Down
 -- makes every pending copy a ready message first, then restores them.
@@ -76,71 +76,25 @@ COMMENT ON TABLE skipq.topic_pending IS
 -- +goose StatementEnd
 
 -- +goose StatementBegin
-CREATE FUNCTION skipq.topic_pending_take(p_queue_id bigint, p_max integer) RETURNS bigint[]
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    SET enable_seqscan TO 'off'
-    SET enable_bitmapscan TO 'off'
-    SET enable_sort TO 'off'
-    SET jit TO 'off'
-    SET plan_cache_mode TO 'force_generic_plan'
-    AS $$
-DECLARE
-    v_ids   bigint[] := '{}';
-    v_after bigint := 0;
-    v_need  integer;
-    r       record;
-BEGIN
-    -- Up to p_max body ids of the queue's pending copies, oldest rows
-    -- first: each row is locked FOR UPDATE SKIP LOCKED (a row another claim
-    -- holds is passed over, never waited for), then deleted when taken
-    -- whole or cut from the front. One row a statement, so that a claim
-    -- locks only the rows it takes from: a row it locked and did not need
-    -- would stay hidden from the others until it commits. The ids are the
-    -- caller's to make into copies in this transaction.
-    LOOP
-        v_need := p_max - cardinality(v_ids);
-        EXIT WHEN v_need <= 0;
-        SELECT p.ctid AS row, p.id, p.body_ids INTO r
-        FROM skipq.topic_pending p
-        WHERE p.queue_id = p_queue_id AND p.id > v_after
-        ORDER BY p.id LIMIT 1
-        FOR UPDATE SKIP LOCKED;
-        EXIT WHEN NOT FOUND;
-        v_after := r.id;
-        IF cardinality(r.body_ids) <= v_need THEN
-            DELETE FROM skipq.topic_pending p WHERE p.ctid = r.row;
-            v_ids := v_ids || r.body_ids;
-        ELSE
-            UPDATE skipq.topic_pending p SET body_ids = r.body_ids[v_need + 1:] WHERE p.ctid = r.row;
-            v_ids := v_ids || r.body_ids[:v_need];
-        END IF;
-    END LOOP;
-    RETURN v_ids;
-END $$;
--- +goose StatementEnd
-
--- +goose StatementBegin
-REVOKE ALL ON FUNCTION skipq.topic_pending_take(bigint, integer) FROM PUBLIC;
--- +goose StatementEnd
-
--- +goose StatementBegin
-CREATE FUNCTION skipq.topic_copies_make(q skipq.queues, p_body_ids bigint[], p_now timestamptz,
+CREATE FUNCTION skipq.topic_copies_make(q skipq.queues, p_body_ids bigint[], p_max integer, p_now timestamptz,
                                         p_visibility_seconds integer, p_max_response_bytes bigint,
                                         p_message_overhead bigint) RETURNS SETOF skipq.messages
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET enable_seqscan TO 'off'
-    SET enable_bitmapscan TO 'off'
-    SET enable_sort TO 'off'
-    SET enable_hashjoin TO 'off'
-    SET enable_mergejoin TO 'off'
-    SET jit TO 'off'
-    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
-    -- The copies in queue q of the published messages p_body_ids (taken
-    -- by skipq.topic_pending_take), in that order: a message row as a
+    -- Called by skipq.message_claim and skipq.topic_copies_ready only,
+    -- whose plan settings (no sorts, joins, scans but the ones meant;
+    -- generic plans) apply here too: a SET clause of its own would be set
+    -- and reset on every call.
+    --
+    -- The copies in queue q of the published messages p_body_ids, in that
+    -- order, or, with p_body_ids NULL, of up to p_max ids taken from the
+    -- queue's oldest pending row that no other transaction holds (locked
+    -- FOR UPDATE SKIP LOCKED, deleted when taken whole, cut from the front
+    -- otherwise; one row, so that a claim locks no row it does not take
+    -- from: such a row would stay hidden from the others until it
+    -- commits). A copy is a message row as a
     -- publish used to write it (empty body, the stored one named by its
     -- skipq.body tag; the queue's defaults where the publish gave none),
     -- sent_at its publish. With p_visibility_seconds the copies are a
@@ -150,13 +104,28 @@ BEGIN
     -- that claim measures (the first always fits), and returned; the
     -- copies past the budget are made ready. Without it every copy is made
     -- ready (a ready row each) and none is returned. A copy that expired
-    -- before it was made is not made. A message id the queue already holds
-    -- keeps the queue's message: the ids of pending copies are drawn by the
-    -- publish (UUIDv7), so only a client that reused one can meet this.
+    -- before it was made is not made. A copy whose message id the queue
+    -- already holds gets a fresh one (UUIDv7), as a message moved into a
+    -- queue holding its id does: the publish drew the id, but a copy of
+    -- another group may have moved here (a dead-letter queue or requeue
+    -- target subscribed to the same topic) while this one was pending.
+    -- One probe of messages_message_id_queue_key a copy; the ON CONFLICT
+    -- is for an insert of the id not committed yet.
     RETURN QUERY
     WITH t AS (
         SELECT coalesce(p_now, clock_timestamp()) AS now,
                uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) AS secret
+    ), taken AS (
+        SELECT p.ctid AS row, p.body_ids FROM skipq.topic_pending p
+        WHERE p_body_ids IS NULL AND p.queue_id = q.id
+        ORDER BY p.id LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ), cut AS (
+        UPDATE skipq.topic_pending p SET body_ids = p.body_ids[p_max + 1:]
+        WHERE p.ctid = ANY(ARRAY(SELECT k.row FROM taken k WHERE cardinality(k.body_ids) > p_max))
+    ), whole AS (
+        DELETE FROM skipq.topic_pending p
+        WHERE p.ctid = ANY(ARRAY(SELECT k.row FROM taken k WHERE cardinality(k.body_ids) <= p_max))
     ), drawn AS (
         SELECT u.k, b.*, nextval('skipq.message_sequence') AS sequence,
                CASE WHEN b.expiration_seconds = 0
@@ -168,7 +137,7 @@ BEGIN
                CASE WHEN b.body_binary THEN (b.size + 2) / 3 * 4 ELSE b.size END
                    + octet_length(b.metadata) + octet_length(b.tags::text) + octet_length(b.message_id)
                    + octet_length(b.client_id) + p_message_overhead AS wire
-        FROM unnest(p_body_ids) WITH ORDINALITY AS u(id, k)
+        FROM unnest(coalesce(p_body_ids, (SELECT k.body_ids[:p_max] FROM taken k))) WITH ORDINALITY AS u(id, k)
         CROSS JOIN LATERAL (
             SELECT d.message_id, d.client_id, d.metadata, d.body_binary, d.tags, d.published_at,
                    d.expiration_seconds, d.max_receive_count, d.dead_letter_queue,
@@ -185,7 +154,11 @@ BEGIN
         INSERT INTO skipq.messages AS m (
             queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at,
             expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, lease_token, ready)
-        SELECT q.id, l.sequence, l.message_id, l.client_id, l.metadata, '\x'::bytea, l.body_binary, l.tags,
+        SELECT q.id, l.sequence,
+               CASE WHEN (SELECT x.sequence FROM skipq.messages x
+                          WHERE x.message_id = l.message_id AND x.queue_id = q.id LIMIT 1) IS NULL
+                    THEN l.message_id ELSE skipq.uuid_v7()::text END,
+               l.client_id, l.metadata, '\x'::bytea, l.body_binary, l.tags,
                l.published_at,
                CASE WHEN l.leased THEN t.now + make_interval(secs => p_visibility_seconds) ELSE l.published_at END,
                l.expires_at,
@@ -196,7 +169,7 @@ BEGIN
                     ELSE -l.max_receive_count END,
                coalesce(l.dead_letter_queue, q.dead_letter_queue),
                CASE WHEN NOT l.leased THEN NULL
-                    WHEN cardinality(p_body_ids) = 1 THEN t.secret
+                    WHEN p_max = 1 THEN t.secret
                     ELSE sha256(t.secret || int8send(l.sequence)) END,
                NOT l.leased
         FROM live l CROSS JOIN t
@@ -218,7 +191,7 @@ END $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
-REVOKE ALL ON FUNCTION skipq.topic_copies_make(skipq.queues, bigint[], timestamptz, integer, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION skipq.topic_copies_make(skipq.queues, bigint[], integer, timestamptz, integer, bigint, bigint) FROM PUBLIC;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
@@ -229,6 +202,8 @@ CREATE FUNCTION skipq.topic_copies_ready(p_now timestamptz, p_published_before t
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     SET jit TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -251,7 +226,7 @@ BEGIN
         DELETE FROM skipq.topic_pending p WHERE p.ctid = r.row;
         SELECT * INTO q FROM skipq.queues x WHERE x.id = r.queue_id;
         CONTINUE WHEN NOT FOUND;
-        PERFORM skipq.topic_copies_make(q, r.body_ids, p_now, NULL, NULL, 0);
+        PERFORM skipq.topic_copies_make(q, r.body_ids, cardinality(r.body_ids), p_now, NULL, NULL, 0);
         queue_id := r.queue_id;
         readied := cardinality(r.body_ids);
         RETURN NEXT;
@@ -607,8 +582,9 @@ CREATE OR REPLACE FUNCTION skipq.message_claim(p_tenant text, p_queue text, p_no
 DECLARE
     q     skipq.queues;
     v_now timestamptz := coalesce(p_now, clock_timestamp());
-    v_n   bigint;
-    v_ids bigint[];
+    v_n    bigint;
+    v_want integer;
+    v_got  bigint;
 BEGIN
     -- A receive: up to p_max_messages messages of the queue, within the
     -- response budget (p_max_response_bytes, each message measured by
@@ -619,7 +595,8 @@ BEGIN
     -- messages by sequence. p_mode: 'claim' leases them for
     -- p_visibility_seconds (NULL: the queue's default), 'delete' (autoAck)
     -- removes or retains them (skipq.message_claim_and_delete), 'peek'
-    -- reads them unchanged and unlocked; NULL, the previous release's call,
+    -- reads them unchanged and unlocked (after making the queue's pending
+    -- topic copies ready, below); NULL, the previous release's call,
     -- claims a standard queue and returns nothing from a FIFO one. On a
     -- traced queue each claimed message gets its 'received' event, under
     -- p_key_id (the request's API key, NULL for none).
@@ -663,19 +640,21 @@ BEGIN
     END IF;
     -- A topic group's pending copies (skipq.topic_pending) are made when
     -- the walk of ready messages comes back short: by a claim, already
-    -- leased to it, as many as it still may take (within the response
-    -- budget measured on the copies alone: the two parts of one answer
-    -- can reach twice the budget); for autoAck and peeks, as ready
-    -- messages that the walk then takes (a peek makes them first: it
-    -- takes nothing; autoAck when its walk found nothing).
+    -- leased to it, as many as it still may take (each row's copies
+    -- measured against the response budget on their own, so an answer
+    -- can exceed it); for autoAck and peeks, one row's as ready messages
+    -- that the walk then takes (a peek makes them first: it takes
+    -- nothing; autoAck when its walk found nothing). A queue without
+    -- pending rows pays one probe of an empty index range.
     IF p_mode = 'delete' THEN
         RETURN QUERY SELECT d.* FROM skipq.message_claim_and_delete(p_tenant, p_queue, p_now, p_max_messages,
             p_max_response_bytes, p_message_overhead, p_key_id) d ORDER BY d.sequence;
         GET DIAGNOSTICS v_n = ROW_COUNT;
+        -- (Two IFs: a condition with a subquery is a statement, started
+        -- whatever the other operand of an AND.)
         IF v_n = 0 THEN
-            v_ids := skipq.topic_pending_take(q.id, p_max_messages);
-            IF cardinality(v_ids) > 0 THEN
-                PERFORM skipq.topic_copies_make(q, v_ids, v_now, NULL, NULL, 0);
+            IF EXISTS (SELECT 1 FROM skipq.topic_pending p WHERE p.queue_id = q.id) THEN
+                PERFORM skipq.topic_copies_make(q, NULL, least(p_max_messages, 32), v_now, NULL, NULL, 0);
                 RETURN QUERY SELECT d.* FROM skipq.message_claim_and_delete(p_tenant, p_queue, p_now,
                     p_max_messages, p_max_response_bytes, p_message_overhead, p_key_id) d ORDER BY d.sequence;
             END IF;
@@ -683,9 +662,8 @@ BEGIN
         RETURN;
     END IF;
     IF p_mode = 'peek' THEN
-        v_ids := skipq.topic_pending_take(q.id, p_max_messages);
-        IF cardinality(v_ids) > 0 THEN
-            PERFORM skipq.topic_copies_make(q, v_ids, v_now, NULL, NULL, 0);
+        IF EXISTS (SELECT 1 FROM skipq.topic_pending p WHERE p.queue_id = q.id) THEN
+            PERFORM skipq.topic_copies_make(q, NULL, least(p_max_messages, 32), v_now, NULL, NULL, 0);
         END IF;
         RETURN QUERY
         WITH walked AS (
@@ -799,11 +777,18 @@ BEGIN
     )
     SELECT c.* FROM claimed c ORDER BY c.sequence;
     GET DIAGNOSTICS v_n = ROW_COUNT;
+    -- Pending copies, a row at a time (a row holds up to 32), while each
+    -- row gave all that was asked of it.
     IF v_n < p_max_messages THEN
-        v_ids := skipq.topic_pending_take(q.id, p_max_messages - v_n::integer);
-        IF cardinality(v_ids) > 0 THEN
-            RETURN QUERY SELECT * FROM skipq.topic_copies_make(q, v_ids, p_now,
-                coalesce(p_visibility_seconds, q.visibility_seconds), p_max_response_bytes, p_message_overhead);
+        IF EXISTS (SELECT 1 FROM skipq.topic_pending p WHERE p.queue_id = q.id) THEN
+            LOOP
+                v_want := p_max_messages - v_n::integer;
+                RETURN QUERY SELECT * FROM skipq.topic_copies_make(q, NULL, v_want, p_now,
+                    coalesce(p_visibility_seconds, q.visibility_seconds), p_max_response_bytes, p_message_overhead);
+                GET DIAGNOSTICS v_got = ROW_COUNT;
+                v_n := v_n + v_got;
+                EXIT WHEN v_got = 0 OR v_got < least(v_want, 32) OR v_n >= p_max_messages;
+            END LOOP;
         END IF;
     END IF;
 END $$;
@@ -1377,11 +1362,7 @@ DROP FUNCTION skipq.topic_copies_ready(timestamptz, timestamptz, integer);
 -- +goose StatementEnd
 
 -- +goose StatementBegin
-DROP FUNCTION skipq.topic_copies_make(skipq.queues, bigint[], timestamptz, integer, bigint, bigint);
--- +goose StatementEnd
-
--- +goose StatementBegin
-DROP FUNCTION skipq.topic_pending_take(bigint, integer);
+DROP FUNCTION skipq.topic_copies_make(skipq.queues, bigint[], integer, timestamptz, integer, bigint, bigint);
 -- +goose StatementEnd
 
 -- +goose StatementBegin

@@ -62,12 +62,9 @@ FROM skipq.message_set_visibility(sqlc.narg('now')::timestamptz, @queue_ids::big
 
 -- name: MessageDeleteByQueue :one
 -- Purge and queue deletion: every message of the queue, in every state, and
--- their ready rows, and the topic copies it has yet to make
--- (skipq.topic_pending). Returns how many messages.
-WITH pending AS (
-    DELETE FROM skipq.topic_pending p WHERE p.queue_id = @queue_id
-    RETURNING cardinality(p.body_ids) AS copies
-), gone AS (
+-- their ready rows. Returns how many messages. Run after
+-- TopicPendingDeleteByQueue, in a statement of its own (see there).
+WITH gone AS (
     DELETE FROM skipq.messages m WHERE m.queue_id = @queue_id
     RETURNING m.queue_id, m.sequence, m.ready, m.message_id, m.tags
 ), traced AS (
@@ -82,7 +79,7 @@ WITH pending AS (
         CROSS JOIN LATERAL (SELECT y.ctid FROM skipq.ready y
                             WHERE y.queue_id = g.queue_id AND y.sequence = g.sequence LIMIT 1) x WHERE g.ready))
 )
-SELECT ((SELECT count(*) FROM gone) + (SELECT coalesce(sum(p.copies), 0) FROM pending p))::bigint AS deleted;
+SELECT count(*)::bigint AS deleted FROM gone;
 
 -- name: MessageDeleteOrphaned :many
 -- Worker: removes up to @max_messages messages whose queue no longer exists.

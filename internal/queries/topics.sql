@@ -107,8 +107,23 @@ SELECT skipq.topic_upkeep(@after, @max_bodies)::bigint;
 
 -- name: TopicCopiesReady :many
 -- Worker: makes ready messages of the topic copies their groups have yet to
--- make, of up to @max_rows pending rows published before @published_before
--- (skipq.topic_copies_ready; @now NULL: the database's); each queue's count,
--- for its wake-up.
+-- make, of up to @max_rows pending rows published @pending_seconds or more
+-- before now (skipq.topic_copies_ready; @now NULL: the database's clock,
+-- the one publishes date their rows by); each queue's count, for its
+-- wake-up.
 SELECT r.queue_id::bigint AS queue_id, r.readied::integer AS readied
-FROM skipq.topic_copies_ready(sqlc.narg('now')::timestamptz, @published_before, @max_rows) r;
+FROM skipq.topic_copies_ready(sqlc.narg('now')::timestamptz,
+    coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => @pending_seconds::float8),
+    @max_rows) r;
+
+-- name: TopicPendingDeleteByQueue :one
+-- Purge and queue deletion, first: the topic copies the queue has yet to
+-- make (skipq.topic_pending); returns how many. A statement of its own,
+-- before MessageDeleteByQueue's: a claim that took pending copies and
+-- made them in a transaction this one waits for has its copies seen by
+-- that later statement's snapshot, not lost between the two.
+WITH pending AS (
+    DELETE FROM skipq.topic_pending p WHERE p.queue_id = @queue_id
+    RETURNING cardinality(p.body_ids) AS copies
+)
+SELECT coalesce(sum(p.copies), 0)::bigint AS deleted FROM pending p;

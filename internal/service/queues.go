@@ -288,13 +288,17 @@ func (s *Service) DeleteQueue(ctx context.Context, tenant, name string) error {
 			}
 			return err
 		}
+		if _, err := q.TopicPendingDeleteByQueue(ctx, id); err != nil {
+			return err
+		}
 		_, err = q.MessageDeleteByQueue(ctx, db.MessageDeleteByQueueParams{QueueID: id, Now: s.now()})
 		return err
 	})
 	return fromDB("delete queue", err)
 }
 
-// PurgeQueue removes every message of a queue, in every state.
+// PurgeQueue removes every message of a queue, in every state, and the
+// topic copies it has yet to make, in one transaction.
 func (s *Service) PurgeQueue(ctx context.Context, tenant, name string) (int64, error) {
 	if err := checkQueueName("queue", name); err != nil {
 		return 0, err
@@ -303,8 +307,17 @@ func (s *Service) PurgeQueue(ctx context.Context, tenant, name string) (int64, e
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.q.MessageDeleteByQueue(ctx, db.MessageDeleteByQueueParams{QueueID: row.ID, KeyID: keyIDOf(ctx),
-		Now: s.now()})
+	var n int64
+	err = s.inTx(ctx, func(q *db.Queries) error {
+		pending, err := q.TopicPendingDeleteByQueue(ctx, row.ID)
+		if err != nil {
+			return err
+		}
+		n, err = q.MessageDeleteByQueue(ctx, db.MessageDeleteByQueueParams{QueueID: row.ID, KeyID: keyIDOf(ctx),
+			Now: s.now()})
+		n += pending
+		return err
+	})
 	return n, fromDB("purge queue", err)
 }
 

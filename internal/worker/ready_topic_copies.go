@@ -43,9 +43,9 @@ func NewReadyTopicCopies(pool *pgxpool.Pool, svc *service.Service) *ReadyTopicCo
 // their queues' receivers, and reports how many it made.
 func (j *ReadyTopicCopies) RunOnce(ctx context.Context) (int, error) {
 	rows, err := j.q.TopicCopiesReady(ctx, db.TopicCopiesReadyParams{
-		Now:             j.now(),
-		PublishedBefore: j.nowOr(time.Now()).Add(-j.PendingFor),
-		MaxRows:         int32(max(1, j.BatchSize/pendingRowCopies)),
+		Now:            j.now(),
+		PendingSeconds: j.PendingFor.Seconds(),
+		MaxRows:        int32(max(1, j.BatchSize/pendingRowCopies)),
 	})
 	if err != nil {
 		return 0, failed("ready topic copies", err)

@@ -15,8 +15,9 @@ CREATE OR REPLACE FUNCTION skipq.message_claim(p_tenant text, p_queue text, p_no
 DECLARE
     q     skipq.queues;
     v_now timestamptz := coalesce(p_now, clock_timestamp());
-    v_n   bigint;
-    v_ids bigint[];
+    v_n    bigint;
+    v_want integer;
+    v_got  bigint;
 BEGIN
     -- A receive: up to p_max_messages messages of the queue, within the
     -- response budget (p_max_response_bytes, each message measured by
@@ -27,7 +28,8 @@ BEGIN
     -- messages by sequence. p_mode: 'claim' leases them for
     -- p_visibility_seconds (NULL: the queue's default), 'delete' (autoAck)
     -- removes or retains them (skipq.message_claim_and_delete), 'peek'
-    -- reads them unchanged and unlocked; NULL, the previous release's call,
+    -- reads them unchanged and unlocked (after making the queue's pending
+    -- topic copies ready, below); NULL, the previous release's call,
     -- claims a standard queue and returns nothing from a FIFO one. On a
     -- traced queue each claimed message gets its 'received' event, under
     -- p_key_id (the request's API key, NULL for none).
@@ -71,19 +73,21 @@ BEGIN
     END IF;
     -- A topic group's pending copies (skipq.topic_pending) are made when
     -- the walk of ready messages comes back short: by a claim, already
-    -- leased to it, as many as it still may take (within the response
-    -- budget measured on the copies alone: the two parts of one answer
-    -- can reach twice the budget); for autoAck and peeks, as ready
-    -- messages that the walk then takes (a peek makes them first: it
-    -- takes nothing; autoAck when its walk found nothing).
+    -- leased to it, as many as it still may take (each row's copies
+    -- measured against the response budget on their own, so an answer
+    -- can exceed it); for autoAck and peeks, one row's as ready messages
+    -- that the walk then takes (a peek makes them first: it takes
+    -- nothing; autoAck when its walk found nothing). A queue without
+    -- pending rows pays one probe of an empty index range.
     IF p_mode = 'delete' THEN
         RETURN QUERY SELECT d.* FROM skipq.message_claim_and_delete(p_tenant, p_queue, p_now, p_max_messages,
             p_max_response_bytes, p_message_overhead, p_key_id) d ORDER BY d.sequence;
         GET DIAGNOSTICS v_n = ROW_COUNT;
+        -- (Two IFs: a condition with a subquery is a statement, started
+        -- whatever the other operand of an AND.)
         IF v_n = 0 THEN
-            v_ids := skipq.topic_pending_take(q.id, p_max_messages);
-            IF cardinality(v_ids) > 0 THEN
-                PERFORM skipq.topic_copies_make(q, v_ids, v_now, NULL, NULL, 0);
+            IF EXISTS (SELECT 1 FROM skipq.topic_pending p WHERE p.queue_id = q.id) THEN
+                PERFORM skipq.topic_copies_make(q, NULL, least(p_max_messages, 32), v_now, NULL, NULL, 0);
                 RETURN QUERY SELECT d.* FROM skipq.message_claim_and_delete(p_tenant, p_queue, p_now,
                     p_max_messages, p_max_response_bytes, p_message_overhead, p_key_id) d ORDER BY d.sequence;
             END IF;
@@ -91,9 +95,8 @@ BEGIN
         RETURN;
     END IF;
     IF p_mode = 'peek' THEN
-        v_ids := skipq.topic_pending_take(q.id, p_max_messages);
-        IF cardinality(v_ids) > 0 THEN
-            PERFORM skipq.topic_copies_make(q, v_ids, v_now, NULL, NULL, 0);
+        IF EXISTS (SELECT 1 FROM skipq.topic_pending p WHERE p.queue_id = q.id) THEN
+            PERFORM skipq.topic_copies_make(q, NULL, least(p_max_messages, 32), v_now, NULL, NULL, 0);
         END IF;
         RETURN QUERY
         WITH walked AS (
@@ -207,11 +210,18 @@ BEGIN
     )
     SELECT c.* FROM claimed c ORDER BY c.sequence;
     GET DIAGNOSTICS v_n = ROW_COUNT;
+    -- Pending copies, a row at a time (a row holds up to 32), while each
+    -- row gave all that was asked of it.
     IF v_n < p_max_messages THEN
-        v_ids := skipq.topic_pending_take(q.id, p_max_messages - v_n::integer);
-        IF cardinality(v_ids) > 0 THEN
-            RETURN QUERY SELECT * FROM skipq.topic_copies_make(q, v_ids, p_now,
-                coalesce(p_visibility_seconds, q.visibility_seconds), p_max_response_bytes, p_message_overhead);
+        IF EXISTS (SELECT 1 FROM skipq.topic_pending p WHERE p.queue_id = q.id) THEN
+            LOOP
+                v_want := p_max_messages - v_n::integer;
+                RETURN QUERY SELECT * FROM skipq.topic_copies_make(q, NULL, v_want, p_now,
+                    coalesce(p_visibility_seconds, q.visibility_seconds), p_max_response_bytes, p_message_overhead);
+                GET DIAGNOSTICS v_got = ROW_COUNT;
+                v_n := v_n + v_got;
+                EXIT WHEN v_got = 0 OR v_got < least(v_want, 32) OR v_n >= p_max_messages;
+            END LOOP;
         END IF;
     END IF;
 END $$;

@@ -7,6 +7,8 @@ CREATE OR REPLACE FUNCTION skipq.topic_copies_ready(p_now timestamp with time zo
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     SET enable_sort TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     SET jit TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -29,7 +31,7 @@ BEGIN
         DELETE FROM skipq.topic_pending p WHERE p.ctid = r.row;
         SELECT * INTO q FROM skipq.queues x WHERE x.id = r.queue_id;
         CONTINUE WHEN NOT FOUND;
-        PERFORM skipq.topic_copies_make(q, r.body_ids, p_now, NULL, NULL, 0);
+        PERFORM skipq.topic_copies_make(q, r.body_ids, cardinality(r.body_ids), p_now, NULL, NULL, 0);
         queue_id := r.queue_id;
         readied := cardinality(r.body_ids);
         RETURN NEXT;
