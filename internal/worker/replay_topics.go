@@ -30,10 +30,14 @@ func NewReplayTopics(pool *pgxpool.Pool, svc *service.Service) *ReplayTopics {
 }
 
 // replayPause is how long the job rests after a step, in steps' lengths:
-// a replay takes at most about a quarter of one connection's time, and of
+// a replay takes at most about a sixth of one connection's time, and of
 // the database's, so that publishers go on at nearly their pace (the
-// fanout bench measures them during a replay).
-const replayPause = 3
+// fanout bench measures them during a replay). It was 3 (a quarter) while
+// a publish wrote every group's copy; since copies are made at claim
+// (00060) a publish costs a third of what it did, and a replay's copies,
+// still written at once, took a larger share of the machine: publishes
+// during a replay fell to 0.76–0.79 of without (the target is 0.8).
+const replayPause = 5
 
 // RunOnce runs one step. While the replay goes on it rests replayPause
 // times the step's length and reports BatchSize (the worker runs the job
