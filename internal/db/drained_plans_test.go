@@ -536,9 +536,10 @@ func TestTopicJobsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
 		name, setup, sql string
 		bound            int
 	}{
-		// 20 bodies: a probe of the retained messages and one of the
-		// messages each, and their deletion.
-		{"topic_upkeep", "", `SELECT skipq.topic_upkeep(100000, 20)`, 200},
+		// 20 bodies: a probe of the retained messages, one of the
+		// messages and one of the pending copies each, and their
+		// deletion, with a probe of their parts each (00060: 220).
+		{"topic_upkeep", "", `SELECT skipq.topic_upkeep(100000, 20)`, 250},
 		// 10 retained messages walked in order and deleted.
 		{"topic_retention_prune", "", `SELECT skipq.topic_retention_prune(now(), 10)`, 100},
 		// 10 retained messages walked, each probed in the queue, none

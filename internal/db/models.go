@@ -228,13 +228,17 @@ type SkipqTopicBody struct {
 	PublishedAt time.Time
 	WindowEnds  time.Time
 	DeliveredTo int32
-	ClientID    *string
-	Metadata    *string
-	BodyBinary  *bool
-	// A pending copy's tags as its message will carry them (with skipq.topic and skipq.body); with client_id, metadata, body_binary, expiration_seconds (-1: the queue's), max_receive_count (negative: the queue's, else its absolute value, the server's) and dead_letter_queue (NULL: the queue's), what skipq.topic_copies_make needs besides the body. NULL in rows written before 00060.
+}
+
+// What a pending copy (skipq.topic_pending) is made of besides its body, once a published message: tags as the copy carries them (with skipq.topic and skipq.body), expiration_seconds (-1: the queue's), max_receive_count (negative: the queue's, else its absolute value, the server's), dead_letter_queue (NULL: the queue's). Removed with the body (skipq.topic_upkeep).
+type SkipqTopicCopyPart struct {
+	BodyID            int64
+	ClientID          string
+	Metadata          string
+	BodyBinary        bool
 	Tags              []byte
-	ExpirationSeconds *int32
-	MaxReceiveCount   *int32
+	ExpirationSeconds int32
+	MaxReceiveCount   int32
 	DeadLetterQueue   *string
 }
 

@@ -26,19 +26,24 @@
 -- makes every pending copy a ready message first, then restores them.
 
 -- +goose StatementBegin
-ALTER TABLE skipq.topic_bodies
-    ADD COLUMN client_id text,
-    ADD COLUMN metadata text,
-    ADD COLUMN body_binary boolean,
-    ADD COLUMN tags jsonb,
-    ADD COLUMN expiration_seconds integer,
-    ADD COLUMN max_receive_count integer,
-    ADD COLUMN dead_letter_queue text;
+-- A table beside skipq.topic_bodies, not columns of it: an ADD COLUMN
+-- holds ACCESS EXCLUSIVE on the bodies (which every publish writes and
+-- every claim of a copy reads) until the migration commits.
+CREATE TABLE skipq.topic_copy_parts (
+    body_id            bigint PRIMARY KEY,
+    client_id          text NOT NULL,
+    metadata           text NOT NULL,
+    body_binary        boolean NOT NULL,
+    tags               jsonb NOT NULL,
+    expiration_seconds integer NOT NULL,
+    max_receive_count  integer NOT NULL,
+    dead_letter_queue  text
+);
 -- +goose StatementEnd
 
 -- +goose StatementBegin
-COMMENT ON COLUMN skipq.topic_bodies.tags IS
-    'A pending copy''s tags as its message will carry them (with skipq.topic and skipq.body); with client_id, metadata, body_binary, expiration_seconds (-1: the queue''s), max_receive_count (negative: the queue''s, else its absolute value, the server''s) and dead_letter_queue (NULL: the queue''s), what skipq.topic_copies_make needs besides the body. NULL in rows written before 00060.';
+COMMENT ON TABLE skipq.topic_copy_parts IS
+    'What a pending copy (skipq.topic_pending) is made of besides its body, once a published message: tags as the copy carries them (with skipq.topic and skipq.body), expiration_seconds (-1: the queue''s), max_receive_count (negative: the queue''s, else its absolute value, the server''s), dead_letter_queue (NULL: the queue''s). Removed with the body (skipq.topic_upkeep).';
 -- +goose StatementEnd
 
 -- +goose StatementBegin
@@ -139,10 +144,11 @@ BEGIN
                    + octet_length(b.client_id) + p_message_overhead AS wire
         FROM unnest(coalesce(p_body_ids, (SELECT k.body_ids[:p_max] FROM taken k))) WITH ORDINALITY AS u(id, k)
         CROSS JOIN LATERAL (
-            SELECT d.message_id, d.client_id, d.metadata, d.body_binary, d.tags, d.published_at,
-                   d.expiration_seconds, d.max_receive_count, d.dead_letter_queue,
+            SELECT d.message_id, c.client_id, c.metadata, c.body_binary, c.tags, d.published_at,
+                   c.expiration_seconds, c.max_receive_count, c.dead_letter_queue,
                    octet_length(d.body)::bigint AS size
-            FROM skipq.topic_bodies d WHERE d.id = u.id) b
+            FROM skipq.topic_bodies d JOIN skipq.topic_copy_parts c ON c.body_id = d.id
+            WHERE d.id = u.id) b
     ), live AS (
         SELECT d.*, p_visibility_seconds IS NOT NULL
                     AND (row_number() OVER w = 1
@@ -518,6 +524,15 @@ BEGIN
         INTO v_count, v_woken
         FROM generate_subscripts(p_message_ids, 1) x
         LEFT JOIN per_body c ON c.body_id = v_body_id[x];
+        -- What those copies are made of besides the body, once a message
+        -- (a maximum receive count not given as the server's, negated:
+        -- the queue's comes first). Every fresh position: all are unkeyed.
+        INSERT INTO skipq.topic_copy_parts (body_id, client_id, metadata, body_binary, tags, expiration_seconds,
+                                            max_receive_count, dead_letter_queue)
+        SELECT v_body_id[x], p_client_ids[x], p_metadatas[x], p_body_binaries[x], v_copy[x], p_expiration_seconds[x],
+               CASE WHEN p_max_receive_counts[x] > 0 THEN p_max_receive_counts[x] ELSE -p_server_max_receive_count END,
+               CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+        FROM unnest(v_fresh) x;
     END IF;
 
     IF v_keyed THEN
@@ -530,18 +545,12 @@ BEGIN
 
     -- The bodies, once each: of the messages some group got, of keyed
     -- ones (their key answers a second publish even when nothing matched),
-    -- and of every one a topic retains; with what a pending copy is made
-    -- of besides the body (a maximum receive count not given as the
-    -- server's, negated: the queue's comes first).
+    -- and of every one a topic retains.
     INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends,
-                                    delivered_to, client_id, metadata, body_binary, tags, expiration_seconds,
-                                    max_receive_count, dead_letter_queue)
+                                    delivered_to)
     SELECT v_body_id[x], t.id, p_message_ids[x], CASE WHEN p_keyed[x] THEN v_hash[x] END,
            substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]), v_now,
-           v_now + make_interval(secs => t.dedup_window_seconds), v_count[x],
-           p_client_ids[x], p_metadatas[x], p_body_binaries[x], v_copy[x], p_expiration_seconds[x],
-           CASE WHEN p_max_receive_counts[x] > 0 THEN p_max_receive_counts[x] ELSE -p_server_max_receive_count END,
-           CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+           v_now + make_interval(secs => t.dedup_window_seconds), v_count[x]
     FROM unnest(v_fresh) x
     WHERE v_count[x] > 0 OR p_keyed[x] OR t.retain_seconds > 0;
     IF t.retain_seconds > 0 THEN
@@ -822,16 +831,21 @@ BEGIN
 
     SELECT max(w.id) INTO v_last FROM (
         SELECT b.id FROM skipq.topic_bodies b WHERE b.id > p_after ORDER BY b.id LIMIT p_max) w;
-    DELETE FROM skipq.topic_bodies b
-    WHERE b.id > p_after AND b.id <= v_last
-      AND b.window_ends <= now()
-      AND (SELECT r.id FROM skipq.topic_retained r WHERE r.topic_id = b.topic_id AND r.id = b.id LIMIT 1) IS NULL
-      AND (SELECT m.sequence FROM skipq.messages m
-           WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text LIMIT 1) IS NULL
-      -- The topic's floor: no pending copy of this topic was published
-      -- with an id at or below this body's (a row's first id, never cut).
-      AND (SELECT p.id FROM skipq.topic_pending p
-           WHERE p.topic_id = b.topic_id AND p.first_body_id <= b.id LIMIT 1) IS NULL;
+    WITH gone AS (
+        DELETE FROM skipq.topic_bodies b
+        WHERE b.id > p_after AND b.id <= v_last
+          AND b.window_ends <= now()
+          AND (SELECT r.id FROM skipq.topic_retained r WHERE r.topic_id = b.topic_id AND r.id = b.id LIMIT 1) IS NULL
+          AND (SELECT m.sequence FROM skipq.messages m
+               WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text LIMIT 1) IS NULL
+          -- The topic's floor: no pending copy of this topic was published
+          -- with an id at or below this body's (a row's first id, never cut).
+          AND (SELECT p.id FROM skipq.topic_pending p
+               WHERE p.topic_id = b.topic_id AND p.first_body_id <= b.id LIMIT 1) IS NULL
+        RETURNING b.id
+    )
+    -- With each body, what its pending copies were made of.
+    DELETE FROM skipq.topic_copy_parts c WHERE c.body_id = ANY(ARRAY(SELECT g.id FROM gone g));
     IF v_last IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.topic_bodies b WHERE b.id > v_last) THEN
         RETURN 0;
     END IF;
@@ -1374,12 +1388,5 @@ DROP SEQUENCE skipq.topic_pending_sequence;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
-ALTER TABLE skipq.topic_bodies
-    DROP COLUMN client_id,
-    DROP COLUMN metadata,
-    DROP COLUMN body_binary,
-    DROP COLUMN tags,
-    DROP COLUMN expiration_seconds,
-    DROP COLUMN max_receive_count,
-    DROP COLUMN dead_letter_queue;
+DROP TABLE skipq.topic_copy_parts;
 -- +goose StatementEnd

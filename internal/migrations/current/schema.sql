@@ -327,19 +327,8 @@ CREATE TABLE skipq.topic_bodies (
     body bytea NOT NULL,
     published_at timestamp with time zone NOT NULL,
     window_ends timestamp with time zone NOT NULL,
-    delivered_to integer NOT NULL,
-    client_id text,
-    metadata text,
-    body_binary boolean,
-    tags jsonb,
-    expiration_seconds integer,
-    max_receive_count integer,
-    dead_letter_queue text
+    delivered_to integer NOT NULL
 );
-
--- COMMENT COLUMN topic_bodies.tags
-
-COMMENT ON COLUMN skipq.topic_bodies.tags IS 'A pending copy''s tags as its message will carry them (with skipq.topic and skipq.body); with client_id, metadata, body_binary, expiration_seconds (-1: the queue''s), max_receive_count (negative: the queue''s, else its absolute value, the server''s) and dead_letter_queue (NULL: the queue''s), what skipq.topic_copies_make needs besides the body. NULL in rows written before 00060.';
 
 -- SEQUENCE topic_body_sequence
 
@@ -349,6 +338,23 @@ CREATE SEQUENCE skipq.topic_body_sequence
     NO MINVALUE
     NO MAXVALUE
     CACHE 1;
+
+-- TABLE topic_copy_parts
+
+CREATE TABLE skipq.topic_copy_parts (
+    body_id bigint NOT NULL,
+    client_id text NOT NULL,
+    metadata text NOT NULL,
+    body_binary boolean NOT NULL,
+    tags jsonb NOT NULL,
+    expiration_seconds integer NOT NULL,
+    max_receive_count integer NOT NULL,
+    dead_letter_queue text
+);
+
+-- COMMENT TABLE topic_copy_parts
+
+COMMENT ON TABLE skipq.topic_copy_parts IS 'What a pending copy (skipq.topic_pending) is made of besides its body, once a published message: tags as the copy carries them (with skipq.topic and skipq.body), expiration_seconds (-1: the queue''s), max_receive_count (negative: the queue''s, else its absolute value, the server''s), dead_letter_queue (NULL: the queue''s). Removed with the body (skipq.topic_upkeep).';
 
 -- TABLE topic_counts
 
@@ -594,6 +600,11 @@ ALTER TABLE ONLY skipq.topic_bodies
 
 ALTER TABLE ONLY skipq.topic_bodies
     ADD CONSTRAINT topic_bodies_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT topic_copy_parts topic_copy_parts_pkey
+
+ALTER TABLE ONLY skipq.topic_copy_parts
+    ADD CONSTRAINT topic_copy_parts_pkey PRIMARY KEY (body_id);
 
 -- CONSTRAINT topic_counts topic_counts_pkey
 

@@ -62,10 +62,11 @@ BEGIN
                    + octet_length(b.client_id) + p_message_overhead AS wire
         FROM unnest(coalesce(p_body_ids, (SELECT k.body_ids[:p_max] FROM taken k))) WITH ORDINALITY AS u(id, k)
         CROSS JOIN LATERAL (
-            SELECT d.message_id, d.client_id, d.metadata, d.body_binary, d.tags, d.published_at,
-                   d.expiration_seconds, d.max_receive_count, d.dead_letter_queue,
+            SELECT d.message_id, c.client_id, c.metadata, c.body_binary, c.tags, d.published_at,
+                   c.expiration_seconds, c.max_receive_count, c.dead_letter_queue,
                    octet_length(d.body)::bigint AS size
-            FROM skipq.topic_bodies d WHERE d.id = u.id) b
+            FROM skipq.topic_bodies d JOIN skipq.topic_copy_parts c ON c.body_id = d.id
+            WHERE d.id = u.id) b
     ), live AS (
         SELECT d.*, p_visibility_seconds IS NOT NULL
                     AND (row_number() OVER w = 1

@@ -280,6 +280,15 @@ BEGIN
         INTO v_count, v_woken
         FROM generate_subscripts(p_message_ids, 1) x
         LEFT JOIN per_body c ON c.body_id = v_body_id[x];
+        -- What those copies are made of besides the body, once a message
+        -- (a maximum receive count not given as the server's, negated:
+        -- the queue's comes first). Every fresh position: all are unkeyed.
+        INSERT INTO skipq.topic_copy_parts (body_id, client_id, metadata, body_binary, tags, expiration_seconds,
+                                            max_receive_count, dead_letter_queue)
+        SELECT v_body_id[x], p_client_ids[x], p_metadatas[x], p_body_binaries[x], v_copy[x], p_expiration_seconds[x],
+               CASE WHEN p_max_receive_counts[x] > 0 THEN p_max_receive_counts[x] ELSE -p_server_max_receive_count END,
+               CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+        FROM unnest(v_fresh) x;
     END IF;
 
     IF v_keyed THEN
@@ -292,18 +301,12 @@ BEGIN
 
     -- The bodies, once each: of the messages some group got, of keyed
     -- ones (their key answers a second publish even when nothing matched),
-    -- and of every one a topic retains; with what a pending copy is made
-    -- of besides the body (a maximum receive count not given as the
-    -- server's, negated: the queue's comes first).
+    -- and of every one a topic retains.
     INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends,
-                                    delivered_to, client_id, metadata, body_binary, tags, expiration_seconds,
-                                    max_receive_count, dead_letter_queue)
+                                    delivered_to)
     SELECT v_body_id[x], t.id, p_message_ids[x], CASE WHEN p_keyed[x] THEN v_hash[x] END,
            substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]), v_now,
-           v_now + make_interval(secs => t.dedup_window_seconds), v_count[x],
-           p_client_ids[x], p_metadatas[x], p_body_binaries[x], v_copy[x], p_expiration_seconds[x],
-           CASE WHEN p_max_receive_counts[x] > 0 THEN p_max_receive_counts[x] ELSE -p_server_max_receive_count END,
-           CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+           v_now + make_interval(secs => t.dedup_window_seconds), v_count[x]
     FROM unnest(v_fresh) x
     WHERE v_count[x] > 0 OR p_keyed[x] OR t.retain_seconds > 0;
     IF t.retain_seconds > 0 THEN

@@ -28,16 +28,21 @@ BEGIN
 
     SELECT max(w.id) INTO v_last FROM (
         SELECT b.id FROM skipq.topic_bodies b WHERE b.id > p_after ORDER BY b.id LIMIT p_max) w;
-    DELETE FROM skipq.topic_bodies b
-    WHERE b.id > p_after AND b.id <= v_last
-      AND b.window_ends <= now()
-      AND (SELECT r.id FROM skipq.topic_retained r WHERE r.topic_id = b.topic_id AND r.id = b.id LIMIT 1) IS NULL
-      AND (SELECT m.sequence FROM skipq.messages m
-           WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text LIMIT 1) IS NULL
-      -- The topic's floor: no pending copy of this topic was published
-      -- with an id at or below this body's (a row's first id, never cut).
-      AND (SELECT p.id FROM skipq.topic_pending p
-           WHERE p.topic_id = b.topic_id AND p.first_body_id <= b.id LIMIT 1) IS NULL;
+    WITH gone AS (
+        DELETE FROM skipq.topic_bodies b
+        WHERE b.id > p_after AND b.id <= v_last
+          AND b.window_ends <= now()
+          AND (SELECT r.id FROM skipq.topic_retained r WHERE r.topic_id = b.topic_id AND r.id = b.id LIMIT 1) IS NULL
+          AND (SELECT m.sequence FROM skipq.messages m
+               WHERE m.message_id = b.message_id AND m.tags ->> 'skipq.body' = b.id::text LIMIT 1) IS NULL
+          -- The topic's floor: no pending copy of this topic was published
+          -- with an id at or below this body's (a row's first id, never cut).
+          AND (SELECT p.id FROM skipq.topic_pending p
+               WHERE p.topic_id = b.topic_id AND p.first_body_id <= b.id LIMIT 1) IS NULL
+        RETURNING b.id
+    )
+    -- With each body, what its pending copies were made of.
+    DELETE FROM skipq.topic_copy_parts c WHERE c.body_id = ANY(ARRAY(SELECT g.id FROM gone g));
     IF v_last IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.topic_bodies b WHERE b.id > v_last) THEN
         RETURN 0;
     END IF;
