@@ -19,11 +19,12 @@
 -- gauges and peeks see a pending copy by then, an expired one is dropped,
 -- and pending copies do not wait behind ready messages for longer.
 --
--- New: table skipq.topic_pending, columns of skipq.topic_bodies, functions
--- skipq.topic_copies_make,
--- skipq.topic_copies_ready. Changed bodies (same signatures):
--- skipq.topic_publish, skipq.message_claim, skipq.topic_upkeep. The Down
--- makes every pending copy a ready message first, then restores them.
+-- New: tables skipq.topic_pending and skipq.topic_copy_parts, functions
+-- skipq.topic_copies_make and skipq.topic_copies_ready. Changed bodies
+-- (same signatures): skipq.topic_publish, skipq.message_claim,
+-- skipq.topic_upkeep; skipq.topic_body becomes VOLATILE (at the end). The
+-- Down makes every pending copy a ready message first, then restores
+-- them.
 
 -- +goose StatementBegin
 -- A table beside skipq.topic_bodies, not columns of it: an ADD COLUMN
@@ -853,7 +854,21 @@ BEGIN
 END $$;
 -- +goose StatementEnd
 
+-- +goose StatementBegin
+-- skipq.receive hands a copy its body with skipq.topic_body, in the
+-- statement that calls skipq.message_claim. STABLE, the function read the
+-- bodies in that statement's snapshot, taken before the claim's own
+-- statements: a copy of a publish that committed in between (more often
+-- now that claims make copies of just-published messages) came with an
+-- empty body. VOLATILE, it reads them in a snapshot of its own.
+ALTER FUNCTION skipq.topic_body(bytea, jsonb) VOLATILE;
+-- +goose StatementEnd
+
 -- +goose Down
+-- +goose StatementBegin
+ALTER FUNCTION skipq.topic_body(bytea, jsonb) STABLE;
+-- +goose StatementEnd
+
 -- +goose StatementBegin
 -- Every pending copy made a ready message first: none is lost.
 SELECT count(*) FROM skipq.topic_copies_ready(NULL, 'infinity', 2147483647);

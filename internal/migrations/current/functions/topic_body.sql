@@ -2,7 +2,7 @@
 -- leaves (pg_dump); do not edit. Change it with a new migration.
 
 CREATE OR REPLACE FUNCTION skipq.topic_body(p_body bytea, p_tags jsonb) RETURNS bytea
-    LANGUAGE sql STABLE
+    LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     SELECT CASE WHEN p_tags ? 'skipq.body'
