@@ -158,7 +158,14 @@ func New(pool *pgxpool.Pool, svc *service.Service, log *slog.Logger, opts Option
 		batch("prune empty FIFO groups", groups.Config, groups.RunOnce),
 		batch("prune the history of messages gone a day ago", history.Config, history.RunOnce),
 		batch("fold topic counts, remove unused published bodies", topics.Config, topics.RunOnce),
-		batch("make ready the topic copies no claim made", copies.Config, copies.RunOnce),
+		// One run a period, not again at once while runs come back full:
+		// a group with a backlog has its copies made by its claims, at a
+		// claim's cost; the job makes at most BatchSize a period at a
+		// publish's.
+		once("make ready the topic copies no claim made", copies.Config, func(ctx context.Context) error {
+			_, err := copies.RunOnce(ctx)
+			return err
+		}),
 		batch("replay topics' retained messages to new subscriptions", replays.Config, replays.RunOnce),
 		batch("remove topics' retained messages whose retention ended", retention.Config, retention.RunOnce),
 		batch("take over SQS move tasks whose node stopped", batchConfig(15*time.Second), func(ctx context.Context) (int, error) {
