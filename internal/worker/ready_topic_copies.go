@@ -45,7 +45,8 @@ func NewReadyTopicCopies(pool *pgxpool.Pool, svc *service.Service) *ReadyTopicCo
 }
 
 // RunOnce makes up to BatchSize copies ready (in rows of up to 32), wakes
-// their queues' receivers, and reports how many it made.
+// their queues' receivers, and reports how many it took from pending rows
+// (expired ones included). The worker runs it once a period however many.
 func (j *ReadyTopicCopies) RunOnce(ctx context.Context) (int, error) {
 	rows, err := j.q.TopicCopiesReady(ctx, db.TopicCopiesReadyParams{
 		Now:            j.now(),
@@ -61,10 +62,6 @@ func (j *ReadyTopicCopies) RunOnce(ctx context.Context) (int, error) {
 			j.svc.Hub().Publish(r.QueueID, int(r.Readied))
 		}
 		n += int(r.Readied)
-	}
-	if len(rows) == max(1, j.BatchSize/pendingRowCopies) {
-		// A full run: there may be more.
-		return j.BatchSize, nil
 	}
 	return n, nil
 }

@@ -55,14 +55,14 @@ func TestReadyTopicCopies(t *testing.T) {
 		t.Fatalf("%d copies pending, %d ready; want 71 and 0", p, r)
 	}
 	clk.advance(job.PendingFor + time.Second)
-	if n := run(); n != job.BatchSize {
-		t.Fatalf("a full run reported %d, want its batch (%d)", n, job.BatchSize)
+	if n := run(); n != 50 {
+		t.Fatalf("a run of two rows reported %d, want their 50 copies", n)
 	}
 	if p, r := counts(); p != 21 || r != 50 {
 		t.Fatalf("after one run %d copies pending, %d ready; want 21 and 50 (the oldest rows)", p, r)
 	}
-	if n := run(); n != job.BatchSize {
-		t.Fatalf("the second run (two rows again: 20 copies, and the expired one) reported %d, want %d", n, job.BatchSize)
+	if n := run(); n != 21 {
+		t.Fatalf("the second run (two rows again: 20 copies, and the expired one) reported %d, want 21", n)
 	}
 	if n := run(); n != 0 {
 		t.Fatalf("a run with nothing pending reported %d", n)
