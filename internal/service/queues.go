@@ -288,13 +288,24 @@ func (s *Service) DeleteQueue(ctx context.Context, tenant, name string) error {
 			}
 			return err
 		}
-		if _, err := q.TopicPendingDeleteByQueue(ctx, id); err != nil {
-			return err
-		}
-		_, err = q.MessageDeleteByQueue(ctx, db.MessageDeleteByQueueParams{QueueID: id, Now: s.now()})
+		_, err = s.deleteMessagesOf(ctx, q, id, nil)
 		return err
 	})
 	return fromDB("delete queue", err)
+}
+
+// deleteMessagesOf removes, in q's transaction, the topic copies queue id has
+// yet to make and then every message of it (in every state), and returns
+// how many. Two statements, in that order: a claim making copies of a
+// pending row the first waits for has committed them before the second's
+// snapshot, which deletes them too.
+func (s *Service) deleteMessagesOf(ctx context.Context, q *db.Queries, id int64, keyID *int64) (int64, error) {
+	pending, err := q.TopicPendingDeleteByQueue(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	n, err := q.MessageDeleteByQueue(ctx, db.MessageDeleteByQueueParams{QueueID: id, KeyID: keyID, Now: s.now()})
+	return n + pending, err
 }
 
 // PurgeQueue removes every message of a queue, in every state, and the
@@ -308,14 +319,8 @@ func (s *Service) PurgeQueue(ctx context.Context, tenant, name string) (int64, e
 		return 0, err
 	}
 	var n int64
-	err = s.inTx(ctx, func(q *db.Queries) error {
-		pending, err := q.TopicPendingDeleteByQueue(ctx, row.ID)
-		if err != nil {
-			return err
-		}
-		n, err = q.MessageDeleteByQueue(ctx, db.MessageDeleteByQueueParams{QueueID: row.ID, KeyID: keyIDOf(ctx),
-			Now: s.now()})
-		n += pending
+	err = s.inTx(ctx, func(q *db.Queries) (err error) {
+		n, err = s.deleteMessagesOf(ctx, q, row.ID, keyIDOf(ctx))
 		return err
 	})
 	return n, fromDB("purge queue", err)
