@@ -177,11 +177,14 @@ func run[T any](t *testing.T, tab context.Context, a chromedp.Action[T]) T {
 	return v
 }
 
-// submit clicks a control that loads a new page and waits for that page.
+// submit clicks a control that loads a new page and waits for that page
+// to have loaded whole: a page's first rows are visible while the rest of
+// its table is still being parsed, so a count taken then comes up short.
 func submit(t *testing.T, tab context.Context, sel string) {
 	t.Helper()
 	do(t, tab, chromedp.Evaluate[chromedp.Void](`document.body.dataset.stale = "1"`),
 		chromedp.Click(sel), chromedp.WaitVisible(`body:not([data-stale])`))
+	poll(t, tab, `document.readyState === "complete"`, 10*time.Second)
 }
 
 func testID(id string) string { return fmt.Sprintf(`[data-testid="%s"]`, id) }
