@@ -8,8 +8,9 @@ import (
 // MessageClaimParams are one receive's claim: up to MaxMessages messages
 // of Queue (of Tenant) within MaxResponseBytes, each counted with
 // MessageOverhead, at most MaxPerGroup of a FIFO group. Mode: "claim"
-// leases them for VisibilitySeconds (nil: the queue's default), "delete"
-// is autoAck (receive_count reported as it was before this delivery),
+// leases them for VisibilitySeconds (nil: the queue's default),
+// "claim_pending_first" too, taking a topic group's pending copies before
+// its ready messages, "delete" is autoAck (receive_count reported as it was before this delivery),
 // "peek" reads them unchanged. Now and KeyID may be nil (the clock, no
 // API key).
 type MessageClaimParams struct {

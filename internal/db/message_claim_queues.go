@@ -9,7 +9,8 @@ import (
 // statement: claim i takes up to MaxMessages[i] of Queues[i] (of
 // Tenants[i]) for VisibilitySeconds[i] (nil: the queue's default) under
 // KeyIDs[i], within MaxResponseBytes[i] with MessageOverheads[i] a message,
-// at most one message of a FIFO group, all at Now.
+// in mode Modes[i] (skipq.message_claim's 'claim' or 'claim_pending_first';
+// Modes nil: 'claim'), at most one message of a FIFO group, all at Now.
 type MessageClaimQueuesParams struct {
 	Now               *time.Time
 	Tenants           []string
@@ -19,6 +20,7 @@ type MessageClaimQueuesParams struct {
 	KeyIDs            []*int64
 	MaxResponseBytes  []int64
 	MessageOverheads  []int64
+	Modes             []string
 }
 
 // ClaimedMessage is a message one of MessageClaimQueues's claims took:
@@ -41,7 +43,7 @@ type ClaimedMessage struct {
 // a table. Its rows are read as MessageClaim's (scanMessages).
 func (q *Queries) MessageClaimQueues(ctx context.Context, arg MessageClaimQueuesParams) ([]ClaimedMessage, error) {
 	rows, err := q.db.Query(ctx, messageClaimQueues, arg.Now, arg.Tenants, arg.Queues, arg.MaxMessages,
-		arg.VisibilitySeconds, arg.KeyIDs, arg.MaxResponseBytes, arg.MessageOverheads)
+		arg.VisibilitySeconds, arg.KeyIDs, arg.MaxResponseBytes, arg.MessageOverheads, arg.Modes)
 	if err != nil {
 		return nil, err
 	}
@@ -63,4 +65,4 @@ func (q *Queries) MessageClaimQueues(ctx context.Context, arg MessageClaimQueues
 
 const messageClaimQueues = `-- name: MessageClaimQueues :many
 SELECT claim, ` + messageColumns + `
-FROM skipq.message_claim_queues($1, $2, $3, $4, $5, $6, $7, $8)`
+FROM skipq.message_claim_queues($1, $2, $3, $4, $5, $6, $7, $8, $9)`

@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/skipq/skipq/internal/db"
@@ -173,5 +174,90 @@ func TestPendingCopiesAgainstPublishAndWorker(t *testing.T) {
 	}
 	if n := len(claimN(t, f.q, 40)); n != 31 {
 		t.Fatalf("after the step a claim got %d, want 31", n)
+	}
+}
+
+// A claim that asks for pending copies first makes them without the walk
+// when the group has no ready message, across as many rows as it needs,
+// and hands them out with their bodies in place, without the tag that
+// names the stored body; two such claims pass each other's rows; a ready
+// message still comes first.
+func TestClaimPendingFirst(t *testing.T) {
+	f := topicFixture(t)
+	ctx := context.Background()
+	publishIDs(t, f.q, 70)
+	if got := pendingRows(t, f); fmt.Sprint(got) != "[32 32 6]" {
+		t.Fatalf("pending rows %v, want [32 32 6]", got)
+	}
+	claimFirst := func(q *db.Queries, max int32) []db.SkipqMessage {
+		t.Helper()
+		var rows []db.SkipqMessage
+		blocked, done := waits(func() {
+			var err error
+			rows, err = q.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q",
+				MaxMessages: max, MaxResponseBytes: 1 << 30, Mode: "claim_pending_first"})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		if blocked {
+			t.Fatal("a claim waited for another session")
+		}
+		<-done
+		return rows
+	}
+	idsOf := func(rows []db.SkipqMessage) string {
+		ids := make([]string, len(rows))
+		for i, r := range rows {
+			ids[i] = r.MessageID
+		}
+		return fmt.Sprint(ids)
+	}
+	send := func(id string) {
+		t.Helper()
+		if rows, err := f.q.MessageInsert(ctx, sendParams("q", 0, id)); err != nil || len(rows) != 1 {
+			t.Fatalf("send: %v %v", rows, err)
+		}
+	}
+	got := claimFirst(f.q, 40)
+	if len(got) != 40 || got[0].MessageID != "m000" || got[39].MessageID != "m039" {
+		t.Fatalf("a claim of 40 took %s, want m000 … m039", idsOf(got))
+	}
+	for _, r := range got {
+		if string(r.Body) != "x" || !strings.Contains(string(r.Tags), `"skipq.topic"`) ||
+			strings.Contains(string(r.Tags), `"skipq.body"`) || r.ReceiveCount != 1 || len(r.LeaseToken) == 0 {
+			t.Fatalf("a copy made first: body %q, tags %s, receive count %d", r.Body, r.Tags, r.ReceiveCount)
+		}
+	}
+	if rows := pendingRows(t, f); fmt.Sprint(rows) != "[24 6]" {
+		t.Fatalf("pending rows after taking 40: %v, want the second cut to 24 and the third", rows)
+	}
+	txA, qa := f.begin(t)
+	if a := claimFirst(qa, 30); len(a) != 24 || a[0].MessageID != "m040" {
+		t.Fatalf("A took %s, want the 24 of the row it locked (one row: 30 fill one)", idsOf(a))
+	}
+	if b := idsOf(claimFirst(f.q, 10)); b != "[m064 m065 m066 m067 m068 m069]" {
+		t.Fatalf("B beside A took %s, want the last row's six", b)
+	}
+	send("ready")
+	if b := idsOf(claimFirst(f.q, 10)); b != "[ready]" {
+		t.Fatalf("B, with the pending rows held or gone, took %s, want the ready message", b)
+	}
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(claimFirst(f.q, 10)); n != 0 {
+		t.Fatalf("a claim of a drained group took %d", n)
+	}
+	send("ready2")
+	publish(t, f.q, "p1", "p2")
+	if b := idsOf(claimFirst(f.q, 2)); b != "[ready2 p1]" {
+		t.Fatalf("a claim of 2 beside a ready message took %s, want it first, then a copy", b)
+	}
+	if b := idsOf(claimFirst(f.q, 2)); b != "[p2]" {
+		t.Fatalf("the next claim took %s, want the last copy", b)
+	}
+	if rows := pendingRows(t, f); len(rows) != 0 {
+		t.Fatalf("pending rows left: %v", rows)
 	}
 }

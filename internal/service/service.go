@@ -40,6 +40,7 @@ type Service struct {
 	publishes             *sharer[publishCall]
 	claims                *sharer[claimCall]
 	names                 queueNames
+	order                 claimOrder
 	obs                   Observer
 	// now, when set, replaces the database clock in every time-based rule
 	// (tests move time instead of sleeping).

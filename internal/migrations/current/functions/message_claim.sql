@@ -16,8 +16,6 @@ DECLARE
     q     skipq.queues;
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_n    bigint;
-    v_want integer;
-    v_got  bigint;
 BEGIN
     -- A receive: up to p_max_messages messages of the queue, within the
     -- response budget (p_max_response_bytes, each message measured by
@@ -30,7 +28,9 @@ BEGIN
     -- removes or retains them (skipq.message_claim_and_delete), 'peek'
     -- reads them unchanged and unlocked (after making the queue's pending
     -- topic copies ready, below); NULL, the previous release's call,
-    -- claims a standard queue and returns nothing from a FIFO one. On a
+    -- claims a standard queue and returns nothing from a FIFO one;
+    -- 'claim_pending_first' is a claim that makes a topic group's pending
+    -- copies without walking when it has no ready message (below). On a
     -- traced queue each claimed message gets its 'received' event, under
     -- p_key_id (the request's API key, NULL for none).
     --
@@ -68,14 +68,16 @@ BEGIN
     END IF;
     IF q.fifo THEN
         RETURN QUERY SELECT * FROM skipq.message_claim_grouped(p_tenant, p_queue, p_now, p_visibility_seconds,
-            p_max_messages, coalesce(p_max_per_group, 1), p_max_response_bytes, p_message_overhead, p_mode, p_key_id);
+            p_max_messages, coalesce(p_max_per_group, 1), p_max_response_bytes, p_message_overhead,
+            CASE WHEN p_mode = 'claim_pending_first' THEN 'claim' ELSE p_mode END, p_key_id);
         RETURN;
     END IF;
     -- A topic group's pending copies (skipq.topic_pending) are made when
-    -- the walk of ready messages comes back short: by a claim, already
-    -- leased to it, as many as it still may take (each row's copies
-    -- measured against the response budget on their own, so an answer
-    -- can exceed it); for autoAck and peeks, one row's as ready messages
+    -- the walk of ready messages comes back short, or in its place when
+    -- the caller asks ('claim_pending_first', below): by a claim, already
+    -- leased to it, as many as it still may take (measured against the
+    -- response budget apart from the walk's messages, so an answer can
+    -- exceed it); for autoAck and peeks, up to 32 as ready messages
     -- that the walk then takes (a peek makes them first: it takes
     -- nothing; autoAck when its walk found nothing). A queue without
     -- pending rows pays one probe of an empty index range.
@@ -124,6 +126,29 @@ BEGIN
         WHERE m.ctid = ANY(ARRAY(SELECT p.row FROM picked p))
         ORDER BY m.sequence;
         RETURN;
+    END IF;
+    -- A group's walk of ready rows, mostly empty there, costs about half
+    -- as much as making the copies (the statement's start-up, about what
+    -- a claim of one costs besides): a node that saw a queue's claims
+    -- return topic copies asks for its pending copies first, and this
+    -- claim makes them without the walk when the queue has no ready row
+    -- (a group's copies made at claim have none, so the probe walks no
+    -- dead entries), in one statement with the probe for pending rows.
+    -- Ready messages (retries, released and replayed copies, those the
+    -- worker made ready) still come first, in sequence order, as in a
+    -- plain claim. A claim that made copies returns them, even fewer than
+    -- asked (there is no ready message to add); otherwise it claims as a
+    -- plain claim does, which pays one comparison of the mode for it.
+    IF p_mode = 'claim_pending_first' THEN
+        IF NOT EXISTS (SELECT 1 FROM skipq.ready r WHERE r.queue_id = q.id)
+           AND EXISTS (SELECT 1 FROM skipq.topic_pending p WHERE p.queue_id = q.id) THEN
+            RETURN QUERY SELECT * FROM skipq.topic_copies_make(q, NULL, p_max_messages, p_now,
+                coalesce(p_visibility_seconds, q.visibility_seconds), p_max_response_bytes, p_message_overhead);
+            GET DIAGNOSTICS v_n = ROW_COUNT;
+            IF v_n > 0 THEN
+                RETURN;
+            END IF;
+        END IF;
     END IF;
     RETURN QUERY
     WITH t AS (
@@ -210,18 +235,11 @@ BEGIN
     )
     SELECT c.* FROM claimed c ORDER BY c.sequence;
     GET DIAGNOSTICS v_n = ROW_COUNT;
-    -- Pending copies, a row at a time (a row holds up to 32), while each
-    -- row gave all that was asked of it.
+    -- Pending copies after a walk that came back short.
     IF v_n < p_max_messages THEN
         IF EXISTS (SELECT 1 FROM skipq.topic_pending p WHERE p.queue_id = q.id) THEN
-            LOOP
-                v_want := p_max_messages - v_n::integer;
-                RETURN QUERY SELECT * FROM skipq.topic_copies_make(q, NULL, v_want, p_now,
-                    coalesce(p_visibility_seconds, q.visibility_seconds), p_max_response_bytes, p_message_overhead);
-                GET DIAGNOSTICS v_got = ROW_COUNT;
-                v_n := v_n + v_got;
-                EXIT WHEN v_got = 0 OR v_got < least(v_want, 32) OR v_n >= p_max_messages;
-            END LOOP;
+            RETURN QUERY SELECT * FROM skipq.topic_copies_make(q, NULL, p_max_messages - v_n::integer, p_now,
+                coalesce(p_visibility_seconds, q.visibility_seconds), p_max_response_bytes, p_message_overhead);
         END IF;
     END IF;
 END $$;

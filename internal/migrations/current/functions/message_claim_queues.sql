@@ -12,6 +12,22 @@ CREATE OR REPLACE FUNCTION skipq.message_claim_queues(p_now timestamp with time 
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
+    -- The previous release's call: every claim a plain 'claim'.
+    RETURN QUERY SELECT * FROM skipq.message_claim_queues(p_now, p_tenants, p_queues, p_max_messages,
+        p_visibility_seconds, p_key_ids, p_max_response_bytes, p_message_overheads, NULL::text[]);
+END $$;
+
+CREATE OR REPLACE FUNCTION skipq.message_claim_queues(p_now timestamp with time zone, p_tenants text[], p_queues text[], p_max_messages integer[], p_visibility_seconds integer[], p_key_ids bigint[], p_max_response_bytes bigint[], p_message_overheads bigint[], p_modes text[]) RETURNS TABLE(claim integer, queue_id bigint, sequence bigint, message_id text, client_id text, metadata text, body bytea, body_binary boolean, tags jsonb, sent_at timestamp with time zone, visible_at timestamp with time zone, delayed_to timestamp with time zone, expires_at timestamp with time zone, receive_count integer, first_received_at timestamp with time zone, max_receive_count integer, dead_letter_queue text, re_routed_from text, dead_lettered_at timestamp with time zone, lease_token bytea, ready boolean, group_id text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+BEGIN
     -- PL/pgSQL, not SQL: a SQL function with SET clauses is never inlined,
     -- and its query was planned on every call (about 1 M instructions);
     -- PL/pgSQL keeps one plan for the session, which the settings hold to
@@ -19,7 +35,9 @@ BEGIN
     --
     -- Claim i takes up to p_max_messages[i] of queue p_queues[i] as
     -- skipq.message_claim does (at most one message of a FIFO group),
-    -- under p_key_ids[i]; rows in claim order, each claim's in answer
+    -- under p_key_ids[i], in mode p_modes[i] ('claim' or
+    -- 'claim_pending_first'; NULL, or p_modes NULL: 'claim'); rows in
+    -- claim order, each claim's in answer
     -- order. A topic copy comes with its stored body in place of its
     -- empty one and without the tag that named it (one primary-key probe
     -- of skipq.topic_bodies: the settings keep the planner from joining
@@ -32,14 +50,16 @@ BEGIN
            m.max_receive_count, m.dead_letter_queue, m.re_routed_from, m.dead_lettered_at, m.lease_token, m.ready,
            m.group_id
     FROM unnest(p_tenants, p_queues, p_max_messages, p_visibility_seconds, p_key_ids, p_max_response_bytes,
-                p_message_overheads)
+                p_message_overheads, p_modes)
              WITH ORDINALITY AS k(tenant, queue, max_messages, visibility_seconds, key_id, max_response_bytes,
-                                  message_overhead, claim)
+                                  message_overhead, mode, claim)
     CROSS JOIN LATERAL skipq.message_claim(k.tenant, k.queue, p_now, k.visibility_seconds, k.max_messages,
-        k.max_response_bytes, k.message_overhead, k.key_id, 1, 'claim') WITH ORDINALITY AS m
+        k.max_response_bytes, k.message_overhead, k.key_id, 1, coalesce(k.mode, 'claim')) WITH ORDINALITY AS m
     LEFT JOIN LATERAL (SELECT d.body FROM skipq.topic_bodies d
                        WHERE m.tags ? 'skipq.body' AND d.id = (m.tags ->> 'skipq.body')::bigint) b ON true
     ORDER BY k.claim, m.ordinality;
 END $$;
 
 REVOKE ALL ON FUNCTION skipq.message_claim_queues(p_now timestamp with time zone, p_tenants text[], p_queues text[], p_max_messages integer[], p_visibility_seconds integer[], p_key_ids bigint[], p_max_response_bytes bigint[], p_message_overheads bigint[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION skipq.message_claim_queues(p_now timestamp with time zone, p_tenants text[], p_queues text[], p_max_messages integer[], p_visibility_seconds integer[], p_key_ids bigint[], p_max_response_bytes bigint[], p_message_overheads bigint[], p_modes text[]) FROM PUBLIC;
