@@ -3,6 +3,8 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // MessageClaimParams are one receive's claim: up to MaxMessages messages
@@ -34,13 +36,42 @@ type MessageClaimParams struct {
 // for its rows: scanMessages reads them with a few allocations a claim
 // where pgx's Scan made one for every string, body and nullable time of
 // every row.
+//
+// A claim that failed because a topic copy it made met its id, inserted by
+// a transaction that committed while the claim ran (copyIDTaken), is made
+// once more unless it ran in the caller's transaction, which the failure
+// aborted: nothing was claimed, and the claim made again sees the id and
+// gives the copy a fresh one.
 func (q *Queries) MessageClaim(ctx context.Context, arg MessageClaimParams) ([]SkipqMessage, error) {
+	msgs, err := q.messageClaim(ctx, arg)
+	if copyIDTaken(err) && !q.inTransaction() {
+		msgs, err = q.messageClaim(ctx, arg)
+	}
+	return msgs, err
+}
+
+func (q *Queries) messageClaim(ctx context.Context, arg MessageClaimParams) ([]SkipqMessage, error) {
 	rows, err := q.db.Query(ctx, messageClaim, arg.Tenant, arg.Queue, arg.Now, arg.VisibilitySeconds,
 		arg.MaxMessages, arg.MaxResponseBytes, arg.MessageOverhead, arg.KeyID, arg.MaxPerGroup, arg.Mode)
 	if err != nil {
 		return nil, err
 	}
 	return scanMessages(rows, int(arg.MaxMessages), nil)
+}
+
+// copyIDTaken reports whether a claim failed on the unique message id of a
+// topic copy it made (skipq.topic_copies_make): a message of that id was
+// inserted into the group by a transaction the claim's probe did not see
+// and that committed before the copy's insert.
+func copyIDTaken(err error) bool {
+	return IsUniqueViolation(err, "messages_message_id_queue_key")
+}
+
+// inTransaction reports whether q runs in a transaction of its caller's
+// (WithTx), not statement by statement.
+func (q *Queries) inTransaction() bool {
+	_, ok := q.db.(pgx.Tx)
+	return ok
 }
 
 // The "-- name:" line labels the statement in pg_stat_statements as sqlc's

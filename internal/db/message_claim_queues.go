@@ -41,7 +41,18 @@ type ClaimedMessage struct {
 // per receive. Rows come in claim order, each claim's in answer order.
 // Written by hand: sqlc cannot see the columns of a function that returns
 // a table. Its rows are read as MessageClaim's (scanMessages).
+//
+// Like MessageClaim, it is made once more after it failed on a topic
+// copy's id (copyIDTaken).
 func (q *Queries) MessageClaimQueues(ctx context.Context, arg MessageClaimQueuesParams) ([]ClaimedMessage, error) {
+	claimed, err := q.messageClaimQueues(ctx, arg)
+	if copyIDTaken(err) && !q.inTransaction() {
+		claimed, err = q.messageClaimQueues(ctx, arg)
+	}
+	return claimed, err
+}
+
+func (q *Queries) messageClaimQueues(ctx context.Context, arg MessageClaimQueuesParams) ([]ClaimedMessage, error) {
 	rows, err := q.db.Query(ctx, messageClaimQueues, arg.Now, arg.Tenants, arg.Queues, arg.MaxMessages,
 		arg.VisibilitySeconds, arg.KeyIDs, arg.MaxResponseBytes, arg.MessageOverheads, arg.Modes)
 	if err != nil {

@@ -261,3 +261,65 @@ func TestClaimPendingFirst(t *testing.T) {
 		t.Fatalf("pending rows left: %v", rows)
 	}
 }
+
+// Each group's pending copies of a publish start a row of their own: 40
+// positions make rows of 32 and 8 in every group, not a second group's
+// run that begins mid-row.
+func TestPendingRowsStartAtEachGroup(t *testing.T) {
+	f := topicFixture(t)
+	subscribe(t, f.q, "q2")
+	publishIDs(t, f.q, 40)
+	if got := pendingRows(t, f); fmt.Sprint(got) != "[32 8 32 8]" {
+		t.Fatalf("pending rows %v, want [32 8] for each of two groups", got)
+	}
+}
+
+// A message of a pending copy's id that another transaction inserts into
+// the group while a claim makes the copy: the claim's insert waits for it,
+// fails when it commits, and is made again; the copy, made later, gets a
+// fresh id; both messages are kept.
+func TestClaimMakesACopyWhoseIDAnotherInsertTook(t *testing.T) {
+	f := topicFixture(t)
+	ctx := context.Background()
+	publishIDs(t, f.q, 1)
+	txB, qb := f.begin(t)
+	if rows, err := qb.MessageInsert(ctx, sendParams("q", 0, "m000")); err != nil || len(rows) != 1 {
+		t.Fatalf("send of the copy's id: %v %v", rows, err)
+	}
+	type result struct {
+		rows []db.SkipqMessage
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rows, err := f.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q",
+			MaxMessages: 1, MaxResponseBytes: 1 << 30, Mode: "claim_pending_first"})
+		done <- result{rows, err}
+	}()
+	waitForLockWait(t, f.pool)
+	if err := txB.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Made again, the claim finds the sent message ready, and takes it
+	// first; the next one makes the copy.
+	got := <-done
+	if got.err != nil || len(got.rows) != 1 || got.rows[0].MessageID != "m000" ||
+		strings.Contains(string(got.rows[0].Tags), `"skipq.topic"`) {
+		t.Fatalf("the claim: %v, %+v; want the sent message", got.err, got.rows)
+	}
+	rows, err := f.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q",
+		MaxMessages: 1, MaxResponseBytes: 1 << 30, Mode: "claim_pending_first"})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("the next claim: %v, %d rows", err, len(rows))
+	}
+	if c := rows[0]; c.MessageID == "m000" || string(c.Body) != "x" || !strings.Contains(string(c.Tags), `"skipq.topic"`) {
+		t.Fatalf("the copy: id %s, body %q, tags %s; want a fresh id and the published body", c.MessageID, c.Body, c.Tags)
+	}
+	var n int
+	if err := f.pool.QueryRow(ctx, "SELECT count(*) FROM skipq.messages").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("messages: %d (%v), want the sent one and the copy", n, err)
+	}
+	if rows := pendingRows(t, f); len(rows) != 0 {
+		t.Fatalf("pending rows left: %v", rows)
+	}
+}

@@ -1,9 +1,19 @@
 -- +goose Up
--- A group's claim that makes its copies (skipq.topic_copies_make) returns
--- them with their stored body in place: the node read the bodies of the
--- claimed copies after the claim with a statement of its own
--- (TopicBodies), a second round trip on every claim of a topic group.
--- Changed body (same signature): skipq.topic_copies_make.
+-- A topic group's claim, cheaper (docs/DESIGN.md, "Pending copies first"):
+-- - skipq.topic_copies_make returns the copies it leases with their
+--   stored body in place: the node read them after every claim of a group
+--   with a statement of its own (TopicBodies), a second round trip; and it
+--   takes from as many pending rows as the ids asked for fill, where the
+--   claim called it once a row;
+-- - skipq.message_claim has a mode 'claim_pending_first', which makes a
+--   group's pending copies without the walk of ready rows when there are
+--   none, and skipq.message_claim_queues a new overload with a mode a
+--   queue (the previous release's calls it with none);
+-- - skipq.topic_publish starts each group's pending rows at a row of
+--   their own: a run that began mid-row made one short row more.
+-- Changed bodies (same signatures): skipq.topic_copies_make,
+-- skipq.message_claim, skipq.message_claim_queues (8 arguments),
+-- skipq.topic_publish. New: skipq.message_claim_queues (9 arguments).
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION skipq.topic_copies_make(q skipq.queues, p_body_ids bigint[], p_max integer, p_now timestamp with time zone, p_visibility_seconds integer, p_max_response_bytes bigint, p_message_overhead bigint) RETURNS SETOF skipq.messages
@@ -42,8 +52,19 @@ BEGIN
     -- queue holding its id does: the publish drew the id, but a copy of
     -- another group may have moved here (a dead-letter queue or requeue
     -- target subscribed to the same topic) while this one was pending.
-    -- One probe of messages_message_id_queue_key a copy; the ON CONFLICT
-    -- is for an insert of the id not committed yet.
+    -- One probe of messages_message_id_queue_key a copy. An insert of the
+    -- id that another transaction has not committed yet is not seen by
+    -- the probe: the copy's insert waits for it and, if it commits, fails
+    -- with a unique violation (the statement, and the cut of the pending
+    -- rows, roll back: nothing is lost, and a claim made again sees the
+    -- id and draws a fresh one; package db's claims make it again once).
+    -- Until 00061 an ON CONFLICT DO NOTHING dropped that copy instead, and
+    -- the speculative insert cost 24,000 instructions a copy.
+    --
+    -- Rows stay in the order of their ids throughout, which is the order
+    -- of their sequences (drawn in that order), so neither the running
+    -- sum, the insert nor the answer sorts: each sort held the rows with
+    -- their bodies once more (6 % of a claim of 100, callgrind).
     RETURN QUERY
     WITH t AS (
         SELECT coalesce(p_now, clock_timestamp()) AS now,
@@ -87,7 +108,7 @@ BEGIN
         CROSS JOIN LATERAL (
             SELECT d.message_id, c.client_id, c.metadata, c.body_binary, c.tags, d.published_at,
                    c.expiration_seconds, c.max_receive_count, c.dead_letter_queue,
-                   octet_length(d.body)::bigint AS size
+                   d.body, octet_length(d.body)::bigint AS size
             FROM skipq.topic_bodies d JOIN skipq.topic_copy_parts c ON c.body_id = d.id
             WHERE d.id = u.id) b
     ), live AS (
@@ -96,33 +117,39 @@ BEGIN
                          OR sum(d.wire::float8) OVER w - d.wire < p_max_response_bytes) AS leased
         FROM drawn d
         WHERE d.expires_at IS NULL OR d.expires_at > (SELECT t.now FROM t)
-        WINDOW w AS (ORDER BY d.k ROWS UNBOUNDED PRECEDING)
+        WINDOW w AS (ROWS UNBOUNDED PRECEDING)  -- drawn's order
     ), made AS (
-        INSERT INTO skipq.messages AS m (
-            queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at,
-            expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, lease_token, ready)
-        SELECT q.id, l.sequence,
+        -- The copies, each as inserted below and with its body for the
+        -- answer: the answer is read from here, not from the insert's
+        -- RETURNING, which would need each body probed again.
+        SELECT q.id AS queue_id, l.k, l.sequence,
                CASE WHEN (SELECT x.sequence FROM skipq.messages x
                           WHERE x.message_id = l.message_id AND x.queue_id = q.id LIMIT 1) IS NULL
-                    THEN l.message_id ELSE skipq.uuid_v7()::text END,
-               l.client_id, l.metadata, '\x'::bytea, l.body_binary, l.tags,
-               l.published_at,
-               CASE WHEN l.leased THEN t.now + make_interval(secs => p_visibility_seconds) ELSE l.published_at END,
+                    THEN l.message_id ELSE skipq.uuid_v7()::text END AS message_id,
+               l.client_id, l.metadata, l.body, l.body_binary, l.tags,
+               l.published_at AS sent_at,
+               CASE WHEN l.leased THEN t.now + make_interval(secs => p_visibility_seconds) ELSE l.published_at END
+                   AS visible_at,
                l.expires_at,
-               CASE WHEN l.leased THEN 1 ELSE 0 END,
-               CASE WHEN l.leased THEN t.now END,
+               CASE WHEN l.leased THEN 1 ELSE 0 END AS receive_count,
+               CASE WHEN l.leased THEN t.now END AS first_received_at,
                CASE WHEN l.max_receive_count > 0 THEN l.max_receive_count
                     WHEN q.max_receive_count > 0 THEN q.max_receive_count
-                    ELSE -l.max_receive_count END,
-               coalesce(l.dead_letter_queue, q.dead_letter_queue),
+                    ELSE -l.max_receive_count END AS max_receive_count,
+               coalesce(l.dead_letter_queue, q.dead_letter_queue) AS dead_letter_queue,
                CASE WHEN NOT l.leased THEN NULL
                     WHEN p_max = 1 THEN t.secret
-                    ELSE sha256(t.secret || int8send(l.sequence)) END,
-               NOT l.leased
+                    ELSE sha256(t.secret || int8send(l.sequence)) END AS lease_token,
+               NOT l.leased AS ready
         FROM live l CROSS JOIN t
-        ORDER BY l.k
-        ON CONFLICT (message_id, queue_id) WHERE message_id IS NOT NULL DO NOTHING
-        RETURNING m.*
+    ), inserted AS (
+        INSERT INTO skipq.messages (
+            queue_id, sequence, message_id, client_id, metadata, body, body_binary, tags, sent_at, visible_at,
+            expires_at, receive_count, first_received_at, max_receive_count, dead_letter_queue, lease_token, ready)
+        SELECT c.queue_id, c.sequence, c.message_id, c.client_id, c.metadata, '\x'::bytea, c.body_binary, c.tags,
+               c.sent_at, c.visible_at, c.expires_at, c.receive_count, c.first_received_at, c.max_receive_count,
+               c.dead_letter_queue, c.lease_token, c.ready
+        FROM made c
     ), readied AS (
         INSERT INTO skipq.ready (queue_id, sequence)
         SELECT c.queue_id, c.sequence FROM made c WHERE c.ready
@@ -133,18 +160,12 @@ BEGIN
         FROM t
         WHERE EXISTS (SELECT 1 FROM made c WHERE NOT c.ready)
     )
-    -- The row as stored but for body and tags: the body by a probe of
-    -- its primary key, as the node's statement found it. (A join with
-    -- live, which read the bodies already, is a nested loop over two
-    -- CTE scans here: it cost 20 % more a claim of 100 than the probes,
-    -- callgrind.)
-    SELECT c.queue_id, c.sequence, c.message_id, c.client_id, c.metadata,
-           (SELECT d.body FROM skipq.topic_bodies d WHERE d.id = (c.tags ->> 'skipq.body')::bigint), c.body_binary,
-           c.tags - 'skipq.body', c.sent_at, c.visible_at, c.delayed_to, c.expires_at, c.receive_count,
-           c.first_received_at, c.max_receive_count, c.dead_letter_queue, c.re_routed_from, c.dead_lettered_at,
-           c.lease_token, c.ready, c.group_id
+    SELECT c.queue_id, c.sequence, c.message_id, c.client_id, c.metadata, c.body, c.body_binary,
+           c.tags - 'skipq.body', c.sent_at, c.visible_at, NULL::timestamptz, c.expires_at, c.receive_count,
+           c.first_received_at, c.max_receive_count, c.dead_letter_queue, NULL::text, NULL::timestamptz,
+           c.lease_token, c.ready, NULL::text
     FROM made c
-    WHERE NOT c.ready ORDER BY c.sequence;
+    WHERE NOT c.ready;
 END $$;
 -- +goose StatementEnd
 
@@ -458,6 +479,341 @@ END $$;
 
 -- +goose StatementBegin
 REVOKE ALL ON FUNCTION skipq.message_claim_queues(timestamptz, text[], text[], integer[], integer[], bigint[], bigint[], bigint[], text[]) FROM PUBLIC;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.topic_publish(p_tenant text, p_topic text, p_now timestamp with time zone, p_server_max_receive_count integer, p_message_ids text[], p_keyed boolean[], p_client_ids text[], p_metadatas text[], p_body_binaries boolean[], p_tags text[], p_delay_seconds integer[], p_expiration_seconds integer[], p_max_receive_counts integer[], p_dead_letter_queues text[], p_dead_letter_queue_given boolean[], p_body_offsets integer[], p_body_lengths integer[], p_body_data bytea, p_group_ids text[] DEFAULT NULL::text[], p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(pos integer, message_id text, outcome text, delivered_to integer, published_at timestamp with time zone, woken bigint[])
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    t         skipq.topics;
+    v_now     timestamptz := coalesce(p_now, now());
+    n         integer := coalesce(cardinality(p_message_ids), 0);
+    v_keyed   boolean := true = ANY(p_keyed);
+    v_hash    bytea[];
+    v_outcome text[] := array_fill('sent'::text, ARRAY[n]);
+    v_count   integer[] := array_fill(0, ARRAY[n]);
+    v_at      timestamptz[] := array_fill(v_now, ARRAY[n]);
+    v_woken   text[] := array_fill(''::text, ARRAY[n]);
+    v_body_id bigint[];
+    v_fresh   integer[];
+    v_pos     integer[];
+    v_first   integer;
+    -- A position repeating an earlier one's key within the call: that
+    -- position, whose result it answers with.
+    v_dupof   integer[] := array_fill(NULL::integer, ARRAY[n]);
+    b         skipq.topic_bodies;
+    -- Per position: its tags as given (what filters read), and as each
+    -- group's copy carries them.
+    v_src     jsonb[];
+    v_copy    jsonb[];
+    -- The copies of the groups written together: queue ids and positions.
+    v_fq      bigint[] := '{}';
+    v_fx      integer[] := '{}';
+    -- The copies left pending (skipq.topic_pending): queue ids and
+    -- positions. A standard topic's unkeyed messages without a delay may
+    -- be: their copies need nothing checked or timed at publish.
+    v_pq      bigint[] := '{}';
+    v_px      integer[] := '{}';
+    v_lazy    boolean;
+    s         record;
+    r         record;
+    i         integer;
+BEGIN
+    SELECT * INTO t FROM skipq.topics WHERE tenant = p_tenant AND name = p_topic;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- A FIFO topic's messages name a group, a standard topic's none (its
+    -- groups' queues are of its kind), as a send to a queue.
+    -- (An expression without a subquery: plpgsql evaluates it without
+    -- starting an executor.)
+    IF (CASE WHEN t.fifo THEN p_group_ids IS NULL OR array_position(p_group_ids, NULL) IS NOT NULL
+             ELSE cardinality(array_remove(p_group_ids, NULL)) > 0 END) THEN
+        RETURN QUERY
+            SELECT x, p_message_ids[x], CASE WHEN t.fifo THEN 'group_required' ELSE 'group_refused' END,
+                   0, NULL::timestamptz, NULL::bigint[]
+            FROM generate_subscripts(p_message_ids, 1) x
+            WHERE (p_group_ids[x] IS NULL) = t.fifo ORDER BY x;
+        RETURN;
+    END IF;
+    -- skipq.topic_lock_key's key, written out: that function (SQL with its
+    -- own search_path, so never inlined) would start an executor of its own.
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended('topic/' || t.id::text, 0));
+
+    IF v_keyed THEN
+        -- Publishers of one key are serialized until commit (lock-number
+        -- order: two batches cannot deadlock); a key's body row is the
+        -- first publish's result for as long as it exists (its window, and
+        -- while a copy is still in a group).
+        PERFORM pg_advisory_xact_lock(l.h) FROM (
+            SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/' || p_message_ids[x], 0) AS h
+            FROM generate_subscripts(p_message_ids, 1) x WHERE p_keyed[x] ORDER BY 1) l;
+        v_hash := ARRAY(
+            SELECT CASE WHEN p_keyed[x] THEN skipq.content_hash(
+                       substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]),
+                       p_body_binaries[x], p_metadatas[x], p_client_ids[x], p_tags[x]::jsonb) END
+            FROM generate_subscripts(p_message_ids, 1) x ORDER BY x);
+        -- Each key's body by a probe of topic_bodies_message_key, in a
+        -- subquery a plan cannot turn into a join (a key given twice
+        -- finds its body twice, and sets the same outcome).
+        FOR b IN
+            SELECT d.* FROM generate_subscripts(p_message_ids, 1) x
+            CROSS JOIN LATERAL (SELECT * FROM skipq.topic_bodies d
+                                WHERE d.topic_id = t.id AND d.message_id = p_message_ids[x] LIMIT 1) d
+            WHERE p_keyed[x]
+        LOOP
+            i := array_position(p_message_ids, b.message_id);
+            v_outcome[i] := CASE WHEN v_hash[i] = b.content_hash THEN 'duplicate' ELSE 'conflict' END;
+            v_count[i] := b.delivered_to; v_at[i] := b.published_at;
+        END LOOP;
+        FOR i IN 1 .. n LOOP
+            CONTINUE WHEN NOT p_keyed[i];
+            v_first := array_position(p_message_ids, p_message_ids[i]);
+            CONTINUE WHEN v_first = i;
+            v_outcome[i] := CASE WHEN v_hash[i] = v_hash[v_first] THEN 'duplicate' ELSE 'conflict' END;
+            v_dupof[i] := v_first;
+        END LOOP;
+        IF 'conflict' = ANY(v_outcome) THEN
+            RETURN QUERY
+                SELECT x, p_message_ids[x], 'conflict'::text, 0, NULL::timestamptz, NULL::bigint[]
+                FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'conflict' ORDER BY x;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- The fresh positions are those still 'sent'.
+    IF t.fifo AND t.retain_seconds > 0 THEN
+        -- A replay goes by body id: publishers of one groupId draw their
+        -- ids in the order they reach the groups (lock-number order).
+        PERFORM pg_advisory_xact_lock(l.h) FROM (
+            SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/group/' || p_group_ids[x], 0) AS h
+            FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'sent' ORDER BY 1) l;
+    END IF;
+    -- In one statement (each a statement's start-up otherwise): the fresh
+    -- positions, their body ids drawn in position order (the lateral
+    -- subquery, volatile, is run once a position, in generate_subscripts'
+    -- order), and each position's tags as given and as a copy carries them.
+    SELECT coalesce(array_agg(x ORDER BY x) FILTER (WHERE f.id IS NOT NULL), '{}'),
+           coalesce(array_agg(f.id ORDER BY x), '{}'),
+           coalesce(array_agg(f.src ORDER BY x), '{}'),
+           coalesce(array_agg(f.src || jsonb_build_object('skipq.topic', t.name, 'skipq.body', f.id::text)
+                              ORDER BY x), '{}')
+    INTO v_fresh, v_body_id, v_src, v_copy
+    FROM generate_subscripts(p_message_ids, 1) x
+    CROSS JOIN LATERAL (SELECT CASE WHEN v_outcome[x] = 'sent' THEN nextval('skipq.topic_body_sequence') END AS id,
+                               p_tags[x]::jsonb AS src) f;
+    -- Each group in queue-id order, its matching messages. A group whose
+    -- queue traces or deduplicates by content gets them through a send of
+    -- its own (skipq.message_insert: trace ids and events, keys); the
+    -- copies of all other groups are written below in one statement. This
+    -- statement's snapshot comes after the shared lock: no subscription
+    -- change is in flight.
+    -- (Array containment: an expression, no executor.)
+    v_lazy := NOT t.fifo AND NOT v_keyed AND p_delay_seconds <@ ARRAY[-1, 0];
+    FOR s IN
+        SELECT ts.queue_id, ts.filter, q.name, q.content_based_dedup, q.fifo, q.delay_seconds,
+               q.content_based_dedup OR EXISTS (SELECT 1 FROM skipq.queue_trace tr WHERE tr.queue_id = q.id)
+                   AS alone
+        FROM skipq.topic_subscriptions ts JOIN skipq.queues q ON q.id = ts.queue_id
+        -- A subscription still replaying gets this publish from the
+        -- retained messages (skipq.topic_replay), after the older ones.
+        WHERE ts.topic_id = t.id
+          AND NOT EXISTS (SELECT 1 FROM skipq.topic_replays rp WHERE rp.topic_id = ts.topic_id
+                          AND rp.queue_id = ts.queue_id AND rp.created_at >= ts.created_at)
+        ORDER BY ts.queue_id
+    LOOP
+        -- An unfiltered group's positions by assignment, not by a query.
+        IF s.filter IS NULL THEN
+            v_pos := v_fresh;
+        ELSE
+            v_pos := ARRAY(SELECT x FROM unnest(v_fresh) x WHERE skipq.topic_matches(s.filter, v_src[x]) ORDER BY x);
+        END IF;
+        CONTINUE WHEN cardinality(v_pos) = 0;
+        IF NOT s.alone AND v_lazy AND NOT s.fifo AND (s.delay_seconds = 0 OR NOT -1 = ANY(p_delay_seconds)) THEN
+            -- Padded with NULLs to a multiple of 32, so that each group's
+            -- positions start a row of their own below.
+            v_pq := v_pq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)])
+                         || array_fill(NULL::bigint, ARRAY[(32 - cardinality(v_pos) % 32) % 32]);
+            v_px := v_px || v_pos || array_fill(NULL::integer, ARRAY[(32 - cardinality(v_pos) % 32) % 32]);
+            CONTINUE;
+        END IF;
+        IF NOT s.alone THEN
+            v_fq := v_fq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)]);
+            v_fx := v_fx || v_pos;
+            CONTINUE;
+        END IF;
+        FOR r IN
+            SELECT * FROM skipq.message_insert(
+                p_tenant, s.name, v_now, p_server_max_receive_count,
+                ARRAY(SELECT p_message_ids[x] FROM unnest(v_pos) x),
+                -- A queue that deduplicates by content would take every
+                -- empty body for the same: its copies are keyed by id.
+                array_fill(s.content_based_dedup, ARRAY[cardinality(v_pos)]),
+                ARRAY(SELECT p_client_ids[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_metadatas[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_body_binaries[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT v_copy[x]::text FROM unnest(v_pos) x),
+                ARRAY(SELECT p_delay_seconds[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_expiration_seconds[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_max_receive_counts[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_dead_letter_queues[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_dead_letter_queue_given[x] FROM unnest(v_pos) x),
+                array_fill(1, ARRAY[cardinality(v_pos)]), array_fill(0, ARRAY[cardinality(v_pos)]), '\x'::bytea,
+                CASE WHEN t.fifo THEN ARRAY(SELECT p_group_ids[x] FROM unnest(v_pos) x) END,
+                NULL,
+                CASE WHEN p_key_ids IS NOT NULL THEN ARRAY(SELECT p_key_ids[x] FROM unnest(v_pos) x) END) m
+        LOOP
+            IF r.queue_id <> s.queue_id THEN
+                -- The subscribed queue was deleted and one of its name
+                -- created after this statement read the subscriptions:
+                -- that queue did not subscribe.
+                RAISE EXCEPTION 'skipq: queue % was re-created during a publish', s.name
+                    USING ERRCODE = '40001';
+            END IF;
+            CONTINUE WHEN r.outcome NOT IN ('sent', 'duplicate');
+            i := v_pos[r.pos];
+            v_count[i] := v_count[i] + 1;
+            IF r.outcome = 'sent' AND r.delayed_to IS NULL THEN
+                v_woken[i] := v_woken[i] || ',' || s.queue_id::text;
+            END IF;
+        END LOOP;
+    END LOOP;
+
+    IF cardinality(v_fx) > 0 THEN
+        -- The other groups' copies, one insert for all: a send's insert
+        -- (skipq.message_insert's, with each queue's defaults) of empty
+        -- bodies, its sequences drawn group by group in position order
+        -- after the FIFO groups' locks (skipq.group_enter, in lock-number
+        -- order). A queue deleted since the subscriptions were read gets
+        -- nothing (the join), as a send to a missing queue.
+        IF t.fifo THEN
+            PERFORM skipq.group_enter(v_fq, ARRAY(SELECT p_group_ids[f.x] FROM unnest(v_fx) WITH ORDINALITY AS f(x, k)
+                                                 ORDER BY f.k));
+        END IF;
+        WITH inserted AS (
+            INSERT INTO skipq.messages AS msg (
+                queue_id, message_id, client_id, metadata, body, body_binary, tags,
+                sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready, group_id)
+            SELECT q.id, p_message_ids[f.x], p_client_ids[f.x], p_metadatas[f.x], '\x'::bytea,
+                   p_body_binaries[f.x], v_copy[f.x],
+                   v_now,
+                   v_now + make_interval(secs => p.delay_seconds),
+                   CASE WHEN p.delay_seconds > 0 THEN v_now + make_interval(secs => p.delay_seconds) END,
+                   CASE WHEN p.expiration_seconds > 0
+                        THEN v_now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
+                   p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0, p_group_ids[f.x]
+            -- Each queue looked up once, its copies' positions beside it.
+            FROM skipq.queues q
+            CROSS JOIN LATERAL (SELECT u.q, u.x FROM unnest(v_fq, v_fx) AS u(q, x) WHERE u.q = q.id) f
+            CROSS JOIN LATERAL (SELECT
+                CASE WHEN p_delay_seconds[f.x] < 0 THEN q.delay_seconds ELSE p_delay_seconds[f.x] END AS delay_seconds,
+                CASE WHEN p_expiration_seconds[f.x] < 0 THEN q.expiration_seconds ELSE p_expiration_seconds[f.x] END
+                    AS expiration_seconds,
+                CASE WHEN p_max_receive_counts[f.x] > 0 THEN p_max_receive_counts[f.x]
+                     WHEN q.max_receive_count > 0 THEN q.max_receive_count
+                     ELSE p_server_max_receive_count END AS max_receive_count,
+                CASE WHEN p_dead_letter_queue_given[f.x] THEN p_dead_letter_queues[f.x] ELSE q.dead_letter_queue END
+                    AS dead_letter_queue
+            ) p
+            WHERE q.id = ANY(v_fq)
+            ORDER BY f.q, f.x
+            RETURNING msg.queue_id, msg.message_id, msg.sequence, msg.visible_at, msg.ready
+        ), readied AS (
+            INSERT INTO skipq.ready (queue_id, sequence)
+            SELECT w.queue_id, w.sequence FROM inserted w WHERE w.ready
+        ), timed AS (
+            INSERT INTO skipq.timers (due_at, queue_id, sequence)
+            SELECT w.visible_at, w.queue_id, w.sequence FROM inserted w WHERE NOT w.ready
+        ), per_message AS (
+            -- A fresh position's message id is its own (no two share one).
+            SELECT w.message_id, count(*)::integer AS groups,
+                   coalesce(string_agg(',' || w.queue_id::text, '' ORDER BY w.queue_id) FILTER (WHERE w.ready), '')
+                       AS woken
+            FROM inserted w GROUP BY w.message_id
+        )
+        SELECT array_agg(v_count[x] + coalesce(c.groups, 0) ORDER BY x),
+               array_agg(v_woken[x] || coalesce(c.woken, '') ORDER BY x)
+        INTO v_count, v_woken
+        FROM generate_subscripts(p_message_ids, 1) x
+        LEFT JOIN per_message c ON v_outcome[x] = 'sent' AND c.message_id = p_message_ids[x];
+    END IF;
+
+    IF cardinality(v_px) > 0 THEN
+        -- The pending copies: a row a group and 32 positions (a claim
+        -- locks the rows it takes from; smaller rows hide less of a
+        -- publish from the group's other consumers), each position's body
+        -- id. A queue deleted since the subscriptions were read gets
+        -- nothing, as above.
+        WITH pending AS (
+            INSERT INTO skipq.topic_pending (queue_id, topic_id, body_ids, first_body_id, published_at)
+            SELECT f.q, t.id, array_agg(v_body_id[f.x] ORDER BY f.k), min(v_body_id[f.x]), v_now
+            FROM unnest(v_pq, v_px) WITH ORDINALITY AS f(q, x, k)
+            WHERE f.q IS NOT NULL AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = f.q)
+            GROUP BY f.q, (f.k - 1) / 32
+            ORDER BY f.q, (f.k - 1) / 32
+            RETURNING queue_id, body_ids
+        ), per_body AS (
+            SELECT u.body_id, count(*)::integer AS groups,
+                   string_agg(',' || p.queue_id::text, '' ORDER BY p.queue_id) AS woken
+            FROM pending p CROSS JOIN LATERAL unnest(p.body_ids) AS u(body_id) GROUP BY u.body_id
+        )
+        SELECT array_agg(v_count[x] + coalesce(c.groups, 0) ORDER BY x),
+               array_agg(v_woken[x] || coalesce(c.woken, '') ORDER BY x)
+        INTO v_count, v_woken
+        FROM generate_subscripts(p_message_ids, 1) x
+        LEFT JOIN per_body c ON c.body_id = v_body_id[x];
+        -- What those copies are made of besides the body, once a message
+        -- (a maximum receive count not given as the server's, negated:
+        -- the queue's comes first). Every fresh position: all are unkeyed.
+        INSERT INTO skipq.topic_copy_parts (body_id, client_id, metadata, body_binary, tags, expiration_seconds,
+                                            max_receive_count, dead_letter_queue)
+        SELECT v_body_id[x], p_client_ids[x], p_metadatas[x], p_body_binaries[x], v_copy[x], p_expiration_seconds[x],
+               CASE WHEN p_max_receive_counts[x] > 0 THEN p_max_receive_counts[x] ELSE -p_server_max_receive_count END,
+               CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+        FROM unnest(v_fresh) x;
+    END IF;
+
+    IF v_keyed THEN
+        FOR i IN 1 .. n LOOP
+            IF v_dupof[i] IS NOT NULL THEN
+                v_count[i] := v_count[v_dupof[i]]; v_at[i] := v_at[v_dupof[i]];
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- The bodies, once each: of the messages some group got, of keyed
+    -- ones (their key answers a second publish even when nothing matched),
+    -- and of every one a topic retains.
+    INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends,
+                                    delivered_to)
+    SELECT v_body_id[x], t.id, p_message_ids[x], CASE WHEN p_keyed[x] THEN v_hash[x] END,
+           substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]), v_now,
+           v_now + make_interval(secs => t.dedup_window_seconds), v_count[x]
+    FROM unnest(v_fresh) x
+    WHERE v_count[x] > 0 OR p_keyed[x] OR t.retain_seconds > 0;
+    IF t.retain_seconds > 0 THEN
+        -- What a replay sends again: the message as published.
+        INSERT INTO skipq.topic_retained (topic_id, id, message_id, published_at, client_id, metadata,
+                                          body_binary, tags, group_id, expiration_seconds, max_receive_count,
+                                          dead_letter_queue)
+        SELECT t.id, v_body_id[x], p_message_ids[x], v_now, p_client_ids[x], p_metadatas[x], p_body_binaries[x],
+               v_src[x], p_group_ids[x], p_expiration_seconds[x], p_max_receive_counts[x],
+               CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+        FROM unnest(v_fresh) x ORDER BY x;
+    END IF;
+    IF cardinality(v_fresh) > 0 THEN
+        INSERT INTO skipq.topic_counts (topic_id, published, delivered, unrouted)
+        SELECT t.id, count(*), sum(v_count[x]), count(*) FILTER (WHERE v_count[x] = 0)
+        FROM unnest(v_fresh) x;
+    END IF;
+
+    RETURN QUERY
+    SELECT x, p_message_ids[x], v_outcome[x], v_count[x], v_at[x],
+           CASE WHEN v_woken[x] = '' THEN '{}'::bigint[] ELSE string_to_array(substr(v_woken[x], 2), ',')::bigint[] END
+    FROM generate_subscripts(p_message_ids, 1) x ORDER BY x;
+END $$;
 -- +goose StatementEnd
 
 -- +goose Down
@@ -850,4 +1206,336 @@ END $$;
 
 -- +goose StatementBegin
 DROP FUNCTION skipq.message_claim_queues(timestamptz, text[], text[], integer[], integer[], bigint[], bigint[], bigint[], text[]);
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION skipq.topic_publish(p_tenant text, p_topic text, p_now timestamp with time zone, p_server_max_receive_count integer, p_message_ids text[], p_keyed boolean[], p_client_ids text[], p_metadatas text[], p_body_binaries boolean[], p_tags text[], p_delay_seconds integer[], p_expiration_seconds integer[], p_max_receive_counts integer[], p_dead_letter_queues text[], p_dead_letter_queue_given boolean[], p_body_offsets integer[], p_body_lengths integer[], p_body_data bytea, p_group_ids text[] DEFAULT NULL::text[], p_key_ids bigint[] DEFAULT NULL::bigint[]) RETURNS TABLE(pos integer, message_id text, outcome text, delivered_to integer, published_at timestamp with time zone, woken bigint[])
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    t         skipq.topics;
+    v_now     timestamptz := coalesce(p_now, now());
+    n         integer := coalesce(cardinality(p_message_ids), 0);
+    v_keyed   boolean := true = ANY(p_keyed);
+    v_hash    bytea[];
+    v_outcome text[] := array_fill('sent'::text, ARRAY[n]);
+    v_count   integer[] := array_fill(0, ARRAY[n]);
+    v_at      timestamptz[] := array_fill(v_now, ARRAY[n]);
+    v_woken   text[] := array_fill(''::text, ARRAY[n]);
+    v_body_id bigint[];
+    v_fresh   integer[];
+    v_pos     integer[];
+    v_first   integer;
+    -- A position repeating an earlier one's key within the call: that
+    -- position, whose result it answers with.
+    v_dupof   integer[] := array_fill(NULL::integer, ARRAY[n]);
+    b         skipq.topic_bodies;
+    -- Per position: its tags as given (what filters read), and as each
+    -- group's copy carries them.
+    v_src     jsonb[];
+    v_copy    jsonb[];
+    -- The copies of the groups written together: queue ids and positions.
+    v_fq      bigint[] := '{}';
+    v_fx      integer[] := '{}';
+    -- The copies left pending (skipq.topic_pending): queue ids and
+    -- positions. A standard topic's unkeyed messages without a delay may
+    -- be: their copies need nothing checked or timed at publish.
+    v_pq      bigint[] := '{}';
+    v_px      integer[] := '{}';
+    v_lazy    boolean;
+    s         record;
+    r         record;
+    i         integer;
+BEGIN
+    SELECT * INTO t FROM skipq.topics WHERE tenant = p_tenant AND name = p_topic;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- A FIFO topic's messages name a group, a standard topic's none (its
+    -- groups' queues are of its kind), as a send to a queue.
+    -- (An expression without a subquery: plpgsql evaluates it without
+    -- starting an executor.)
+    IF (CASE WHEN t.fifo THEN p_group_ids IS NULL OR array_position(p_group_ids, NULL) IS NOT NULL
+             ELSE cardinality(array_remove(p_group_ids, NULL)) > 0 END) THEN
+        RETURN QUERY
+            SELECT x, p_message_ids[x], CASE WHEN t.fifo THEN 'group_required' ELSE 'group_refused' END,
+                   0, NULL::timestamptz, NULL::bigint[]
+            FROM generate_subscripts(p_message_ids, 1) x
+            WHERE (p_group_ids[x] IS NULL) = t.fifo ORDER BY x;
+        RETURN;
+    END IF;
+    -- skipq.topic_lock_key's key, written out: that function (SQL with its
+    -- own search_path, so never inlined) would start an executor of its own.
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended('topic/' || t.id::text, 0));
+
+    IF v_keyed THEN
+        -- Publishers of one key are serialized until commit (lock-number
+        -- order: two batches cannot deadlock); a key's body row is the
+        -- first publish's result for as long as it exists (its window, and
+        -- while a copy is still in a group).
+        PERFORM pg_advisory_xact_lock(l.h) FROM (
+            SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/' || p_message_ids[x], 0) AS h
+            FROM generate_subscripts(p_message_ids, 1) x WHERE p_keyed[x] ORDER BY 1) l;
+        v_hash := ARRAY(
+            SELECT CASE WHEN p_keyed[x] THEN skipq.content_hash(
+                       substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]),
+                       p_body_binaries[x], p_metadatas[x], p_client_ids[x], p_tags[x]::jsonb) END
+            FROM generate_subscripts(p_message_ids, 1) x ORDER BY x);
+        -- Each key's body by a probe of topic_bodies_message_key, in a
+        -- subquery a plan cannot turn into a join (a key given twice
+        -- finds its body twice, and sets the same outcome).
+        FOR b IN
+            SELECT d.* FROM generate_subscripts(p_message_ids, 1) x
+            CROSS JOIN LATERAL (SELECT * FROM skipq.topic_bodies d
+                                WHERE d.topic_id = t.id AND d.message_id = p_message_ids[x] LIMIT 1) d
+            WHERE p_keyed[x]
+        LOOP
+            i := array_position(p_message_ids, b.message_id);
+            v_outcome[i] := CASE WHEN v_hash[i] = b.content_hash THEN 'duplicate' ELSE 'conflict' END;
+            v_count[i] := b.delivered_to; v_at[i] := b.published_at;
+        END LOOP;
+        FOR i IN 1 .. n LOOP
+            CONTINUE WHEN NOT p_keyed[i];
+            v_first := array_position(p_message_ids, p_message_ids[i]);
+            CONTINUE WHEN v_first = i;
+            v_outcome[i] := CASE WHEN v_hash[i] = v_hash[v_first] THEN 'duplicate' ELSE 'conflict' END;
+            v_dupof[i] := v_first;
+        END LOOP;
+        IF 'conflict' = ANY(v_outcome) THEN
+            RETURN QUERY
+                SELECT x, p_message_ids[x], 'conflict'::text, 0, NULL::timestamptz, NULL::bigint[]
+                FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'conflict' ORDER BY x;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- The fresh positions are those still 'sent'.
+    IF t.fifo AND t.retain_seconds > 0 THEN
+        -- A replay goes by body id: publishers of one groupId draw their
+        -- ids in the order they reach the groups (lock-number order).
+        PERFORM pg_advisory_xact_lock(l.h) FROM (
+            SELECT DISTINCT hashtextextended('topic/' || t.id::text || '/group/' || p_group_ids[x], 0) AS h
+            FROM generate_subscripts(p_message_ids, 1) x WHERE v_outcome[x] = 'sent' ORDER BY 1) l;
+    END IF;
+    -- In one statement (each a statement's start-up otherwise): the fresh
+    -- positions, their body ids drawn in position order (the lateral
+    -- subquery, volatile, is run once a position, in generate_subscripts'
+    -- order), and each position's tags as given and as a copy carries them.
+    SELECT coalesce(array_agg(x ORDER BY x) FILTER (WHERE f.id IS NOT NULL), '{}'),
+           coalesce(array_agg(f.id ORDER BY x), '{}'),
+           coalesce(array_agg(f.src ORDER BY x), '{}'),
+           coalesce(array_agg(f.src || jsonb_build_object('skipq.topic', t.name, 'skipq.body', f.id::text)
+                              ORDER BY x), '{}')
+    INTO v_fresh, v_body_id, v_src, v_copy
+    FROM generate_subscripts(p_message_ids, 1) x
+    CROSS JOIN LATERAL (SELECT CASE WHEN v_outcome[x] = 'sent' THEN nextval('skipq.topic_body_sequence') END AS id,
+                               p_tags[x]::jsonb AS src) f;
+    -- Each group in queue-id order, its matching messages. A group whose
+    -- queue traces or deduplicates by content gets them through a send of
+    -- its own (skipq.message_insert: trace ids and events, keys); the
+    -- copies of all other groups are written below in one statement. This
+    -- statement's snapshot comes after the shared lock: no subscription
+    -- change is in flight.
+    -- (Array containment: an expression, no executor.)
+    v_lazy := NOT t.fifo AND NOT v_keyed AND p_delay_seconds <@ ARRAY[-1, 0];
+    FOR s IN
+        SELECT ts.queue_id, ts.filter, q.name, q.content_based_dedup, q.fifo, q.delay_seconds,
+               q.content_based_dedup OR EXISTS (SELECT 1 FROM skipq.queue_trace tr WHERE tr.queue_id = q.id)
+                   AS alone
+        FROM skipq.topic_subscriptions ts JOIN skipq.queues q ON q.id = ts.queue_id
+        -- A subscription still replaying gets this publish from the
+        -- retained messages (skipq.topic_replay), after the older ones.
+        WHERE ts.topic_id = t.id
+          AND NOT EXISTS (SELECT 1 FROM skipq.topic_replays rp WHERE rp.topic_id = ts.topic_id
+                          AND rp.queue_id = ts.queue_id AND rp.created_at >= ts.created_at)
+        ORDER BY ts.queue_id
+    LOOP
+        -- An unfiltered group's positions by assignment, not by a query.
+        IF s.filter IS NULL THEN
+            v_pos := v_fresh;
+        ELSE
+            v_pos := ARRAY(SELECT x FROM unnest(v_fresh) x WHERE skipq.topic_matches(s.filter, v_src[x]) ORDER BY x);
+        END IF;
+        CONTINUE WHEN cardinality(v_pos) = 0;
+        IF NOT s.alone AND v_lazy AND NOT s.fifo AND (s.delay_seconds = 0 OR NOT -1 = ANY(p_delay_seconds)) THEN
+            v_pq := v_pq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)]);
+            v_px := v_px || v_pos;
+            CONTINUE;
+        END IF;
+        IF NOT s.alone THEN
+            v_fq := v_fq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)]);
+            v_fx := v_fx || v_pos;
+            CONTINUE;
+        END IF;
+        FOR r IN
+            SELECT * FROM skipq.message_insert(
+                p_tenant, s.name, v_now, p_server_max_receive_count,
+                ARRAY(SELECT p_message_ids[x] FROM unnest(v_pos) x),
+                -- A queue that deduplicates by content would take every
+                -- empty body for the same: its copies are keyed by id.
+                array_fill(s.content_based_dedup, ARRAY[cardinality(v_pos)]),
+                ARRAY(SELECT p_client_ids[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_metadatas[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_body_binaries[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT v_copy[x]::text FROM unnest(v_pos) x),
+                ARRAY(SELECT p_delay_seconds[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_expiration_seconds[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_max_receive_counts[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_dead_letter_queues[x] FROM unnest(v_pos) x),
+                ARRAY(SELECT p_dead_letter_queue_given[x] FROM unnest(v_pos) x),
+                array_fill(1, ARRAY[cardinality(v_pos)]), array_fill(0, ARRAY[cardinality(v_pos)]), '\x'::bytea,
+                CASE WHEN t.fifo THEN ARRAY(SELECT p_group_ids[x] FROM unnest(v_pos) x) END,
+                NULL,
+                CASE WHEN p_key_ids IS NOT NULL THEN ARRAY(SELECT p_key_ids[x] FROM unnest(v_pos) x) END) m
+        LOOP
+            IF r.queue_id <> s.queue_id THEN
+                -- The subscribed queue was deleted and one of its name
+                -- created after this statement read the subscriptions:
+                -- that queue did not subscribe.
+                RAISE EXCEPTION 'skipq: queue % was re-created during a publish', s.name
+                    USING ERRCODE = '40001';
+            END IF;
+            CONTINUE WHEN r.outcome NOT IN ('sent', 'duplicate');
+            i := v_pos[r.pos];
+            v_count[i] := v_count[i] + 1;
+            IF r.outcome = 'sent' AND r.delayed_to IS NULL THEN
+                v_woken[i] := v_woken[i] || ',' || s.queue_id::text;
+            END IF;
+        END LOOP;
+    END LOOP;
+
+    IF cardinality(v_fx) > 0 THEN
+        -- The other groups' copies, one insert for all: a send's insert
+        -- (skipq.message_insert's, with each queue's defaults) of empty
+        -- bodies, its sequences drawn group by group in position order
+        -- after the FIFO groups' locks (skipq.group_enter, in lock-number
+        -- order). A queue deleted since the subscriptions were read gets
+        -- nothing (the join), as a send to a missing queue.
+        IF t.fifo THEN
+            PERFORM skipq.group_enter(v_fq, ARRAY(SELECT p_group_ids[f.x] FROM unnest(v_fx) WITH ORDINALITY AS f(x, k)
+                                                 ORDER BY f.k));
+        END IF;
+        WITH inserted AS (
+            INSERT INTO skipq.messages AS msg (
+                queue_id, message_id, client_id, metadata, body, body_binary, tags,
+                sent_at, visible_at, delayed_to, expires_at, max_receive_count, dead_letter_queue, ready, group_id)
+            SELECT q.id, p_message_ids[f.x], p_client_ids[f.x], p_metadatas[f.x], '\x'::bytea,
+                   p_body_binaries[f.x], v_copy[f.x],
+                   v_now,
+                   v_now + make_interval(secs => p.delay_seconds),
+                   CASE WHEN p.delay_seconds > 0 THEN v_now + make_interval(secs => p.delay_seconds) END,
+                   CASE WHEN p.expiration_seconds > 0
+                        THEN v_now + make_interval(secs => p.delay_seconds + p.expiration_seconds) END,
+                   p.max_receive_count, p.dead_letter_queue, p.delay_seconds = 0, p_group_ids[f.x]
+            -- Each queue looked up once, its copies' positions beside it.
+            FROM skipq.queues q
+            CROSS JOIN LATERAL (SELECT u.q, u.x FROM unnest(v_fq, v_fx) AS u(q, x) WHERE u.q = q.id) f
+            CROSS JOIN LATERAL (SELECT
+                CASE WHEN p_delay_seconds[f.x] < 0 THEN q.delay_seconds ELSE p_delay_seconds[f.x] END AS delay_seconds,
+                CASE WHEN p_expiration_seconds[f.x] < 0 THEN q.expiration_seconds ELSE p_expiration_seconds[f.x] END
+                    AS expiration_seconds,
+                CASE WHEN p_max_receive_counts[f.x] > 0 THEN p_max_receive_counts[f.x]
+                     WHEN q.max_receive_count > 0 THEN q.max_receive_count
+                     ELSE p_server_max_receive_count END AS max_receive_count,
+                CASE WHEN p_dead_letter_queue_given[f.x] THEN p_dead_letter_queues[f.x] ELSE q.dead_letter_queue END
+                    AS dead_letter_queue
+            ) p
+            WHERE q.id = ANY(v_fq)
+            ORDER BY f.q, f.x
+            RETURNING msg.queue_id, msg.message_id, msg.sequence, msg.visible_at, msg.ready
+        ), readied AS (
+            INSERT INTO skipq.ready (queue_id, sequence)
+            SELECT w.queue_id, w.sequence FROM inserted w WHERE w.ready
+        ), timed AS (
+            INSERT INTO skipq.timers (due_at, queue_id, sequence)
+            SELECT w.visible_at, w.queue_id, w.sequence FROM inserted w WHERE NOT w.ready
+        ), per_message AS (
+            -- A fresh position's message id is its own (no two share one).
+            SELECT w.message_id, count(*)::integer AS groups,
+                   coalesce(string_agg(',' || w.queue_id::text, '' ORDER BY w.queue_id) FILTER (WHERE w.ready), '')
+                       AS woken
+            FROM inserted w GROUP BY w.message_id
+        )
+        SELECT array_agg(v_count[x] + coalesce(c.groups, 0) ORDER BY x),
+               array_agg(v_woken[x] || coalesce(c.woken, '') ORDER BY x)
+        INTO v_count, v_woken
+        FROM generate_subscripts(p_message_ids, 1) x
+        LEFT JOIN per_message c ON v_outcome[x] = 'sent' AND c.message_id = p_message_ids[x];
+    END IF;
+
+    IF cardinality(v_px) > 0 THEN
+        -- The pending copies: a row a group and 32 positions (a claim
+        -- locks the rows it takes from; smaller rows hide less of a
+        -- publish from the group's other consumers), each position's body
+        -- id. A queue deleted since the subscriptions were read gets
+        -- nothing, as above.
+        WITH pending AS (
+            INSERT INTO skipq.topic_pending (queue_id, topic_id, body_ids, first_body_id, published_at)
+            SELECT f.q, t.id, array_agg(v_body_id[f.x] ORDER BY f.k), min(v_body_id[f.x]), v_now
+            FROM unnest(v_pq, v_px) WITH ORDINALITY AS f(q, x, k)
+            WHERE EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = f.q)
+            GROUP BY f.q, (f.k - 1) / 32
+            ORDER BY f.q, (f.k - 1) / 32
+            RETURNING queue_id, body_ids
+        ), per_body AS (
+            SELECT u.body_id, count(*)::integer AS groups,
+                   string_agg(',' || p.queue_id::text, '' ORDER BY p.queue_id) AS woken
+            FROM pending p CROSS JOIN LATERAL unnest(p.body_ids) AS u(body_id) GROUP BY u.body_id
+        )
+        SELECT array_agg(v_count[x] + coalesce(c.groups, 0) ORDER BY x),
+               array_agg(v_woken[x] || coalesce(c.woken, '') ORDER BY x)
+        INTO v_count, v_woken
+        FROM generate_subscripts(p_message_ids, 1) x
+        LEFT JOIN per_body c ON c.body_id = v_body_id[x];
+        -- What those copies are made of besides the body, once a message
+        -- (a maximum receive count not given as the server's, negated:
+        -- the queue's comes first). Every fresh position: all are unkeyed.
+        INSERT INTO skipq.topic_copy_parts (body_id, client_id, metadata, body_binary, tags, expiration_seconds,
+                                            max_receive_count, dead_letter_queue)
+        SELECT v_body_id[x], p_client_ids[x], p_metadatas[x], p_body_binaries[x], v_copy[x], p_expiration_seconds[x],
+               CASE WHEN p_max_receive_counts[x] > 0 THEN p_max_receive_counts[x] ELSE -p_server_max_receive_count END,
+               CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+        FROM unnest(v_fresh) x;
+    END IF;
+
+    IF v_keyed THEN
+        FOR i IN 1 .. n LOOP
+            IF v_dupof[i] IS NOT NULL THEN
+                v_count[i] := v_count[v_dupof[i]]; v_at[i] := v_at[v_dupof[i]];
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- The bodies, once each: of the messages some group got, of keyed
+    -- ones (their key answers a second publish even when nothing matched),
+    -- and of every one a topic retains.
+    INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends,
+                                    delivered_to)
+    SELECT v_body_id[x], t.id, p_message_ids[x], CASE WHEN p_keyed[x] THEN v_hash[x] END,
+           substring(p_body_data FROM p_body_offsets[x] FOR p_body_lengths[x]), v_now,
+           v_now + make_interval(secs => t.dedup_window_seconds), v_count[x]
+    FROM unnest(v_fresh) x
+    WHERE v_count[x] > 0 OR p_keyed[x] OR t.retain_seconds > 0;
+    IF t.retain_seconds > 0 THEN
+        -- What a replay sends again: the message as published.
+        INSERT INTO skipq.topic_retained (topic_id, id, message_id, published_at, client_id, metadata,
+                                          body_binary, tags, group_id, expiration_seconds, max_receive_count,
+                                          dead_letter_queue)
+        SELECT t.id, v_body_id[x], p_message_ids[x], v_now, p_client_ids[x], p_metadatas[x], p_body_binaries[x],
+               v_src[x], p_group_ids[x], p_expiration_seconds[x], p_max_receive_counts[x],
+               CASE WHEN p_dead_letter_queue_given[x] THEN p_dead_letter_queues[x] END
+        FROM unnest(v_fresh) x ORDER BY x;
+    END IF;
+    IF cardinality(v_fresh) > 0 THEN
+        INSERT INTO skipq.topic_counts (topic_id, published, delivered, unrouted)
+        SELECT t.id, count(*), sum(v_count[x]), count(*) FILTER (WHERE v_count[x] = 0)
+        FROM unnest(v_fresh) x;
+    END IF;
+
+    RETURN QUERY
+    SELECT x, p_message_ids[x], v_outcome[x], v_count[x], v_at[x],
+           CASE WHEN v_woken[x] = '' THEN '{}'::bigint[] ELSE string_to_array(substr(v_woken[x], 2), ',')::bigint[] END
+    FROM generate_subscripts(p_message_ids, 1) x ORDER BY x;
+END $$;
 -- +goose StatementEnd

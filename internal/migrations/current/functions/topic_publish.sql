@@ -151,8 +151,11 @@ BEGIN
         END IF;
         CONTINUE WHEN cardinality(v_pos) = 0;
         IF NOT s.alone AND v_lazy AND NOT s.fifo AND (s.delay_seconds = 0 OR NOT -1 = ANY(p_delay_seconds)) THEN
-            v_pq := v_pq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)]);
-            v_px := v_px || v_pos;
+            -- Padded with NULLs to a multiple of 32, so that each group's
+            -- positions start a row of their own below.
+            v_pq := v_pq || array_fill(s.queue_id, ARRAY[cardinality(v_pos)])
+                         || array_fill(NULL::bigint, ARRAY[(32 - cardinality(v_pos) % 32) % 32]);
+            v_px := v_px || v_pos || array_fill(NULL::integer, ARRAY[(32 - cardinality(v_pos) % 32) % 32]);
             CONTINUE;
         END IF;
         IF NOT s.alone THEN
@@ -266,7 +269,7 @@ BEGIN
             INSERT INTO skipq.topic_pending (queue_id, topic_id, body_ids, first_body_id, published_at)
             SELECT f.q, t.id, array_agg(v_body_id[f.x] ORDER BY f.k), min(v_body_id[f.x]), v_now
             FROM unnest(v_pq, v_px) WITH ORDINALITY AS f(q, x, k)
-            WHERE EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = f.q)
+            WHERE f.q IS NOT NULL AND EXISTS (SELECT 1 FROM skipq.queues q WHERE q.id = f.q)
             GROUP BY f.q, (f.k - 1) / 32
             ORDER BY f.q, (f.k - 1) / 32
             RETURNING queue_id, body_ids
