@@ -3,7 +3,6 @@ package service
 import (
 	"bytes"
 	"sync"
-	"sync/atomic"
 
 	"github.com/skipq/skipq/internal/db"
 )
@@ -19,22 +18,25 @@ const (
 
 // claimOrder remembers the queues whose claims this node saw return topic
 // copies, and asks their claims for pending copies first: a group's walk
-// of ready messages, mostly empty there, cost about half as much as making
-// its copies (docs/PERFORMANCE.md, "Pending copies first"). It is a hint
+// of ready messages, mostly empty there, was about a third of its claim
+// (docs/PERFORMANCE.md, "Pending copies first"). It is a hint
 // and nothing else: either mode returns the queue's ready messages first,
 // and a node that forgot (restart, bound) only pays the walk again; a
 // plain queue claimed pending first would pay a probe of its ready rows.
 type claimOrder struct {
-	queues sync.Map // queueName → struct{}
-	size   atomic.Int64
+	mu     sync.RWMutex
+	queues map[queueName]struct{}
 }
 
-// claimOrderMax bounds the queues remembered.
+// claimOrderMax bounds the queues remembered: past it the map starts over.
 const claimOrderMax = 100000
 
 // mode is the claim mode for a leasing claim of a queue.
 func (o *claimOrder) mode(tenant, queue string) string {
-	if _, ok := o.queues.Load(queueName{tenant, queue}); ok {
+	o.mu.RLock()
+	_, group := o.queues[queueName{tenant, queue}]
+	o.mu.RUnlock()
+	if group {
 		return claimPendingFirst
 	}
 	return claimReadyFirst
@@ -46,19 +48,29 @@ func (o *claimOrder) saw(tenant, queue string, rows []db.SkipqMessage) {
 	if len(rows) == 0 {
 		return
 	}
-	key := queueName{tenant, queue}
+	copies := false
 	for i := range rows {
 		if isTopicCopy(rows[i].Tags) {
-			if _, ok := o.queues.Load(key); !ok && o.size.Load() < claimOrderMax {
-				if _, loaded := o.queues.LoadOrStore(key, struct{}{}); !loaded {
-					o.size.Add(1)
-				}
-			}
-			return
+			copies = true
+			break
 		}
 	}
-	if _, loaded := o.queues.LoadAndDelete(key); loaded {
-		o.size.Add(-1)
+	key := queueName{tenant, queue}
+	o.mu.RLock()
+	_, group := o.queues[key]
+	o.mu.RUnlock()
+	if group == copies {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case !copies:
+		delete(o.queues, key)
+	case o.queues == nil || len(o.queues) >= claimOrderMax:
+		o.queues = map[queueName]struct{}{key: {}}
+	default:
+		o.queues[key] = struct{}{}
 	}
 }
 
