@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/skipq/skipq/internal/db"
@@ -321,5 +322,45 @@ func TestClaimMakesACopyWhoseIDAnotherInsertTook(t *testing.T) {
 	}
 	if rows := pendingRows(t, f); len(rows) != 0 {
 		t.Fatalf("pending rows left: %v", rows)
+	}
+}
+
+// Many claims of one, each cutting the row it takes from, race for the
+// same pending rows: a claim whose statement began before another's cut
+// committed locks the cut row's newer version, and must change that
+// version, not the one its snapshot sees (which would leave the ids it
+// made pending, to be made again). Every copy is made exactly once.
+func TestConcurrentClaimsOfOneMakeEachCopyOnce(t *testing.T) {
+	f := topicFixture(t)
+	ctx := context.Background()
+	const published = 8 * 32
+	publishIDs(t, f.q, published)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				rows, err := f.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q",
+					MaxMessages: 1, MaxResponseBytes: 1 << 30, Mode: "claim_pending_first"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(rows) == 0 {
+					var left bool
+					if err := f.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM skipq.topic_pending)").Scan(&left); err != nil || !left {
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var copies, distinct int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT tags ->> 'skipq.body') FROM skipq.messages`).
+		Scan(&copies, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if copies != published || distinct != published {
+		t.Fatalf("%d copies of %d published messages (%d distinct), want each made once", copies, published, distinct)
 	}
 }

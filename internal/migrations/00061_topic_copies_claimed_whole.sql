@@ -70,7 +70,7 @@ BEGIN
         SELECT coalesce(p_now, clock_timestamp()) AS now,
                uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) AS secret
     ), locked AS (
-        SELECT p.ctid AS row, p.body_ids FROM skipq.topic_pending p
+        SELECT p.id, p.body_ids FROM skipq.topic_pending p
         WHERE p_body_ids IS NULL AND p.queue_id = q.id
         ORDER BY p.id LIMIT (p_max + 31) / 32
         FOR UPDATE SKIP LOCKED
@@ -78,17 +78,23 @@ BEGIN
         -- Each row's ids taken: as many as the rows before it left room
         -- for (before: their ids, in the order locked; any order would
         -- do, each row is left room for at least one).
-        SELECT k.row, k.body_ids[:p_max - k.before] AS ids, k.before + cardinality(k.body_ids) > p_max AS cut
-        FROM (SELECT k.row, k.body_ids,
+        SELECT k.id, k.body_ids[:p_max - k.before] AS ids, k.before + cardinality(k.body_ids) > p_max AS cut
+        FROM (SELECT k.id, k.body_ids,
                      (sum(cardinality(k.body_ids)) OVER w - cardinality(k.body_ids))::integer AS before
               FROM locked k WINDOW w AS (ROWS UNBOUNDED PRECEDING)) k
     ), cut AS (
+        -- By key, not by the address the lock returned: a row that another
+        -- claim cut and committed after this statement's snapshot was
+        -- locked in its newer version, which an update by address, reading
+        -- in the snapshot, would not find (the ids taken would stay pending
+        -- and be made again); by key, the update follows the row to the
+        -- version this statement locked, and cuts that.
         UPDATE skipq.topic_pending p
         SET body_ids = p.body_ids[(SELECT cardinality(k.ids) FROM taken k WHERE k.cut) + 1:]
-        WHERE p.ctid = (SELECT k.row FROM taken k WHERE k.cut)
+        WHERE p.queue_id = q.id AND p.id = (SELECT k.id FROM taken k WHERE k.cut)
     ), whole AS (
         DELETE FROM skipq.topic_pending p
-        WHERE p.ctid = ANY(ARRAY(SELECT k.row FROM taken k WHERE NOT k.cut))
+        WHERE p.queue_id = q.id AND p.id = ANY(ARRAY(SELECT k.id FROM taken k WHERE NOT k.cut))
     ), drawn AS (
         SELECT u.k, b.*, nextval('skipq.message_sequence') AS sequence,
                CASE WHEN b.expiration_seconds = 0
