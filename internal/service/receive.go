@@ -287,7 +287,7 @@ func claimMode(o ReceiveOptions) string {
 	case o.AutoAck:
 		return "delete"
 	}
-	return "claim"
+	return claimReadyFirst
 }
 
 // claimParams are one receive's claim of up to max messages.
