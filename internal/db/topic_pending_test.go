@@ -12,8 +12,10 @@ import (
 
 // A publish leaves a group's copies in pending rows of up to 32 ids; the
 // group's claims make them, two sessions interleaved: a claim locks only
-// the rows it takes from, and passes over a row another claim holds
-// instead of waiting for it, as it passes over a locked ready message.
+// the rows it takes from (a claim of fewer than 32 takes its row whole,
+// leasing what it asked for and making the rest ready), and passes over a
+// row another claim holds instead of waiting for it, as it passes over a
+// locked ready message.
 
 // publishIDs publishes one unkeyed message a given id to topic "tp".
 func publishIDs(t *testing.T, q *db.Queries, n int) []string {
@@ -83,24 +85,28 @@ func TestClaimsMakePendingCopiesPassingEachOther(t *testing.T) {
 	if fmt.Sprint(a) != "[m000]" {
 		t.Fatalf("A claimed %v, want the oldest copy", a)
 	}
-	// B passes over the row A holds: the next row's copies.
+	// B passes over the row A holds: the next row's copies, the three it
+	// did not ask for made ready.
 	b := claimN(t, f.q, 5)
 	if fmt.Sprint(b) != "[m032 m033 m034 m035 m036]" {
 		t.Fatalf("B claimed %v beside A, want five of the second row", b)
 	}
+	if got := pendingRows(t, f); fmt.Sprint(got) != "[32]" {
+		t.Fatalf("pending rows %v beside A's claim, want A's row (its delete uncommitted), B's taken whole", got)
+	}
 	b2 := claimN(t, f.q, 10)
-	if len(b2) != 3 {
-		t.Fatalf("B claimed %v, want the second row's last three (the first is A's)", b2)
+	if fmt.Sprint(b2) != "[m037 m038 m039]" {
+		t.Fatalf("B claimed %v, want the second row's last three, made ready", b2)
 	}
 	if n := len(claimN(t, f.q, 10)); n != 0 {
-		t.Fatalf("B claimed %d while A holds the only row left", n)
+		t.Fatalf("B claimed %d while A holds the first row and its copies", n)
 	}
 	if err := txA.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rest := claimN(t, f.q, 40)
 	if len(rest) != 31 {
-		t.Fatalf("after A committed B claimed %d, want the 31 A's row kept", len(rest))
+		t.Fatalf("after A committed B claimed %d, want the 31 of A's row A made ready", len(rest))
 	}
 	for _, got := range [][]string{a, b, b2, rest} {
 		for _, id := range got {
@@ -158,23 +164,29 @@ func TestPendingCopiesAgainstPublishAndWorker(t *testing.T) {
 	if err := txA.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := pendingRows(t, f); fmt.Sprint(got) != "[31]" {
-		t.Fatalf("pending rows %v, want A's, cut to 31", got)
+	if got := pendingRows(t, f); len(got) != 0 {
+		t.Fatalf("pending rows %v, want none: A took its row whole", got)
 	}
+	later := make([]string, 20)
+	for i := range later {
+		later[i] = fmt.Sprintf("n%03d", i)
+	}
+	publish(t, f.q, later...)
 	txW, qw := f.begin(t)
-	if rows := ready(qw); len(rows) != 1 || rows[0].Readied != 31 {
-		t.Fatalf("the step made %+v ready, want 31", rows)
+	if rows := ready(qw); len(rows) != 1 || rows[0].Readied != 20 {
+		t.Fatalf("the step made %+v ready, want the later publish's 20", rows)
 	}
 	// The step's row is gone in its transaction, its copies not yet
-	// committed: a claim finds the 8 ready ones, nothing else, at once.
-	if n := len(claimN(t, f.q, 40)); n != 8 {
-		t.Fatalf("a claim beside the open step got %d, want the 8 ready copies", n)
+	// committed: a claim finds the 39 ready ones (A's 31, the first
+	// step's 8), nothing else, at once.
+	if n := len(claimN(t, f.q, 40)); n != 39 {
+		t.Fatalf("a claim beside the open step got %d, want the 39 ready copies", n)
 	}
 	if err := txW.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(claimN(t, f.q, 40)); n != 31 {
-		t.Fatalf("after the step a claim got %d, want 31", n)
+	if n := len(claimN(t, f.q, 40)); n != 20 {
+		t.Fatalf("after the step a claim got %d, want 20", n)
 	}
 }
 
@@ -325,22 +337,28 @@ func TestClaimMakesACopyWhoseIDAnotherInsertTook(t *testing.T) {
 	}
 }
 
-// Many claims of one, each cutting the row it takes from, race for the
-// same pending rows: a claim whose statement began before another's cut
-// committed locks the cut row's newer version, and must change that
-// version, not the one its snapshot sees (which would leave the ids it
-// made pending, to be made again). Every copy is made exactly once.
-func TestConcurrentClaimsOfOneMakeEachCopyOnce(t *testing.T) {
+// Many claims race for the same pending rows, each taking what it can:
+// every copy is made exactly once. Claims of 40 cut the row they end in:
+// a claim whose statement began before another's cut committed locks the
+// cut row's newer version, and must change that version, not the one its
+// snapshot sees (which would leave the ids it made pending, to be made
+// again). Claims of one take their row whole (00062) and make the rest
+// ready, which the others then walk.
+func TestConcurrentClaimsMakeEachCopyOnce(t *testing.T) {
 	f := topicFixture(t)
 	ctx := context.Background()
-	const published = 8 * 32
+	const published = 16 * 32
 	publishIDs(t, f.q, published)
 	var wg sync.WaitGroup
-	for range 8 {
+	for i := range 8 {
 		wg.Go(func() {
+			max := int32(1)
+			if i%2 == 1 {
+				max = 40
+			}
 			for {
 				rows, err := f.q.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "q",
-					MaxMessages: 1, MaxResponseBytes: 1 << 30, Mode: "claim_pending_first"})
+					MaxMessages: max, MaxResponseBytes: 1 << 30, Mode: "claim_pending_first"})
 				if err != nil {
 					t.Error(err)
 					return
@@ -362,5 +380,24 @@ func TestConcurrentClaimsOfOneMakeEachCopyOnce(t *testing.T) {
 	}
 	if copies != published || distinct != published {
 		t.Fatalf("%d copies of %d published messages (%d distinct), want each made once", copies, published, distinct)
+	}
+}
+
+// The SQL receive hands a topic copy out with its stored body and without
+// the tag that names it, whether its claim made the copy or the copy was
+// a ready message (made ready by the claim before, which took its row
+// whole).
+func TestSQLReceiveHandsCopiesOutWithoutTheBodyTag(t *testing.T) {
+	f := topicFixture(t)
+	publish(t, f.q, "a", "b")
+	for _, want := range []string{"a", "b"} {
+		var id, body, tags string
+		if err := f.pool.QueryRow(context.Background(), `SELECT message_id, convert_from(body, 'UTF8'), tags::text
+			FROM skipq.receive('q', tenant => 't')`).Scan(&id, &body, &tags); err != nil {
+			t.Fatal(err)
+		}
+		if id != want || body != "x" || !strings.Contains(tags, `"skipq.topic"`) || strings.Contains(tags, `"skipq.body"`) {
+			t.Fatalf("SQL receive: %s, body %q, tags %s; want %s, the published body, skipq.topic and no skipq.body", id, body, tags, want)
+		}
 	}
 }

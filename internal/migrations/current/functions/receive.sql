@@ -30,13 +30,16 @@ BEGIN
     -- service/receipt.go encodes it (base64url, no padding; 48 bytes give
     -- 64 characters, under encode()'s 76 per line), its alphabet by
     -- replace() (receipt_parse says why not translate()). A group only from a
-    -- FIFO queue, as the standard queue's answer always had none.
+    -- FIFO queue, as the standard queue's answer always had none. A topic
+    -- copy's body is the stored one, and its tags are without the one that
+    -- names it, whether the claim made the copy (and returned it so) or the
+    -- copy was a ready message (until 00062 its tags kept it).
     RETURN QUERY
     SELECT replace(replace(encode(int8send(m.queue_id) || int8send(m.sequence) || m.lease_token, 'base64'), '+', '-'), '/', '_'),
            queue_name, m.message_id, m.sequence,
            CASE WHEN v_fifo THEN m.group_id END, m.client_id, m.metadata,
            CASE WHEN m.tags ? 'skipq.body' THEN skipq.topic_body(m.body, m.tags) ELSE m.body END,
-           m.body_binary, m.tags, m.sent_at,
+           m.body_binary, CASE WHEN m.tags ? 'skipq.body' THEN m.tags - 'skipq.body' ELSE m.tags END, m.sent_at,
            m.first_received_at, m.receive_count, m.visible_at, m.delayed_to, m.expires_at,
            m.re_routed_from, m.dead_lettered_at
     FROM skipq.message_claim(receive.tenant, queue_name, NULL, visibility_seconds, max_messages,

@@ -12,39 +12,45 @@ BEGIN
     -- and reset on every call.
     --
     -- The copies in queue q of the published messages p_body_ids, in that
-    -- order, or, with p_body_ids NULL, of up to p_max ids taken from the
-    -- queue's oldest pending rows that no other transaction holds, in
-    -- order: as many rows as p_max ids fill when full (32 each), locked
-    -- FOR UPDATE SKIP LOCKED, each deleted when taken whole, the last cut
-    -- from the front otherwise. Every row locked is taken from (the rows
-    -- before the last hold fewer than p_max ids together): a row locked
-    -- and not taken from would stay hidden from the other claims until
-    -- this one commits. A copy is a message row as a
-    -- publish used to write it (empty body, the stored one named by its
-    -- skipq.body tag; the queue's defaults where the publish gave none),
-    -- sent_at its publish. With p_visibility_seconds the copies are a
-    -- claim's: leased to the caller as skipq.message_claim leases (one
-    -- secret, each token SHA-256 of it and the sequence, the secret itself
-    -- for a claim of one; one timer set), within p_max_response_bytes as
-    -- that claim measures (the first always fits), and returned with
-    -- their stored body in place and without the skipq.body tag, as
-    -- skipq.message_claim_queues returns a copy it filled (so the node
-    -- reads no bodies after the claim); the copies past the budget are
-    -- made ready. Without it every copy is made
-    -- ready (a ready row each) and none is returned. A copy that expired
-    -- before it was made is not made. A copy whose message id the queue
-    -- already holds gets a fresh one (UUIDv7), as a message moved into a
-    -- queue holding its id does: the publish drew the id, but a copy of
-    -- another group may have moved here (a dead-letter queue or requeue
-    -- target subscribed to the same topic) while this one was pending.
-    -- One probe of messages_message_id_queue_key a copy. An insert of the
-    -- id that another transaction has not committed yet is not seen by
-    -- the probe: the copy's insert waits for it and, if it commits, fails
-    -- with a unique violation (the statement, and the cut of the pending
-    -- rows, roll back: nothing is lost, and a claim made again sees the
-    -- id and draws a fresh one; package db's claims make it again once).
-    -- Until 00061 an ON CONFLICT DO NOTHING dropped that copy instead, and
-    -- the speculative insert cost 24,000 instructions a copy.
+    -- order, or, with p_body_ids NULL, of ids taken from the queue's oldest
+    -- pending rows that no other transaction holds, in order: as many rows as
+    -- p_max ids fill when full (32 each), locked FOR UPDATE SKIP LOCKED. A
+    -- claim of fewer than 32 takes its one row whole: it leases what it asked
+    -- for and makes the rest (at most 31) ready messages, which the group's
+    -- next claims take as any claim takes. Until 00062 it cut the ids it took
+    -- from the front of the row, so a group's claims of one made a copy each,
+    -- and each paid this statement's start-up (about half a plain claim of
+    -- one, callgrind); now one in up to 32 does. A larger claim takes up to
+    -- p_max ids: each row taken whole is deleted, the last cut from the front
+    -- otherwise (its surplus made ready would make the next claim walk them
+    -- and then make copies too). Every row locked is taken from (the rows
+    -- before the last hold fewer than p_max ids together): a row locked and
+    -- not taken from would stay hidden from the other claims until this one
+    -- commits. A copy is a message row as a publish used to write it (empty
+    -- body, the stored one named by its skipq.body tag; the queue's defaults
+    -- where the publish gave none), sent_at its publish. With
+    -- p_visibility_seconds the copies are a claim's: leased to the caller as
+    -- skipq.message_claim leases (one secret, each token SHA-256 of it and
+    -- the sequence, the secret itself for a claim of one; one timer set),
+    -- within p_max_response_bytes as that claim measures (the first always
+    -- fits), and returned with their stored body in place and without the
+    -- skipq.body tag, as skipq.message_claim_queues returns a copy it filled
+    -- (so the node reads no bodies after the claim); the copies past p_max or
+    -- the budget are made ready. Without it every copy is made ready (a ready
+    -- row each) and none is returned. A copy that expired before it was made
+    -- is not made. A copy whose message id the queue already holds gets a
+    -- fresh one (UUIDv7), as a message moved into a queue holding its id
+    -- does: the publish drew the id, but a copy of another group may have
+    -- moved here (a dead-letter queue or requeue target subscribed to the
+    -- same topic) while this one was pending. One probe of
+    -- messages_message_id_queue_key a copy. An insert of the id that another
+    -- transaction has not committed yet is not seen by the probe: the copy's
+    -- insert waits for it and, if it commits, fails with a unique violation
+    -- (the statement, and the changes of the pending rows, roll back: nothing
+    -- is lost, and a claim made again sees the id and draws a fresh one;
+    -- package db's claims make it again once). Until 00061 an ON CONFLICT DO
+    -- NOTHING dropped that copy instead, and the speculative insert cost
+    -- 24,000 instructions a copy.
     --
     -- Rows stay in the order of their ids throughout, which is the order
     -- of their sequences (drawn in that order), so neither the running
@@ -60,10 +66,12 @@ BEGIN
         ORDER BY p.id LIMIT (p_max + 31) / 32
         FOR UPDATE SKIP LOCKED
     ), taken AS (
-        -- Each row's ids taken: as many as the rows before it left room
-        -- for (before: their ids, in the order locked; any order would
-        -- do, each row is left room for at least one).
-        SELECT k.id, k.body_ids[:p_max - k.before] AS ids, k.before + cardinality(k.body_ids) > p_max AS cut
+        -- Each row's ids taken: a claim of fewer than 32 all of its one
+        -- row's; a larger one as many as the rows before it left room for
+        -- (before: their ids, in the order locked; any order would do,
+        -- each row is left room for at least one).
+        SELECT k.id, CASE WHEN p_max < 32 THEN k.body_ids ELSE k.body_ids[:p_max - k.before] END AS ids,
+               p_max >= 32 AND k.before + cardinality(k.body_ids) > p_max AS cut
         FROM (SELECT k.id, k.body_ids,
                      (sum(cardinality(k.body_ids)) OVER w - cardinality(k.body_ids))::integer AS before
               FROM locked k WINDOW w AS (ROWS UNBOUNDED PRECEDING)) k
@@ -105,7 +113,8 @@ BEGIN
     ), live AS (
         SELECT d.*, p_visibility_seconds IS NOT NULL
                     AND (row_number() OVER w = 1
-                         OR sum(d.wire::float8) OVER w - d.wire < p_max_response_bytes) AS leased
+                         OR row_number() OVER w <= p_max
+                            AND sum(d.wire::float8) OVER w - d.wire < p_max_response_bytes) AS leased
         FROM drawn d
         WHERE d.expires_at IS NULL OR d.expires_at > (SELECT t.now FROM t)
         WINDOW w AS (ROWS UNBOUNDED PRECEDING)  -- drawn's order
