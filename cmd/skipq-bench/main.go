@@ -59,7 +59,8 @@ Scenarios (--scenario, comma-separated; default all):
   fanout     topics: publishes with 1 and 10 subscriptions next to sends
              to one queue (batch 1 × 16 and 100 × 4 publishers, 1 KiB
              bodies), each group's drain by 2 consumers next to a plain
-             queue's, the storage of a published message next to a sent
+             queue's (three windows of each in turns, the median ratio),
+             the storage of a published message next to a sent
              one, a publish's wake-up of a receiver on each group, and
              publishes during a replay of 1,000,000 retained messages
              (--replay-retained) next to publishes without

@@ -77,7 +77,7 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 			return res, err
 		}
 		e.logf("  %.0f msgs/s; its drain by %d consumers", fp.SendMsgsPerS, fanoutConsumers)
-		if fp.PlainDrainMsgsPerS, err = e.drainWindow(ctx, base, []string{plain}, p.Batch); err != nil {
+		if fp.PlainDrainMsgsPerS, _, err = e.drainWindow(ctx, base, []string{plain}, p.Batch); err != nil {
 			return res, err
 		}
 		e.logf("  %.0f msgs/s", fp.PlainDrainMsgsPerS)
@@ -99,20 +99,10 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 			if fp.SendMsgsPerS > 0 {
 				fs.PublishRatio = round(rate/fp.SendMsgsPerS, 3)
 			}
-			drain, err := e.drainWindow(ctx, base, groups, p.Batch)
-			if err != nil {
-				return res, err
-			}
-			fs.GroupDrainMsgsPerS = round(drain/float64(n), 0)
-			for _, g := range groups {
-				if err := e.deleteLeftovers(ctx, g); err != nil {
-					return res, err
-				}
-			}
-			// The same drain of as many plain queues, each holding as
-			// many messages as a group got: n groups share the machine,
-			// and a plain queue drained alone is not what they compete
-			// with.
+			// The groups' drain next to the same drain of as many plain
+			// queues, each holding as many messages as a group got: n
+			// groups share the machine, and a plain queue drained alone
+			// is not what they compete with.
 			plains := make([]string, n)
 			for i := range plains {
 				plains[i] = queueName(fmt.Sprintf("fanout-plain-b%d-s%d-q%d", p.Batch, n, i))
@@ -120,21 +110,16 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 			if err := e.fillQueues(ctx, base, plains, published); err != nil {
 				return res, err
 			}
-			plainDrain, err := e.drainWindow(ctx, base, plains, p.Batch)
-			if err != nil {
+			if err := e.fanoutDrains(ctx, base, groups, plains, published, p.Batch, &fs); err != nil {
 				return res, err
 			}
-			fs.PlainDrainMsgsPerS = round(plainDrain/float64(n), 0)
-			if fs.PlainDrainMsgsPerS > 0 {
-				fs.DrainRatio = round(fs.GroupDrainMsgsPerS/fs.PlainDrainMsgsPerS, 3)
-			}
-			for _, q := range plains {
+			for _, q := range append(groups, plains...) {
 				if err := e.deleteLeftovers(ctx, q); err != nil {
 					return res, err
 				}
 			}
-			e.logf("  %.0f published msgs/s (%.2f of sends), each group drains %.0f msgs/s, each of %d plain queues drained at once %.0f (%.2f)",
-				fs.PublishMsgsPerS, fs.PublishRatio, fs.GroupDrainMsgsPerS, n, fs.PlainDrainMsgsPerS, fs.DrainRatio)
+			e.logf("  %.0f published msgs/s (%.2f of sends), each group drains %.0f msgs/s, each of %d plain queues drained in turns with them %.0f (medians; ratio %.2f, the median of %v)",
+				fs.PublishMsgsPerS, fs.PublishRatio, fs.GroupDrainMsgsPerS, n, fs.PlainDrainMsgsPerS, fs.DrainRatio, fs.DrainRatios)
 			fp.Subs = append(fp.Subs, fs)
 		}
 		fp.SendMsgsPerS, fp.PlainDrainMsgsPerS = round(fp.SendMsgsPerS, 0), round(fp.PlainDrainMsgsPerS, 0)
@@ -152,6 +137,10 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 			res.DrainRatioMin = last.DrainRatio
 		}
 	}
+	// The wake-up is a latency of an idle node: the drains before leave
+	// dead rows whose vacuum, and dirty pages whose checkpoint, ran during
+	// some runs' samples and not others'.
+	e.checkpoint(ctx)
 	if res.WakeP50MS, err = e.fanoutWake(ctx, base); err != nil {
 		return res, err
 	}
@@ -406,10 +395,59 @@ func (e *env) window(ctx context.Context, counter *atomic.Int64) float64 {
 	return float64(counter.Load()-c0) / time.Since(t0).Seconds()
 }
 
+// fanoutDrainRounds is how many windows of the groups' drain, each next to
+// a window of the plain queues' drain, a ratio is the median of: one pair
+// of 5 s windows judged by the machine's noise alone (a plain queue's
+// drain varied 2 × between runs of one build).
+const fanoutDrainRounds = 3
+
+// fanoutDrains drains groups and plains (as many, each holding held
+// messages) in turns, up to fanoutDrainRounds windows each, and sets fs's
+// drain rates (medians, per queue) and ratio (the median of each round's).
+// Another round starts only while both sides hold at least twice what the
+// last one took: a window that ran out of messages would measure the
+// backlog, not the drain (at batch 100 with one group, a round can take
+// more than a third of what the publish window published).
+func (e *env) fanoutDrains(ctx context.Context, base string, groups, plains []string, held, batch int, fs *FanoutSubs) error {
+	var group, plain, ratios []float64
+	leftG, leftP := held*len(groups), held*len(plains)
+	for range fanoutDrainRounds {
+		g, ackedG, err := e.drainWindow(ctx, base, groups, batch)
+		if err != nil {
+			return err
+		}
+		p, ackedP, err := e.drainWindow(ctx, base, plains, batch)
+		if err != nil {
+			return err
+		}
+		group, plain = append(group, g/float64(len(groups))), append(plain, p/float64(len(plains)))
+		if p > 0 {
+			ratios = append(ratios, round(g/p, 3))
+		}
+		if leftG, leftP = leftG-ackedG, leftP-ackedP; ackedG*2 > leftG || ackedP*2 > leftP {
+			break
+		}
+	}
+	fs.DrainRatios = ratios
+	fs.GroupDrainMsgsPerS, fs.PlainDrainMsgsPerS = round(median(group), 0), round(median(plain), 0)
+	if len(ratios) > 0 {
+		fs.DrainRatio = median(ratios)
+	}
+	return nil
+}
+
+// median of xs (not sorted in place).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return quantile(s, 0.5)
+}
+
 // drainWindow receives and acks from each queue with fanoutConsumers
 // consumers of batch at once, and returns the messages acked per second
-// over all of them in one measured window.
-func (e *env) drainWindow(ctx context.Context, base string, queues []string, batch int) (float64, error) {
+// over all of them in one measured window, and how many were acked in all
+// (warm-up included).
+func (e *env) drainWindow(ctx context.Context, base string, queues []string, batch int) (float64, int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var done atomic.Int64
@@ -445,7 +483,7 @@ func (e *env) drainWindow(ctx context.Context, base string, queues []string, bat
 	rate := e.window(ctx, &done)
 	cancel()
 	wg.Wait()
-	return rate, firstErr
+	return rate, int(done.Load()), firstErr
 }
 
 // relationBytes is the size of every table and index of the skipq schema
@@ -605,12 +643,16 @@ type FanoutSubs struct {
 	GroupDrainMsgsPerS float64 `json:"group_drain_msgs_per_s"`
 	// PlainDrainMsgsPerS is each of as many plain queues drained at once.
 	PlainDrainMsgsPerS float64 `json:"plain_drain_msgs_per_s"`
-	DrainRatio         float64 `json:"drain_ratio"`
+	// DrainRatio is the median of DrainRatios, each round's groups'
+	// drain over the plain queues' right after it.
+	DrainRatio  float64   `json:"drain_ratio"`
+	DrainRatios []float64 `json:"drain_ratios"`
 }
 
 func writeFanout(w io.Writer, f *FanoutResult) {
 	fmt.Fprintf(w, "fanout: topics, 1 KiB bodies, %d consumers per group (and on the plain queue)\n", fanoutConsumers)
-	fmt.Fprintf(w, "  (drain/s: one plain queue drained alone; plain/s: each of as many plain queues as groups, drained at once)\n")
+	fmt.Fprintf(w, "  (drain/s: one plain queue drained alone; plain/s: each of as many plain queues as groups, drained at once;\n")
+	fmt.Fprintf(w, "  group/s and plain/s in %d windows each, in turns: medians, and the median of the rounds' ratios)\n", fanoutDrainRounds)
 	fmt.Fprintf(w, "  %5s %5s  %10s %10s  %4s %10s %7s %10s %10s %7s\n", "batch", "pubs", "send/s", "drain/s", "subs", "publish/s", "ratio", "group/s", "plain/s", "ratio")
 	for _, p := range f.Points {
 		for _, s := range p.Subs {

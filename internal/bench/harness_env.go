@@ -290,7 +290,8 @@ func (e *env) setup(ctx context.Context) Setup {
 // (CHECKPOINT, superusers only). The raw table may not exist yet: its VACUUM
 // then fails alone.
 func (e *env) checkpoint(ctx context.Context) {
-	_, _ = e.mon.Exec(ctx, monitorMark+"VACUUM skipq.messages, skipq.ready, skipq.timers, skipq.timer_sets")
+	_, _ = e.mon.Exec(ctx, monitorMark+"VACUUM skipq.messages, skipq.ready, skipq.timers, skipq.timer_sets, "+
+		"skipq.topic_pending, skipq.topic_bodies, skipq.topic_copy_parts")
 	_, _ = e.mon.Exec(ctx, monitorMark+"VACUUM skipq_bench.raw_messages")
 	if e.super {
 		_, _ = e.mon.Exec(ctx, monitorMark+"CHECKPOINT")
