@@ -38,7 +38,9 @@ type ClaimedMessage struct {
 // to a topic wakes a receiver on each of its groups at once: one statement
 // for all their claims costs one round trip and one commit where a claim
 // per queue cost one each, and the bodies come along instead of in a read
-// per receive. Rows come in claim order, each claim's in answer order.
+// per receive. Each claim's rows come in answer order; the claims' rows
+// need not come in claim order (the pending-first claims of topic groups,
+// made together, come first), so read Claim.
 // Written by hand: sqlc cannot see the columns of a function that returns
 // a table. Its rows are read as MessageClaim's (scanMessages).
 //
