@@ -127,7 +127,8 @@ func New(pool *pgxpool.Pool, opts Options) *Service {
 		},
 		alone: func(ctx context.Context, c *publishCall) { s.publishAlone(ctx, s.own, c) }}
 	s.claims = &sharer[claimCall]{maxItems: sharedClaimCalls, size: claimSize, lockWaiters: lockWaiters,
-		queue: func(c *claimCall) string { return c.tenant + "/" + c.queue },
+		linger: claimsLinger,
+		queue:  func(c *claimCall) string { return c.tenant + "/" + c.queue },
 		run: func(ctx context.Context, calls []*claimCall) []*claimCall {
 			return s.runClaims(ctx, sharedClaims, calls)
 		},
@@ -150,6 +151,12 @@ func (s *Service) Hub() *wake.Hub { return s.hub }
 // sharedClaimCalls bounds the single-message receives that one shared
 // claim serves.
 const sharedClaimCalls = 256
+
+// claimsLinger bounds how long the first of the claims a wake-up released
+// together waits for the others (sharer.expect): woken goroutines reach
+// the sharer within tens of microseconds, unless the machine is busy or a
+// waiter left.
+const claimsLinger = time.Millisecond
 
 // sharedSettleHandles bounds the handles of one shared settle statement
 // (ack, nack or extend): four full requests' worth.

@@ -57,6 +57,14 @@ type sharer[C any] struct {
 	waiting []*shared[C]
 	// held are the queues whose calls met a lock held outside lately.
 	held map[string]*heldQueue
+	// linger bounds how long the first of the calls announced together
+	// (expect) waits for the rest; expected counts those still on their
+	// way, until expectedBy; gathered is closed when the last of them
+	// arrives while the first waits for them.
+	linger     time.Duration
+	expected   int
+	expectedBy time.Time
+	gathered   chan struct{}
 }
 
 // shared is one waiting call.
@@ -74,23 +82,38 @@ const sharedTimeout = 10 * time.Second
 // answer is in call (or when ctx ends first: the statement may still run).
 func (s *sharer[C]) do(ctx context.Context, call *C) error {
 	s.mu.Lock()
-	if s.isHeld(s.queue(call), time.Now()) {
+	now := time.Now()
+	if s.isHeld(s.queue(call), now) {
 		s.mu.Unlock()
 		return s.runAlone(ctx, call)
 	}
+	first := s.arrived(now)
 	if s.busy {
 		w := &shared[C]{call: call, done: make(chan struct{})}
 		s.waiting = append(s.waiting, w)
 		s.mu.Unlock()
+		return s.await(ctx, w)
+	}
+	if first {
+		// The first of calls announced together: it waits for the others
+		// (up to expectedBy) so that one statement carries them all.
+		s.busy = true
+		w := &shared[C]{call: call, done: make(chan struct{})}
+		s.waiting = append(s.waiting, w)
+		gathered := make(chan struct{})
+		s.gathered = gathered
+		t := time.NewTimer(s.expectedBy.Sub(now))
+		s.mu.Unlock()
 		select {
-		case <-w.done:
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-gathered:
+		case <-t.C:
 		}
-		if w.blocked {
-			return s.runAlone(ctx, call)
-		}
-		return nil
+		t.Stop()
+		s.mu.Lock()
+		s.expected, s.gathered = 0, nil
+		s.mu.Unlock()
+		go s.drain(s.take())
+		return s.await(ctx, w)
 	}
 	s.busy = true
 	s.mu.Unlock()
@@ -107,6 +130,59 @@ func (s *sharer[C]) do(ctx context.Context, call *C) error {
 		return s.runAlone(ctx, call)
 	}
 	return nil
+}
+
+// await waits for a waiting call's statement, and runs the call alone if
+// that statement met a lock held outside it.
+func (s *sharer[C]) await(ctx context.Context, w *shared[C]) error {
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if w.blocked {
+		return s.runAlone(ctx, w.call)
+	}
+	return nil
+}
+
+// expect announces n calls that are about to arrive at once: the waiting
+// receives one wake-up released (a publish to a topic wakes a receiver on
+// each of its groups). Without it the first to arrive would find no
+// statement in flight and run alone, and the rest would share the next
+// statement: two rounds where one does (docs/DESIGN.md, "One make for a
+// shared claim (00063)"). With it, the first that finds no statement in
+// flight waits for the others, for at most s.linger: a bounded linger,
+// and only after an announcement; any call that arrives counts as one of
+// them.
+func (s *sharer[C]) expect(n int) {
+	if n < 2 {
+		return
+	}
+	s.mu.Lock()
+	s.expected += n
+	s.expectedBy = time.Now().Add(s.linger)
+	s.mu.Unlock()
+}
+
+// arrived counts a call against the expected ones and reports whether it
+// is the first of several still expected; the last closes gathered.
+// Called with mu held.
+func (s *sharer[C]) arrived(now time.Time) (first bool) {
+	if s.expected == 0 {
+		return false
+	}
+	if now.After(s.expectedBy) {
+		s.expected = 0
+		return false
+	}
+	first = s.gathered == nil && s.expected > 1
+	s.expected--
+	if s.expected == 0 && s.gathered != nil {
+		close(s.gathered)
+		s.gathered = nil
+	}
+	return first
 }
 
 // runAlone runs a call whose shared statement met a lock held outside it,

@@ -165,3 +165,83 @@ func TestSharerRunsBlockedCallsAloneBounded(t *testing.T) {
 		t.Fatalf("%d calls waited on the lock at once, want at most 1", maxInAlone)
 	}
 }
+
+// Calls announced together (expect) share one statement: the first that
+// finds nothing in flight waits for the others instead of running alone,
+// until the last arrives or the linger ends (a call announced that never
+// comes holds the others no longer than that).
+func TestSharerGathersExpectedCalls(t *testing.T) {
+	type call struct{ id int }
+	for _, tc := range []struct {
+		name            string
+		announced, come int
+		linger          time.Duration
+	}{
+		{"all come", 3, 3, time.Hour},
+		{"one never comes", 3, 2, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var batches [][]int
+			s := &sharer[call]{
+				maxItems: 10, linger: tc.linger,
+				size:  func(*call) int { return 1 },
+				queue: func(*call) string { return "" },
+				run: func(_ context.Context, batch []*call) []*call {
+					mu.Lock()
+					defer mu.Unlock()
+					var ids []int
+					for _, c := range batch {
+						ids = append(ids, c.id)
+					}
+					batches = append(batches, ids)
+					return nil
+				},
+			}
+			s.expect(tc.announced)
+			var wg sync.WaitGroup
+			for i := range tc.come {
+				wg.Go(func() {
+					if err := s.do(context.Background(), &call{id: i}); err != nil {
+						t.Error(err)
+					}
+				})
+				if i == 0 {
+					// The first waits for the others, having run nothing.
+					waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.waiting) == 1 })
+					mu.Lock()
+					ran := len(batches)
+					mu.Unlock()
+					if ran != 0 {
+						t.Fatalf("the first call announced ran before the others came: %v", batches)
+					}
+				}
+			}
+			wg.Wait()
+			if len(batches) != 1 || len(batches[0]) != tc.come {
+				t.Fatalf("statements %v: want the %d calls that came in one", batches, tc.come)
+			}
+			// The announcement is spent: a later call runs at once, alone.
+			if err := s.do(context.Background(), &call{id: 9}); err != nil || len(batches) != 2 || len(batches[1]) != 1 {
+				t.Fatalf("a later call: %v, statements %v", err, batches)
+			}
+		})
+	}
+}
+
+// A call that comes without an announcement, or one announced alone, runs
+// at once: expect(1) announces nothing.
+func TestSharerExpectOfOneAnnouncesNothing(t *testing.T) {
+	ran := make(chan int, 1)
+	s := &sharer[int]{maxItems: 10, linger: time.Hour, size: func(*int) int { return 1 },
+		queue: func(*int) string { return "" },
+		run:   func(_ context.Context, batch []*int) []*int { ran <- len(batch); return nil }}
+	s.expect(1)
+	v := 1
+	if err := s.do(context.Background(), &v); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-ran; n != 1 {
+		t.Fatalf("ran %d calls, want the one", n)
+	}
+}

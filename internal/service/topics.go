@@ -342,9 +342,8 @@ func (s *Service) Publish(ctx context.Context, tenant, topic string, in []Messag
 			unrouted++
 		}
 	}
-	for _, q := range call.woken {
-		s.hub.Publish(q, 1)
-	}
+	// Their claims share one statement when they come together (expect).
+	s.hub.PublishEach(call.woken, s.claims.expect)
 	s.obs.TopicPublished(tenant, topic, published, delivered, unrouted)
 	return call.results, nil
 }

@@ -223,6 +223,34 @@ func (h *Hub) Publish(queueID int64, count int) {
 	}
 }
 
+// PublishEach announces one message available in each of queueIDs, as
+// Publish does for each, and first tells waking how many local waiters it
+// is about to wake (called with the hub locked, before any of them wakes):
+// a publish to a topic wakes a waiter on each of its groups at once, and
+// the node's claims can be told to expect them together.
+func (h *Hub) PublishEach(queueIDs []int64, waking func(n int)) {
+	if len(queueIDs) == 0 {
+		return
+	}
+	h.mu.Lock()
+	n := 0
+	for _, id := range queueIDs {
+		if len(h.waiters[id]) > 0 {
+			n++
+		}
+	}
+	waking(n)
+	for _, id := range queueIDs {
+		h.wakeLocked(id, 1)
+		h.pending[id]++
+	}
+	h.mu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
 // HandleNotification takes a payload from the listener and wakes that many
 // local waiters, ignoring the node's own notifications (its waiters were
 // woken when it published).

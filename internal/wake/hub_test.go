@@ -84,3 +84,29 @@ func TestWakeNotificationsFromSQLParse(t *testing.T) {
 		}
 	}
 }
+
+// PublishEach tells how many local waiters it will wake before any of them
+// wakes (their claims are announced to the sharer first), then wakes the
+// head waiter of each queue and queues one notification each.
+func TestPublishEachCountsWaitersBeforeWaking(t *testing.T) {
+	h := NewHub("n", nil, slog.Default(), 0)
+	a, a2, b := h.Register(1), h.Register(1), h.Register(2)
+	announced := -1
+	h.PublishEach([]int64{1, 2, 3}, func(n int) {
+		announced = n
+		for _, w := range []*Waiter{a, a2, b} {
+			if len(w.c) != 0 {
+				t.Error("a waiter woke before the count was told")
+			}
+		}
+	})
+	if announced != 2 {
+		t.Fatalf("told %d waiters, want 2 (queues 1 and 2 have waiters, 3 none)", announced)
+	}
+	if len(a.c) != 1 || len(b.c) != 1 || len(a2.c) != 0 {
+		t.Fatalf("woken: head of 1 %d, second of 1 %d, head of 2 %d; want the heads only", len(a.c), len(a2.c), len(b.c))
+	}
+	if h.pending[1] != 1 || h.pending[2] != 1 || h.pending[3] != 1 {
+		t.Fatalf("notifications pending %v, want one for each queue", h.pending)
+	}
+}
