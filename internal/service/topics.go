@@ -342,7 +342,7 @@ func (s *Service) Publish(ctx context.Context, tenant, topic string, in []Messag
 			unrouted++
 		}
 	}
-	// Their claims share one statement when they come together (expect).
+	// The receives it wakes claim in one shared statement (sharer.expect).
 	s.hub.PublishEach(call.woken, s.claims.expect)
 	s.obs.TopicPublished(tenant, topic, published, delivered, unrouted)
 	return call.results, nil

@@ -214,13 +214,9 @@ func (h *Hub) Publish(queueID int64, count int) {
 		return
 	}
 	h.mu.Lock()
-	h.wakeLocked(queueID, count)
-	h.pending[queueID] += count
+	h.publishLocked(queueID, count)
 	h.mu.Unlock()
-	select {
-	case h.kick <- struct{}{}:
-	default:
-	}
+	h.kickNotify()
 }
 
 // PublishEach announces one message available in each of queueIDs, as
@@ -241,10 +237,21 @@ func (h *Hub) PublishEach(queueIDs []int64, waking func(n int)) {
 	}
 	waking(n)
 	for _, id := range queueIDs {
-		h.wakeLocked(id, 1)
-		h.pending[id]++
+		h.publishLocked(id, 1)
 	}
 	h.mu.Unlock()
+	h.kickNotify()
+}
+
+// publishLocked wakes up to count local waiters of a queue and keeps its
+// notification for the next round. Called with mu held.
+func (h *Hub) publishLocked(queueID int64, count int) {
+	h.wakeLocked(queueID, count)
+	h.pending[queueID] += count
+}
+
+// kickNotify starts a notify round (Run) unless one is already due.
+func (h *Hub) kickNotify() {
 	select {
 	case h.kick <- struct{}{}:
 	default:
