@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -73,8 +74,8 @@ func TestMessageClaimQueues(t *testing.T) {
 
 // The pending-first claims of topic groups in one shared claim are made
 // together (skipq.topic_copies_make_queues): each takes its group's oldest
-// free pending row whole, leasing what it asked for and making the rest
-// ready, and nothing more; a second claim of a queue already made is
+// free pending rows whole, as many as hold 32 ids, leasing what it asked
+// for and making the rest ready, and nothing more; a second claim of a queue already made is
 // claimed as before (it walks what the first made ready); a group whose
 // pending row another transaction holds is passed over without a wait,
 // and claimed as before once the row is free.
@@ -84,14 +85,17 @@ func TestMessageClaimQueuesMakesGroupsTogether(t *testing.T) {
 	for _, g := range []string{"g2", "g3"} {
 		subscribe(t, f.q, g)
 	}
-	publish(t, f.q, "a", "b", "c")
+	// Two publishes: each group's rows hold a b and c, which a claim of
+	// fewer than 32 takes together (they hold 32 ids or fewer).
+	publish(t, f.q, "a", "b")
+	publish(t, f.q, "c")
 	if err := f.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: "t", Names: []string{"plain"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.q.MessageInsert(ctx, sendParams("plain", 0, "s1")); err != nil {
 		t.Fatal(err)
 	}
-	// A holds g3's row: its claim of one took it whole, uncommitted.
+	// A holds g3's rows: its claim of one took them whole, uncommitted.
 	txA, qa := f.begin(t)
 	if rows, err := qa.MessageClaim(ctx, db.MessageClaimParams{Tenant: "t", Queue: "g3", MaxMessages: 1,
 		MaxResponseBytes: 1 << 20, Mode: "claim_pending_first"}); err != nil || len(rows) != 1 {
@@ -136,7 +140,7 @@ func TestMessageClaimQueuesMakesGroupsTogether(t *testing.T) {
 		[]*int32{nil, nil, &long, nil, nil})
 	want := map[int32]string{1: "a", 2: "a b", 3: "b", 4: "s1"}
 	if len(got) != len(want) {
-		t.Fatalf("claims answered %v, want %v (g3's row held by A: nothing)", got, want)
+		t.Fatalf("claims answered %v, want %v (g3's rows held by A: nothing)", got, want)
 	}
 	tokens := map[string]bool{}
 	for claim, w := range want {
@@ -178,8 +182,9 @@ func TestMessageClaimQueuesMakesGroupsTogether(t *testing.T) {
 }
 
 // Shared claims of three groups race each other and single claims of 40
-// (which cut the row they end in) for the same pending rows: every copy is
-// made exactly once in each group.
+// (which cut the row they end in) for the same pending rows, small ones
+// that claims of one take several at a time: every copy is made exactly
+// once in each group.
 func TestConcurrentSharedClaimsMakeEachCopyOnce(t *testing.T) {
 	f := topicFixture(t)
 	ctx := context.Background()
@@ -188,7 +193,17 @@ func TestConcurrentSharedClaimsMakeEachCopyOnce(t *testing.T) {
 		subscribe(t, f.q, g)
 	}
 	const published = 8 * 32
-	publishIDs(t, f.q, published)
+	// Publishes of one to seven messages: rows of as many ids, which the
+	// claims of one take several at a time.
+	ids := make([]string, published)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m%03d", i)
+	}
+	for i, k := 0, 0; i < published; k++ {
+		j := min(i+k%7+1, published)
+		publish(t, f.q, ids[i:j]...)
+		i = j
+	}
 	shared := db.MessageClaimQueuesParams{Queues: groups}
 	for range groups {
 		shared.Tenants = append(shared.Tenants, "t")

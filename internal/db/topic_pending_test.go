@@ -245,12 +245,13 @@ func TestClaimPendingFirst(t *testing.T) {
 	if rows := pendingRows(t, f); fmt.Sprint(rows) != "[24 6]" {
 		t.Fatalf("pending rows after taking 40: %v, want the second cut to 24 and the third", rows)
 	}
+	publish(t, f.q, "n1", "n2", "n3")
 	txA, qa := f.begin(t)
-	if a := claimFirst(qa, 30); len(a) != 24 || a[0].MessageID != "m040" {
-		t.Fatalf("A took %s, want the 24 of the row it locked (one row: 30 fill one)", idsOf(a))
+	if a := claimFirst(qa, 30); len(a) != 30 || a[0].MessageID != "m040" || a[29].MessageID != "m069" {
+		t.Fatalf("A took %s, want the 30 of the two rows that hold 32 ids together", idsOf(a))
 	}
-	if b := idsOf(claimFirst(f.q, 10)); b != "[m064 m065 m066 m067 m068 m069]" {
-		t.Fatalf("B beside A took %s, want the last row's six", b)
+	if b := idsOf(claimFirst(f.q, 10)); b != "[n1 n2 n3]" {
+		t.Fatalf("B beside A took %s, want the row A left", b)
 	}
 	send("ready")
 	if b := idsOf(claimFirst(f.q, 10)); b != "[ready]" {

@@ -17,35 +17,59 @@ const (
 )
 
 // claimOrder remembers the queues whose claims this node saw return topic
-// copies, and asks their claims for pending copies first: a group's walk
-// of ready messages, mostly empty there, was about a third of its claim
-// (docs/PERFORMANCE.md, "Pending copies first"). It is a hint
-// and nothing else: either mode returns the queue's ready messages first,
-// and a node that forgot (restart, bound) only pays the walk again; a
-// plain queue claimed pending first would pay a probe of its ready rows.
+// copies (groups), and asks a group's claim for its pending copies first
+// when no ready message is likely: its last claim came back short (the
+// walk found too few ready messages), or the claim asks for 32 or more
+// (a claim that large cuts the pending rows it takes and leaves no ready
+// copies behind). A group's claim of fewer than 32 makes whole pending
+// rows and leaves the copies it did not lease ready, which the group's
+// next claims walk: asked pending first, each of them paid a probe of the
+// group's ready and pending rows to learn what the walk tells anyway
+// (docs/PERFORMANCE.md, "Pending copies first", and its sequels). It is a
+// hint and nothing else: either mode returns the queue's ready messages
+// first, and a node that forgot (restart, bound) only pays the walk
+// again; a plain queue claimed pending first would pay the probe.
 type claimOrder struct {
-	mu     sync.RWMutex
-	queues map[queueName]struct{}
+	mu sync.RWMutex
+	// queues are the groups, each with whether its last claim came back
+	// short.
+	queues map[queueName]bool
 }
 
 // claimOrderMax bounds the queues remembered: past it the map starts over.
 const claimOrderMax = 100000
 
-// mode is the claim mode for a leasing claim of a queue.
-func (o *claimOrder) mode(tenant, queue string) string {
+// pendingFirstMin is the smallest claim that asks a group for pending
+// copies first whatever its last claim returned: skipq.topic_copies_make
+// cuts rows for claims this large, so they leave no ready copies.
+const pendingFirstMin = 32
+
+// mode is the claim mode for a leasing claim of up to max messages of a
+// queue.
+func (o *claimOrder) mode(tenant, queue string, max int) string {
 	o.mu.RLock()
-	_, group := o.queues[queueName{tenant, queue}]
+	short, group := o.queues[queueName{tenant, queue}]
 	o.mu.RUnlock()
-	if group {
+	if group && (short || max >= pendingFirstMin) {
 		return claimPendingFirst
 	}
 	return claimReadyFirst
 }
 
-// saw notes what a leasing claim of a queue returned: topic copies mark it
-// a group, messages without one unmark it, nothing leaves it as it was.
-func (o *claimOrder) saw(tenant, queue string, rows []db.SkipqMessage) {
+// saw notes what a leasing claim of a queue returned, and whether it came
+// back short (fewer messages than asked, within the response budget):
+// topic copies mark the queue a group, messages without one unmark it,
+// nothing marks a group's last claim short and leaves other queues as
+// they were.
+func (o *claimOrder) saw(tenant, queue string, rows []db.SkipqMessage, short bool) {
+	key := queueName{tenant, queue}
+	o.mu.RLock()
+	wasShort, group := o.queues[key]
+	o.mu.RUnlock()
 	if len(rows) == 0 {
+		if group && !wasShort {
+			o.note(key, true, true)
+		}
 		return
 	}
 	copies := false
@@ -55,22 +79,24 @@ func (o *claimOrder) saw(tenant, queue string, rows []db.SkipqMessage) {
 			break
 		}
 	}
-	key := queueName{tenant, queue}
-	o.mu.RLock()
-	_, group := o.queues[key]
-	o.mu.RUnlock()
-	if group == copies {
+	if group == copies && (!group || wasShort == short) {
 		return
 	}
+	o.note(key, copies, short)
+}
+
+// note records whether key is a group and, if it is, whether its last
+// claim came back short.
+func (o *claimOrder) note(key queueName, group, short bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch {
-	case !copies:
+	case !group:
 		delete(o.queues, key)
 	case o.queues == nil || len(o.queues) >= claimOrderMax:
-		o.queues = map[queueName]struct{}{key: {}}
+		o.queues = map[queueName]bool{key: short}
 	default:
-		o.queues[key] = struct{}{}
+		o.queues[key] = short
 	}
 }
 

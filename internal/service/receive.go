@@ -293,7 +293,7 @@ func claimMode(o ReceiveOptions) string {
 // claimParams are one receive's claim of up to max messages.
 func (s *Service) claimParams(ctx context.Context, tenant, queue string, max int, o ReceiveOptions, mode string) db.MessageClaimParams {
 	if mode == claimReadyFirst {
-		mode = s.order.mode(tenant, queue)
+		mode = s.order.mode(tenant, queue, max)
 	}
 	return db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
 		VisibilitySeconds: int32Ptr(o.VisibilitySeconds), MaxMessages: int32(max),
@@ -349,7 +349,7 @@ func (s *Service) claimed(reqCtx context.Context, tenant, queue string, max int,
 	}
 	more := len(rows) == max || size >= budget
 	if !o.IsPeek && !o.AutoAck {
-		s.order.saw(tenant, queue, rows)
+		s.order.saw(tenant, queue, rows, !more)
 	}
 	if len(rows) > 0 && !o.IsPeek {
 		s.names.remember(rows[0].QueueID, tenant, queue)
@@ -639,7 +639,7 @@ func (s *Service) claimQueuesTogether(ctx context.Context, st statements, keys [
 		p.KeyIDs = append(p.KeyIDs, g[0].keyID)
 		p.MaxResponseBytes = append(p.MaxResponseBytes, int64(s.limits.MaxResponseBytes)*int64(len(g)))
 		p.MessageOverheads = append(p.MessageOverheads, messageOverhead(k.queue))
-		p.Modes = append(p.Modes, s.order.mode(k.tenant, k.queue))
+		p.Modes = append(p.Modes, s.order.mode(k.tenant, k.queue, len(g)))
 	}
 	rows, err := st.q.MessageClaimQueues(ctx, p)
 	switch {
@@ -673,7 +673,7 @@ func (s *Service) claimTogether(ctx context.Context, st statements, tenant, queu
 	claim := db.MessageClaimParams{Tenant: tenant, Queue: queue, Now: s.now(),
 		MaxMessages: int32(len(group)), VisibilitySeconds: int32Ptr(group[0].visibility), MaxPerGroup: 1,
 		MaxResponseBytes: int64(s.limits.MaxResponseBytes) * int64(len(group)),
-		MessageOverhead:  messageOverhead(queue), Mode: s.order.mode(tenant, queue), KeyID: group[0].keyID}
+		MessageOverhead:  messageOverhead(queue), Mode: s.order.mode(tenant, queue, len(group)), KeyID: group[0].keyID}
 	var acks []*settleCall
 	for _, c := range group {
 		if c.ack != nil {

@@ -13,16 +13,23 @@ BEGIN
     --
     -- The copies in queue q of the published messages p_body_ids, in that
     -- order, or, with p_body_ids NULL, of ids taken from the queue's oldest
-    -- pending rows that no other transaction holds, in order: as many rows as
-    -- p_max ids fill when full (32 each), locked FOR UPDATE SKIP LOCKED. A
-    -- claim of fewer than 32 takes its one row whole: it leases what it asked
-    -- for and makes the rest (at most 31) ready messages, which the group's
-    -- next claims take as any claim takes. Until 00062 it cut the ids it took
-    -- from the front of the row, so a group's claims of one made a copy each,
-    -- and each paid this statement's start-up (about half a plain claim of
-    -- one, callgrind); now one in up to 32 does. A larger claim takes up to
-    -- p_max ids: each row taken whole is deleted, the last cut from the front
-    -- otherwise (its surplus made ready would make the next claim walk them
+    -- pending rows that no other transaction holds, in order, locked FOR
+    -- UPDATE SKIP LOCKED. A claim of fewer than 32 takes whole rows, as many
+    -- of the oldest as hold 32 ids together (a row holds at most 32; at
+    -- most 8 rows, counted in the statement's snapshot: a concurrent claim
+    -- may hold those, and this one then locks as many others, whatever
+    -- they hold): it leases what it asked for and
+    -- makes the rest ready messages, which the group's next claims take as
+    -- any claim takes. Until 00062 it cut the ids it took from the front of
+    -- its row, so a group's claims of one made a copy each, and each paid
+    -- this statement's start-up (about half a plain claim of one,
+    -- callgrind); until 00064 it took one row, and rows are as large as the
+    -- publish statements that wrote them (a publish of one message a
+    -- request, shared by the node's concurrent requests, wrote 7.6 ids a
+    -- row): a claim of one paid the start-up every 8 messages, where it now
+    -- pays it every 28 or so. A larger claim locks as many rows as p_max ids
+    -- fill when full (32 each) and takes up to p_max ids: each row taken
+    -- whole is deleted, the last cut from the front otherwise (its surplus made ready would make the next claim walk them
     -- and then make copies too). Every row locked is taken from (the rows
     -- before the last hold fewer than p_max ids together): a row locked and
     -- not taken from would stay hidden from the other claims until this one
@@ -63,10 +70,19 @@ BEGIN
     ), locked AS (
         SELECT p.id, p.body_ids FROM skipq.topic_pending p
         WHERE p_body_ids IS NULL AND p.queue_id = q.id
-        ORDER BY p.id LIMIT (p_max + 31) / 32
+        ORDER BY p.id
+        -- A claim of fewer than 32: as many of the oldest rows as hold 32
+        -- ids together, read without a lock (an InitPlan, run once).
+        LIMIT CASE WHEN p_max >= 32 THEN (p_max + 31) / 32
+                   ELSE (SELECT count(*) FROM (
+                             SELECT sum(cardinality(h.body_ids)) OVER w AS through
+                             FROM (SELECT h.body_ids FROM skipq.topic_pending h
+                                   WHERE p_body_ids IS NULL AND h.queue_id = q.id ORDER BY h.id LIMIT 8) h
+                             WINDOW w AS (ROWS UNBOUNDED PRECEDING)) h
+                         WHERE h.through <= 32) END
         FOR UPDATE SKIP LOCKED
     ), taken AS (
-        -- Each row's ids taken: a claim of fewer than 32 all of its one
+        -- Each row's ids taken: a claim of fewer than 32 all of each
         -- row's; a larger one as many as the rows before it left room for
         -- (before: their ids, in the order locked; any order would do,
         -- each row is left room for at least one).

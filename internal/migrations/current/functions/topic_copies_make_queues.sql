@@ -9,11 +9,11 @@ BEGIN
     -- Called by skipq.message_claim_queues only, whose plan settings (no
     -- joins or scans but the ones meant; generic plans) apply here too.
     --
-    -- Claim p_claims[i] takes the oldest pending row of queue
+    -- Claim p_claims[i] takes the oldest pending rows of queue
     -- p_queue_ids[i] that no other transaction holds (FOR UPDATE SKIP
-    -- LOCKED) whole, as skipq.topic_copies_make does for a claim of fewer
-    -- than 32: it leases up to p_max[i] (fewer than 32) of the row's
-    -- copies for p_visibility_seconds[i], within p_max_response_bytes[i]
+    -- LOCKED) whole, as many as hold 32 ids, as skipq.topic_copies_make
+    -- does for a claim of fewer than 32 (it says how many): it leases up
+    -- to p_max[i] (fewer than 32) of the rows' copies for p_visibility_seconds[i], within p_max_response_bytes[i]
     -- (each copy measured with p_message_overheads[i]; the first always
     -- fits), and makes the rest ready messages. The queues must differ:
     -- the claims share one snapshot and one transaction's locks, and two
@@ -26,10 +26,10 @@ BEGIN
     -- with their stored body in place and without the skipq.body tag. A
     -- claim whose queue has no pending row free returns nothing.
     --
-    -- One claim takes one row, so the rows taken are each claim's, and
-    -- each row's running count and size (a window over the row's ids, in
-    -- a lateral of its own) are the claim's: no window partitions by
-    -- claim, which would sort the copies with their bodies.
+    -- Each claim's running count and size are a window over its rows'
+    -- ids in a lateral of its own (the rows taken, read for the claim):
+    -- no window partitions by claim, which would sort the copies with
+    -- their bodies.
     RETURN QUERY
     WITH t AS (
         SELECT coalesce(p_now, clock_timestamp()) AS now
@@ -42,11 +42,18 @@ BEGIN
                  AS k(claim, queue_id, max, visibility_seconds, max_response_bytes, message_overhead)
         JOIN skipq.queues q ON q.id = k.queue_id
     ), taken AS (
-        SELECT k.*, p.id, p.body_ids
+        SELECT k.claim, k.queue_id, p.id, p.body_ids
         FROM k CROSS JOIN LATERAL (
             SELECT p.id, p.body_ids FROM skipq.topic_pending p
             WHERE p.queue_id = k.queue_id
-            ORDER BY p.id LIMIT 1
+            ORDER BY p.id
+            -- How many rows, as skipq.topic_copies_make counts them.
+            LIMIT (SELECT count(*) FROM (
+                       SELECT sum(cardinality(h.body_ids)) OVER w AS through
+                       FROM (SELECT h.body_ids FROM skipq.topic_pending h
+                             WHERE h.queue_id = k.queue_id ORDER BY h.id LIMIT 8) h
+                       WINDOW w AS (ROWS UNBOUNDED PRECEDING)) h
+                   WHERE h.through <= 32)
             FOR UPDATE SKIP LOCKED) p
     ), whole AS (
         -- By key, as skipq.topic_copies_make deletes (it says why).
@@ -57,7 +64,7 @@ BEGIN
         SELECT x.claim, x.queue_id, x.max, x.visibility_seconds, x.max_response_bytes, x.max_receive_count AS queue_max_receive_count,
                x.dead_letter_queue AS queue_dead_letter_queue, x.secret, d.*,
                nextval('skipq.message_sequence') AS sequence
-        FROM taken x CROSS JOIN LATERAL (
+        FROM k x CROSS JOIN LATERAL (
             SELECT d.*, row_number() OVER w AS n, sum(d.wire::float8) OVER w - d.wire AS before
             FROM (
                 SELECT b.*,
@@ -74,7 +81,8 @@ BEGIN
                                                                                  THEN x.expiration_seconds
                                                                                  ELSE b.expiration_seconds END)
                            END AS expires_at
-                    FROM unnest(x.body_ids) AS u(id)
+                    FROM (SELECT r.body_ids FROM taken r WHERE r.claim = x.claim) r
+                    CROSS JOIN LATERAL unnest(r.body_ids) AS u(id)
                     CROSS JOIN LATERAL (
                         SELECT d.message_id, c.client_id, c.metadata, c.body_binary, c.tags, d.published_at,
                                c.expiration_seconds, c.max_receive_count, c.dead_letter_queue,
@@ -82,7 +90,7 @@ BEGIN
                         FROM skipq.topic_bodies d JOIN skipq.topic_copy_parts c ON c.body_id = d.id
                         WHERE d.id = u.id) b) b
                 WHERE b.expires_at IS NULL OR b.expires_at > (SELECT t.now FROM t)) d
-            WINDOW w AS (ROWS UNBOUNDED PRECEDING)) d  -- the row's order
+            WINDOW w AS (ROWS UNBOUNDED PRECEDING)) d  -- the rows' order, each row's ids in theirs
     ), made AS (
         SELECT l.claim, l.queue_id, l.sequence,
                CASE WHEN (SELECT x.sequence FROM skipq.messages x
