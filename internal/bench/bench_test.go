@@ -559,6 +559,15 @@ func TestFanoutShape(t *testing.T) {
 		if len(p.Subs) != 2 || p.SendMsgsPerS <= 0 || p.Subs[1].PublishMsgsPerS <= 0 || p.Subs[1].Subscriptions != 10 {
 			t.Errorf("batch %d: %+v", p.Batch, p)
 		}
+		// Each drain's CPU time a message, by who spent it (the server
+		// runs on this machine, the nodes in the bench process).
+		for _, s := range p.Subs {
+			for side, c := range map[string]*bench.DrainCPU{"group": s.GroupDrainCPU, "plain": s.PlainDrainCPU} {
+				if c == nil || c.BenchUS <= 0 || c.PostgresUS <= 0 {
+					t.Errorf("batch %d, %d subscriptions: the %s drain's CPU %+v, want the bench process's and the server's", p.Batch, s.Subscriptions, side, c)
+				}
+			}
+		}
 	}
 	if f.StorageRatio <= 0 || f.WakeP50MS <= 0 {
 		t.Errorf("storage ratio %v, wake p50 %v ms: want both measured", f.StorageRatio, f.WakeP50MS)

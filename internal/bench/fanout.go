@@ -77,7 +77,7 @@ func (e *env) fanout(ctx context.Context) (*FanoutResult, error) {
 			return res, err
 		}
 		e.logf("  %.0f msgs/s; its drain by %d consumers", fp.SendMsgsPerS, fanoutConsumers)
-		if fp.PlainDrainMsgsPerS, _, err = e.drainWindow(ctx, base, []string{plain}, p.Batch); err != nil {
+		if fp.PlainDrainMsgsPerS, _, err = e.drainWindow(ctx, base, []string{plain}, p.Batch, nil); err != nil {
 			return res, err
 		}
 		e.logf("  %.0f msgs/s", fp.PlainDrainMsgsPerS)
@@ -390,14 +390,121 @@ feed:
 // window waits out the warm-up and returns the rate of counter over one
 // measured window (0 when ctx ended first).
 func (e *env) window(ctx context.Context, counter *atomic.Int64) float64 {
+	return e.windowCPU(ctx, counter, nil)
+}
+
+// windowCPU is window, also adding what the window's counted messages
+// cost in CPU time to cpu (nil: not measured).
+func (e *env) windowCPU(ctx context.Context, counter *atomic.Int64, cpu *drainCPU) float64 {
 	if !sleepCtx(ctx, e.o.Warmup) {
 		return 0
+	}
+	var cpu0 cpuSnap
+	var stmts0 map[int64]stmtStat
+	if cpu != nil {
+		cpu0, stmts0 = e.cpuSnapshot(ctx), e.statements(ctx, e.mon)
 	}
 	c0, t0 := counter.Load(), time.Now()
 	if !sleepCtx(ctx, e.o.Duration) {
 		return 0
 	}
-	return float64(counter.Load()-c0) / time.Since(t0).Seconds()
+	n, secs := counter.Load()-c0, time.Since(t0).Seconds()
+	if cpu != nil {
+		cpu.add(cpu0, e.cpuSnapshot(ctx), n)
+		cpu.addStatements(stmts0, e.statements(ctx, e.mon), secs)
+	}
+	return float64(n) / secs
+}
+
+// drainCPU sums the CPU time of a drain's measured windows, in clock
+// ticks, by who spent it, the messages acked in them, and what each
+// statement did in them (pg_stat_statements, when it answers).
+type drainCPU struct {
+	windows                int
+	messages               int64
+	postgres, nodes, bench int64
+	postgresOK, nodesOK    bool
+	stmts                  map[int64]stmtStat // summed deltas
+	secs                   float64
+}
+
+// addStatements adds what each statement did between two snapshots.
+func (d *drainCPU) addStatements(a, b map[int64]stmtStat, secs float64) {
+	if a == nil || b == nil {
+		return
+	}
+	if d.stmts == nil {
+		d.stmts = map[int64]stmtStat{}
+	}
+	d.secs += secs
+	for id, s := range b {
+		p := a[id]
+		t := d.stmts[id]
+		t.label = s.label
+		t.calls += s.calls - p.calls
+		t.totalMS += s.totalMS - p.totalMS
+		t.rows += s.rows - p.rows
+		t.hit += s.hit - p.hit
+		t.read += s.read - p.read
+		t.walRecs += s.walRecs - p.walRecs
+		t.walB += s.walB - p.walB
+		d.stmts[id] = t
+	}
+}
+
+// statements are the drain's top statements by execution time.
+func (d drainCPU) statements() []Statement {
+	out, _ := diffStatements(map[int64]stmtStat{}, d.stmts, d.secs, 6)
+	return out
+}
+
+// add is one window: the snapshots around it and the messages it acked.
+func (d *drainCPU) add(from, to cpuSnap, messages int64) {
+	if !from.ok || !to.ok {
+		return
+	}
+	pgOK, nodesOK := from.postgresOK && to.postgresOK, from.nodesOK && to.nodesOK
+	if d.windows == 0 {
+		d.postgresOK, d.nodesOK = pgOK, nodesOK
+	}
+	d.postgresOK, d.nodesOK = d.postgresOK && pgOK, d.nodesOK && nodesOK
+	d.windows++
+	d.messages += messages
+	d.postgres += to.postgres - from.postgres
+	d.nodes += to.nodes - from.nodes
+	d.bench += to.self - from.self
+}
+
+// perMessage is the CPU time a message acked cost, nil when nothing was
+// measured.
+func (d drainCPU) perMessage() *DrainCPU {
+	if d.messages == 0 {
+		return nil
+	}
+	us := func(ticks int64) float64 {
+		return round(float64(ticks)/clockTicks*1e6/float64(d.messages), 1)
+	}
+	out := &DrainCPU{BenchUS: us(d.bench)}
+	if d.postgresOK {
+		out.PostgresUS = us(d.postgres)
+	}
+	if d.nodesOK {
+		out.NodesUS = us(d.nodes)
+	}
+	return out
+}
+
+// DrainCPU is the CPU time a message acked in a drain's measured windows
+// cost, in microseconds, by who spent it: the database server's
+// processes (those that exited within a window, such as an autovacuum
+// worker, are not counted), the nodes when they run as processes of their
+// own, and the bench process (the consumers, and the nodes when they run
+// in it). At /proc's 10 ms ticks, a window of 10,000 messages resolves
+// 1 µs a message.
+type DrainCPU struct {
+	PostgresUS float64 `json:"postgres_us"`
+	NodesUS    float64 `json:"nodes_us,omitempty"`
+	BenchUS    float64 `json:"bench_us"`
 }
 
 // fanoutDrainRounds is how many windows of the groups' drain, each next to
@@ -415,13 +522,14 @@ const fanoutDrainRounds = 3
 // more than a third of what the publish window published).
 func (e *env) fanoutDrains(ctx context.Context, base string, groups, plains []string, held, batch int, fs *FanoutSubs) error {
 	var group, plain, ratios []float64
+	var groupCPU, plainCPU drainCPU
 	leftG, leftP := held*len(groups), held*len(plains)
 	for range fanoutDrainRounds {
-		g, ackedG, err := e.drainWindow(ctx, base, groups, batch)
+		g, ackedG, err := e.drainWindow(ctx, base, groups, batch, &groupCPU)
 		if err != nil {
 			return err
 		}
-		p, ackedP, err := e.drainWindow(ctx, base, plains, batch)
+		p, ackedP, err := e.drainWindow(ctx, base, plains, batch, &plainCPU)
 		if err != nil {
 			return err
 		}
@@ -435,6 +543,10 @@ func (e *env) fanoutDrains(ctx context.Context, base string, groups, plains []st
 	}
 	fs.DrainRatios = ratios
 	fs.GroupDrainMsgsPerS, fs.PlainDrainMsgsPerS = round(median(group), 0), round(median(plain), 0)
+	fs.GroupDrainCPU, fs.PlainDrainCPU = groupCPU.perMessage(), plainCPU.perMessage()
+	if groupCPU.stmts != nil && plainCPU.stmts != nil {
+		fs.GroupDrainStatements, fs.PlainDrainStatements = groupCPU.statements(), plainCPU.statements()
+	}
 	if len(ratios) > 0 {
 		fs.DrainRatio = median(ratios)
 	}
@@ -452,7 +564,7 @@ func median(xs []float64) float64 {
 // consumers of batch at once, and returns the messages acked per second
 // over all of them in one measured window, and how many were acked in all
 // (warm-up included).
-func (e *env) drainWindow(ctx context.Context, base string, queues []string, batch int) (float64, int, error) {
+func (e *env) drainWindow(ctx context.Context, base string, queues []string, batch int, cpu *drainCPU) (float64, int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var done atomic.Int64
@@ -485,7 +597,7 @@ func (e *env) drainWindow(ctx context.Context, base string, queues []string, bat
 			})
 		}
 	}
-	rate := e.window(ctx, &done)
+	rate := e.windowCPU(ctx, &done, cpu)
 	cancel()
 	wg.Wait()
 	return rate, int(done.Load()), firstErr
@@ -652,6 +764,15 @@ type FanoutSubs struct {
 	// drain over the plain queues' right after it.
 	DrainRatio  float64   `json:"drain_ratio"`
 	DrainRatios []float64 `json:"drain_ratios"`
+	// GroupDrainCPU and PlainDrainCPU are what a message acked cost each
+	// side in CPU time, over all the rounds' windows: where the groups'
+	// drain spends what the plain queues' does not.
+	GroupDrainCPU *DrainCPU `json:"group_drain_cpu,omitempty"`
+	PlainDrainCPU *DrainCPU `json:"plain_drain_cpu,omitempty"`
+	// GroupDrainStatements and PlainDrainStatements are each side's top
+	// statements in those windows (pg_stat_statements).
+	GroupDrainStatements []Statement `json:"group_drain_statements,omitempty"`
+	PlainDrainStatements []Statement `json:"plain_drain_statements,omitempty"`
 }
 
 func writeFanout(w io.Writer, f *FanoutResult) {
@@ -664,6 +785,15 @@ func writeFanout(w io.Writer, f *FanoutResult) {
 			fmt.Fprintf(w, "  %5d %5d  %10.0f %10.0f  %4d %10.0f %7.2f %10.0f %10.0f %7.2f\n", p.Batch, p.Publishers,
 				p.SendMsgsPerS, p.PlainDrainMsgsPerS, s.Subscriptions, s.PublishMsgsPerS, s.PublishRatio,
 				s.GroupDrainMsgsPerS, s.PlainDrainMsgsPerS, s.DrainRatio)
+		}
+	}
+	fmt.Fprintf(w, "  CPU time a message acked in the drains, µs, groups / plain queues (postgres, nodes, bench process):\n")
+	for _, p := range f.Points {
+		for _, s := range p.Subs {
+			if g, pl := s.GroupDrainCPU, s.PlainDrainCPU; g != nil && pl != nil {
+				fmt.Fprintf(w, "  %5d %5d  %4d subs  postgres %.0f / %.0f  nodes %.0f / %.0f  bench %.0f / %.0f\n", p.Batch, p.Publishers,
+					s.Subscriptions, g.PostgresUS, pl.PostgresUS, g.NodesUS, pl.NodesUS, g.BenchUS, pl.BenchUS)
+			}
 		}
 	}
 	fmt.Fprintf(w, "  storage: %s; ratio %.2f\n  wake p50 with 10 subscriptions: %.2f ms\n", f.StorageNote, f.StorageRatio, f.WakeP50MS)
