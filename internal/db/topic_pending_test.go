@@ -12,8 +12,9 @@ import (
 
 // A publish leaves a group's copies in pending rows of up to 32 ids; the
 // group's claims make them, two sessions interleaved: a claim locks only
-// the rows it takes from (a claim of fewer than 32 takes its row whole,
-// leasing what it asked for and making the rest ready), and passes over a
+// the rows it takes from (a claim of fewer than 32 takes whole rows, as
+// many as hold 32 ids, leasing what it asked for and making the rest
+// ready), and passes over a
 // row another claim holds instead of waiting for it, as it passes over a
 // locked ready message.
 

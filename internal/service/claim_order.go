@@ -59,8 +59,8 @@ func (o *claimOrder) mode(tenant, queue string, max int) string {
 // saw notes what a leasing claim of a queue returned, and whether it came
 // back short (fewer messages than asked, within the response budget):
 // topic copies mark the queue a group, messages without one unmark it,
-// nothing marks a group's last claim short and leaves other queues as
-// they were.
+// and a claim that returned nothing marks a group's last claim short
+// (other queues stay as they were).
 func (o *claimOrder) saw(tenant, queue string, rows []db.SkipqMessage, short bool) {
 	key := queueName{tenant, queue}
 	o.mu.RLock()
