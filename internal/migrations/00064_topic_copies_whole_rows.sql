@@ -38,8 +38,9 @@ BEGIN
     -- row): a claim of one paid the start-up every 8 messages, where it now
     -- pays it every 28 or so. A larger claim locks as many rows as p_max ids
     -- fill when full (32 each) and takes up to p_max ids: each row taken
-    -- whole is deleted, the last cut from the front otherwise (its surplus made ready would make the next claim walk them
-    -- and then make copies too). Every row locked is taken from (the rows
+    -- whole is deleted, the last cut from the front otherwise (its surplus
+    -- made ready would make the next claim walk them and then make copies
+    -- too). Every row locked is taken from (the rows
     -- before the last hold fewer than p_max ids together): a row locked and
     -- not taken from would stay hidden from the other claims until this one
     -- commits. A copy is a message row as a publish used to write it (empty
@@ -207,9 +208,10 @@ BEGIN
     -- p_queue_ids[i] that no other transaction holds (FOR UPDATE SKIP
     -- LOCKED) whole, as many as hold 32 ids, as skipq.topic_copies_make
     -- does for a claim of fewer than 32 (it says how many): it leases up
-    -- to p_max[i] (fewer than 32) of the rows' copies for p_visibility_seconds[i], within p_max_response_bytes[i]
-    -- (each copy measured with p_message_overheads[i]; the first always
-    -- fits), and makes the rest ready messages. The queues must differ:
+    -- to p_max[i] (fewer than 32) of the rows' copies for
+    -- p_visibility_seconds[i], within p_max_response_bytes[i] (each copy
+    -- measured with p_message_overheads[i]; the first always fits), and
+    -- makes the rest ready messages. The queues must differ:
     -- the claims share one snapshot and one transaction's locks, and two
     -- claims of one queue would lock, and take, the same row. Each claim
     -- is made as skipq.topic_copies_make makes it (which says why each

@@ -29,8 +29,9 @@ BEGIN
     -- row): a claim of one paid the start-up every 8 messages, where it now
     -- pays it every 28 or so. A larger claim locks as many rows as p_max ids
     -- fill when full (32 each) and takes up to p_max ids: each row taken
-    -- whole is deleted, the last cut from the front otherwise (its surplus made ready would make the next claim walk them
-    -- and then make copies too). Every row locked is taken from (the rows
+    -- whole is deleted, the last cut from the front otherwise (its surplus
+    -- made ready would make the next claim walk them and then make copies
+    -- too). Every row locked is taken from (the rows
     -- before the last hold fewer than p_max ids together): a row locked and
     -- not taken from would stay hidden from the other claims until this one
     -- commits. A copy is a message row as a publish used to write it (empty

@@ -13,9 +13,10 @@ BEGIN
     -- p_queue_ids[i] that no other transaction holds (FOR UPDATE SKIP
     -- LOCKED) whole, as many as hold 32 ids, as skipq.topic_copies_make
     -- does for a claim of fewer than 32 (it says how many): it leases up
-    -- to p_max[i] (fewer than 32) of the rows' copies for p_visibility_seconds[i], within p_max_response_bytes[i]
-    -- (each copy measured with p_message_overheads[i]; the first always
-    -- fits), and makes the rest ready messages. The queues must differ:
+    -- to p_max[i] (fewer than 32) of the rows' copies for
+    -- p_visibility_seconds[i], within p_max_response_bytes[i] (each copy
+    -- measured with p_message_overheads[i]; the first always fits), and
+    -- makes the rest ready messages. The queues must differ:
     -- the claims share one snapshot and one transaction's locks, and two
     -- claims of one queue would lock, and take, the same row. Each claim
     -- is made as skipq.topic_copies_make makes it (which says why each
