@@ -21,7 +21,7 @@ const (
 // when no ready message is likely: its last claim came back short (the
 // walk found too few ready messages), or the claim asks for 32 or more
 // (a claim that large cuts the pending rows it takes and leaves no ready
-// copies behind). A group's claim of fewer than 32 makes whole pending
+// copies behind but those past its response budget). A group's claim of fewer than 32 makes whole pending
 // rows and leaves the copies it did not lease ready, which the group's
 // next claims walk: asked pending first, each of them paid a probe of the
 // group's ready and pending rows to learn what the walk tells anyway
@@ -41,7 +41,8 @@ const claimOrderMax = 100000
 
 // pendingFirstMin is the smallest claim that asks a group for pending
 // copies first whatever its last claim returned: skipq.topic_copies_make
-// cuts rows for claims this large, so they leave no ready copies.
+// cuts rows for claims this large, so they leave no ready copies (but
+// those past the response budget).
 const pendingFirstMin = 32
 
 // mode is the claim mode for a leasing claim of up to max messages of a
