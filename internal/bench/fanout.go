@@ -438,16 +438,8 @@ func (d *drainCPU) addStatements(a, b map[int64]stmtStat, secs float64) {
 	}
 	d.secs += secs
 	for id, s := range b {
-		p := a[id]
-		t := d.stmts[id]
+		t := d.stmts[id].plus(s.plus(a[id], -1), 1)
 		t.label = s.label
-		t.calls += s.calls - p.calls
-		t.totalMS += s.totalMS - p.totalMS
-		t.rows += s.rows - p.rows
-		t.hit += s.hit - p.hit
-		t.read += s.read - p.read
-		t.walRecs += s.walRecs - p.walRecs
-		t.walB += s.walB - p.walB
 		d.stmts[id] = t
 	}
 }
@@ -463,11 +455,9 @@ func (d *drainCPU) add(from, to cpuSnap, messages int64) {
 	if !from.ok || !to.ok {
 		return
 	}
-	pgOK, nodesOK := from.postgresOK && to.postgresOK, from.nodesOK && to.nodesOK
-	if d.windows == 0 {
-		d.postgresOK, d.nodesOK = pgOK, nodesOK
-	}
-	d.postgresOK, d.nodesOK = d.postgresOK && pgOK, d.nodesOK && nodesOK
+	first := d.windows == 0
+	d.postgresOK = (first || d.postgresOK) && from.postgresOK && to.postgresOK
+	d.nodesOK = (first || d.nodesOK) && from.nodesOK && to.nodesOK
 	d.windows++
 	d.messages += messages
 	d.postgres += to.postgres - from.postgres

@@ -230,6 +230,18 @@ type stmtStat struct {
 	walB    int64
 }
 
+// plus is s with d's counts added (sign -1: subtracted); the label stays s's.
+func (s stmtStat) plus(d stmtStat, sign int64) stmtStat {
+	s.calls += sign * d.calls
+	s.totalMS += float64(sign) * d.totalMS
+	s.rows += sign * d.rows
+	s.hit += sign * d.hit
+	s.read += sign * d.read
+	s.walRecs += sign * d.walRecs
+	s.walB += sign * d.walB
+	return s
+}
+
 // statements snapshots pg_stat_statements for mon's database, without the
 // monitor's own statements. nil when the extension is not there.
 func (e *env) statements(ctx context.Context, mon *pgxpool.Pool) map[int64]stmtStat {
@@ -289,30 +301,13 @@ func diffStatements(a, b map[int64]stmtStat, secs float64, n int) ([]Statement, 
 	var calls int64
 	var totalMS float64
 	for id, s := range b {
-		d := s
-		if p, ok := a[id]; ok {
-			d.calls -= p.calls
-			d.totalMS -= p.totalMS
-			d.rows -= p.rows
-			d.hit -= p.hit
-			d.read -= p.read
-			d.walRecs -= p.walRecs
-			d.walB -= p.walB
-		}
+		d := s.plus(a[id], -1)
 		if d.calls <= 0 {
 			continue
 		}
 		calls += d.calls
 		totalMS += d.totalMS
-		t := byName[d.label]
-		t.calls += d.calls
-		t.totalMS += d.totalMS
-		t.rows += d.rows
-		t.hit += d.hit
-		t.read += d.read
-		t.walRecs += d.walRecs
-		t.walB += d.walB
-		byName[d.label] = t
+		byName[d.label] = byName[d.label].plus(d, 1)
 	}
 	var out []Statement
 	for name, d := range byName {
