@@ -487,7 +487,7 @@ func (d drainCPU) perMessage() *DrainCPU {
 // DrainCPU is the CPU time a message acked in a drain's measured windows
 // cost, in microseconds, by who spent it: the database server's
 // processes (those that exited within a window, such as an autovacuum
-// worker, are not counted), the nodes when they run as processes of their
+// worker, included), the nodes when they run as processes of their
 // own, and the bench process (the consumers, and the nodes when they run
 // in it). At /proc's 10 ms ticks, a window of 10,000 messages resolves
 // 1 µs a message.

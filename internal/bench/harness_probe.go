@@ -470,12 +470,25 @@ func procCPU(pid string) (int64, bool) {
 }
 
 // serverCPU sums the CPU time of the postmaster and its children (backends,
-// WAL writer, checkpointer, autovacuum). Children that exited inside the
-// window are missed, so it is a lower bound.
+// WAL writer, checkpointer, autovacuum), those that exited included: the
+// postmaster reaps its children, and the kernel then adds their time to its
+// cutime and cstime. So the sum only grows, even when a window's autovacuum
+// worker or a pooled connection's backend ends inside it. The postmaster is
+// read before its children: a child reaped between the two reads is missing
+// from that snapshot, never counted twice.
 func serverCPU(pm int) (int64, bool) {
-	total, ok := procCPU(strconv.Itoa(pm))
-	if !ok {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pm) + "/stat")
+	if err != nil {
 		return 0, false
+	}
+	f := statFields(st)
+	if len(f) < 15 {
+		return 0, false
+	}
+	var total int64
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		total += n
 	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -491,12 +504,12 @@ func serverCPU(pm int) (int64, bool) {
 		if err != nil {
 			continue
 		}
-		f := statFields(st)
-		if len(f) < 13 || f[1] != want {
+		cf := statFields(st)
+		if len(cf) < 13 || cf[1] != want {
 			continue
 		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
+		u, _ := strconv.ParseInt(cf[11], 10, 64)
+		s, _ := strconv.ParseInt(cf[12], 10, 64)
 		total += u + s
 	}
 	return total, true
@@ -685,7 +698,7 @@ type CPUShare struct {
 	Bench    float64 `json:"bench_process"`            // nodes + load generators (in-process), or the load generators alone (Nodes)
 	Nodes    float64 `json:"node_processes,omitempty"` // the nodes when they run in processes of their own
 	Postgres float64 `json:"postgres"`
-	Other    float64 `json:"other"`  // other processes (and server workers that exited within the window)
+	Other    float64 `json:"other"`  // other processes
 	Kernel   float64 `json:"kernel"` // irq and softirq (loopback networking)
 	Steal    float64 `json:"steal"`  // taken by the hypervisor
 	IOWait   float64 `json:"iowait"`
