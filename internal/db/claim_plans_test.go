@@ -35,13 +35,12 @@ func TestStandardClaimPlansIgnoreDrainedStatistics(t *testing.T) {
 		`INSERT INTO skipq.ready (queue_id, sequence) SELECT queue_id, sequence FROM skipq.messages`,
 		`DELETE FROM skipq.ready WHERE sequence < (SELECT max(sequence) FROM skipq.ready)`,
 		`DELETE FROM skipq.messages WHERE sequence < (SELECT max(sequence) FROM skipq.messages)`,
-		`VACUUM ANALYZE skipq.messages`,
-		`VACUUM ANALYZE skipq.ready`,
 	} {
 		if _, err := pool.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
+	testdb.VacuumAnalyze(t, pool, "skipq.messages", "skipq.ready")
 	for b := range 5 {
 		ids := make([]string, 1000)
 		for i := range ids {

@@ -52,12 +52,14 @@ func drainedReady(t *testing.T, pool *pgxpool.Pool) {
 		`ALTER TABLE skipq.ready SET (autovacuum_enabled = false)`,
 		`INSERT INTO skipq.ready (queue_id, sequence) SELECT 0, g FROM generate_series(1, 20000) g`,
 		`DELETE FROM skipq.ready WHERE queue_id = 0 AND sequence < 20000`,
-		`VACUUM ANALYZE skipq.ready`,
-		`DELETE FROM skipq.ready WHERE queue_id = 0`,
 	} {
 		if _, err := pool.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
+	}
+	testdb.VacuumAnalyze(t, pool, "skipq.ready")
+	if _, err := pool.Exec(ctx, `DELETE FROM skipq.ready WHERE queue_id = 0`); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -198,7 +200,13 @@ func drainedSideTables(t *testing.T, pool *pgxpool.Pool) {
 		 SELECT g, 0, 'gone-' || g, 'sent', now() FROM generate_series(1, 20000) g`,
 		`DELETE FROM skipq.dedup_keys WHERE queue_id = 0 AND message_id <> 'gone-20000'`,
 		`DELETE FROM skipq.message_events WHERE queue_id = 0 AND trace_id < 20000`,
-		`VACUUM ANALYZE skipq.dedup_keys, skipq.message_events`,
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	testdb.VacuumAnalyze(t, pool, "skipq.dedup_keys", "skipq.message_events")
+	for _, stmt := range []string{
 		`DELETE FROM skipq.dedup_keys WHERE queue_id = 0`,
 		`DELETE FROM skipq.message_events WHERE queue_id = 0`,
 	} {
@@ -416,7 +424,13 @@ func TestGroupFunctionsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T)
 		`ALTER TABLE skipq.message_groups SET (autovacuum_enabled = false)`,
 		`INSERT INTO skipq.message_groups (queue_id, group_id) SELECT 0, 'gone-' || g FROM generate_series(1, 20000) g`,
 		`DELETE FROM skipq.message_groups WHERE queue_id = 0 AND group_id <> 'gone-1'`,
-		`VACUUM ANALYZE skipq.message_groups`,
+	} {
+		if _, err := f.pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	testdb.VacuumAnalyze(t, f.pool, "skipq.message_groups")
+	for _, stmt := range []string{
 		`DELETE FROM skipq.message_groups WHERE queue_id = 0`,
 		// 1,000 groups with a message each, and 9 emptied ones first in
 		// the primary key's order.
@@ -499,7 +513,13 @@ func TestTopicJobsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
 		 WHERE t.name = 'gone'`,
 		`DELETE FROM skipq.topic_retained WHERE id < 20000`,
 		`DELETE FROM skipq.topic_bodies WHERE id < 20000`,
-		`VACUUM ANALYZE skipq.topic_retained, skipq.topic_bodies`,
+	} {
+		if _, err := f.pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	testdb.VacuumAnalyze(t, f.pool, "skipq.topic_retained", "skipq.topic_bodies")
+	for _, stmt := range []string{
 		`DELETE FROM skipq.topic_retained`,
 		`DELETE FROM skipq.topic_bodies`,
 		// Behind: 5,000 retained messages of T, retained for an hour and
