@@ -107,3 +107,70 @@ func TestClaimOrderServesReadyMessagesBesidePendingCopies(t *testing.T) {
 	}
 	modes("a queue whose receive returned a plain message", claimReadyFirst, claimReadyFirst)
 }
+
+// A shared claim tells the claim order what it returned once, for all its
+// calls: three receives served by one claim that found one copy leave the
+// group's last claim short (the next claim asks pending first), whatever
+// order their goroutines would have reported in. The same holds for the
+// claims of several queues made in one statement.
+func TestSharedClaimRecordsShortOnce(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := New(pool, Options{Limits: DefaultLimits()})
+	if _, _, err := s.PutTopic(ctx, "default", "tp", TopicSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"g1", "g2"} {
+		if _, err := s.Subscribe(ctx, "default", "tp", g, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Publish(ctx, "default", "tp", []MessageInput{{Body: "one"}}, func(int) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	calls := func(queue string, n int) []*claimCall {
+		out := make([]*claimCall, n)
+		for i := range out {
+			out[i] = &claimCall{tenant: "default", queue: queue}
+		}
+		return out
+	}
+	claimedRows := func(cs []*claimCall) int {
+		n := 0
+		for _, c := range cs {
+			if c.err != nil {
+				t.Fatal(c.err)
+			}
+			n += len(c.rows)
+		}
+		return n
+	}
+	g1 := calls("g1", 3)
+	if blocked := s.claimTogether(ctx, s.own, "default", "g1", g1); len(blocked) != 0 || claimedRows(g1) != 1 {
+		t.Fatalf("g1: %d blocked, %d rows, want the one copy", len(blocked), claimedRows(g1))
+	}
+	if m := s.order.mode("default", "g1", 1); m != claimPendingFirst {
+		t.Fatalf("after a shared claim of three that found one copy: mode %q, want %q", m, claimPendingFirst)
+	}
+	if _, err := s.Publish(ctx, "default", "tp", []MessageInput{{Body: "two"}}, func(int) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	keys := []claimKey{{"default", "g1", -1, 0}, {"default", "g2", -1, 0}}
+	groups := map[claimKey][]*claimCall{keys[0]: calls("g1", 1), keys[1]: calls("g2", 4)}
+	if blocked, failed := s.claimQueuesTogether(ctx, s.own, keys, groups); len(blocked) != 0 || failed {
+		t.Fatalf("claims of g1 and g2: %d blocked, failed %v", len(blocked), failed)
+	}
+	if n1, n2 := claimedRows(groups[keys[0]]), claimedRows(groups[keys[1]]); n1 != 1 || n2 != 2 {
+		t.Fatalf("claims of g1 and g2 got %d and %d rows, want 1 and 2", n1, n2)
+	}
+	if m := s.order.mode("default", "g1", 1); m != claimReadyFirst {
+		t.Fatalf("g1 after a claim that got what it asked: mode %q, want %q", m, claimReadyFirst)
+	}
+	if m := s.order.mode("default", "g2", 1); m != claimPendingFirst {
+		t.Fatalf("g2 after a claim of four that found two: mode %q, want %q", m, claimPendingFirst)
+	}
+}

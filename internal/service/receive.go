@@ -254,7 +254,8 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 	var rows []db.SkipqMessage
 	var err error
 	mode := claimMode(o)
-	if mode == "claim" && max == 1 {
+	shared := mode == claimReadyFirst && max == 1
+	if shared {
 		rows, _, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, nil)
 	} else {
 		// skipq.message_claim runs the claim of the queue's kind and
@@ -264,7 +265,7 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 			autoAcked(rows, s.nowOr(time.Now()))
 		}
 	}
-	return s.claimed(reqCtx, tenant, queue, max, o, rows, err)
+	return s.claimed(reqCtx, tenant, queue, max, o, rows, err, shared)
 }
 
 // claimQueries runs a receive's own claim of mode, committing as it must: a
@@ -311,7 +312,8 @@ func (s *Service) claimAfterAck(reqCtx context.Context, tenant, queue string, ma
 	var rows []db.SkipqMessage
 	var res SettleResult // on an error nothing was acked either
 	var err error
-	if mode == "claim" && max == 1 {
+	shared := mode == claimReadyFirst && max == 1
+	if shared {
 		rows, res, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, &rs)
 	} else {
 		var acked []db.MessageAckByReceiptRow
@@ -325,14 +327,15 @@ func (s *Service) claimAfterAck(reqCtx context.Context, tenant, queue string, ma
 			}
 		}
 	}
-	msgs, more, err := s.claimed(reqCtx, tenant, queue, max, o, rows, err)
+	msgs, more, err := s.claimed(reqCtx, tenant, queue, max, o, rows, err, shared)
 	return msgs, more, res, err
 }
 
 // claimed turns a claim's rows (or its error) into a receive's messages,
 // and whether more may be available: the claim took max messages or
-// stopped at the response budget.
-func (s *Service) claimed(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions, rows []db.SkipqMessage, err error) ([]Message, bool, error) {
+// stopped at the response budget. A shared claim (claimShared) told the
+// claim order what it returned, once for all its calls.
+func (s *Service) claimed(reqCtx context.Context, tenant, queue string, max int, o ReceiveOptions, rows []db.SkipqMessage, err error, shared bool) ([]Message, bool, error) {
 	budget, overhead := int64(s.limits.MaxResponseBytes), messageOverhead(queue)
 	if err != nil {
 		if errors.Is(reqCtx.Err(), context.Canceled) {
@@ -348,7 +351,7 @@ func (s *Service) claimed(reqCtx context.Context, tenant, queue string, max int,
 		size += estimatedRowBytes(r, overhead)
 	}
 	more := len(rows) == max || size >= budget
-	if !o.IsPeek && !o.AutoAck {
+	if !shared && !o.IsPeek && !o.AutoAck {
 		s.order.saw(tenant, queue, rows, !more)
 	}
 	if len(rows) > 0 && !o.IsPeek {
@@ -651,13 +654,16 @@ func (s *Service) claimQueuesTogether(ctx context.Context, st statements, keys [
 	case err != nil:
 		return nil, true
 	}
-	next := make([]int, len(keys))
+	claimed := make([][]db.SkipqMessage, len(keys))
 	for _, r := range rows {
 		i := int(r.Claim) - 1
-		if g := groups[keys[i]]; next[i] < len(g) {
-			g[next[i]].rows = []db.SkipqMessage{r.Message}
-			next[i]++
+		if g := groups[keys[i]]; len(claimed[i]) < len(g) {
+			g[len(claimed[i])].rows = []db.SkipqMessage{r.Message}
+			claimed[i] = append(claimed[i], r.Message)
 		}
+	}
+	for i, k := range keys {
+		s.order.saw(k.tenant, k.queue, claimed[i], len(claimed[i]) < len(groups[k]))
 	}
 	return nil, false
 }
@@ -713,5 +719,6 @@ func (s *Service) claimTogether(ctx context.Context, st statements, tenant, queu
 			c.rows = rows[i : i+1]
 		}
 	}
+	s.order.saw(tenant, queue, rows, len(rows) < len(group))
 	return blocked
 }
