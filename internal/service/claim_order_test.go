@@ -3,10 +3,6 @@ package service
 import (
 	"context"
 	"testing"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/skipq/skipq/internal/testdb"
 )
 
 // A node whose receives of a queue returned topic copies asks for the
@@ -18,18 +14,7 @@ import (
 // receives return plain messages is claimed ready first again.
 func TestClaimOrderServesReadyMessagesBesidePendingCopies(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := New(pool, Options{Limits: DefaultLimits()})
-	if _, _, err := s.PutTopic(ctx, "default", "tp", TopicSettings{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Subscribe(ctx, "default", "tp", "g", nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	s := newTopicGroups(t, "g")
 	publish := func(n int) {
 		t.Helper()
 		in := make([]MessageInput, n)
@@ -115,20 +100,7 @@ func TestClaimOrderServesReadyMessagesBesidePendingCopies(t *testing.T) {
 // claims of several queues made in one statement.
 func TestSharedClaimRecordsShortOnce(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := New(pool, Options{Limits: DefaultLimits()})
-	if _, _, err := s.PutTopic(ctx, "default", "tp", TopicSettings{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range []string{"g1", "g2"} {
-		if _, err := s.Subscribe(ctx, "default", "tp", g, nil, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := newTopicGroups(t, "g1", "g2")
 	if _, err := s.Publish(ctx, "default", "tp", []MessageInput{{Body: "one"}}, func(int) string { return "" }); err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,10 @@ import (
 	"github.com/skipq/skipq/internal/testdb"
 )
 
-// A shared claim of several queues is one statement: every call gets a
-// message of its own queue (as many as the queue has), a topic copy with
-// its body in place, and a call on a queue that does not exist gets none.
-func TestSharedClaimOfSeveralQueues(t *testing.T) {
+// newTopicGroups is a service on a fresh database with the topic "tp" of
+// the tenant "default", and a subscription of it for each of groups.
+func newTopicGroups(t *testing.T, groups ...string) *Service {
+	t.Helper()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, testdb.New(t))
 	if err != nil {
@@ -23,12 +23,21 @@ func TestSharedClaimOfSeveralQueues(t *testing.T) {
 	if _, _, err := s.PutTopic(ctx, "default", "tp", TopicSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	groups := []string{"g1", "g2", "g3"}
 	for _, g := range groups {
 		if _, err := s.Subscribe(ctx, "default", "tp", g, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return s
+}
+
+// A shared claim of several queues is one statement: every call gets a
+// message of its own queue (as many as the queue has), a topic copy with
+// its body in place, and a call on a queue that does not exist gets none.
+func TestSharedClaimOfSeveralQueues(t *testing.T) {
+	ctx := context.Background()
+	groups := []string{"g1", "g2", "g3"}
+	s := newTopicGroups(t, groups...)
 	if _, err := s.Publish(ctx, "default", "tp", []MessageInput{{Body: "published"}}, func(int) string { return "" }); err != nil {
 		t.Fatal(err)
 	}

@@ -254,7 +254,7 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 	var rows []db.SkipqMessage
 	var err error
 	mode := claimMode(o)
-	shared := mode == claimReadyFirst && max == 1
+	shared := sharesClaim(mode, max)
 	if shared {
 		rows, _, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, nil)
 	} else {
@@ -266,6 +266,12 @@ func (s *Service) claim(reqCtx context.Context, tenant, queue string, max int, o
 		}
 	}
 	return s.claimed(reqCtx, tenant, queue, max, o, rows, err, shared)
+}
+
+// sharesClaim reports whether a receive's claim of mode and max is made
+// together with other receives' (claimShared): a leasing claim of one.
+func sharesClaim(mode string, max int) bool {
+	return mode == claimReadyFirst && max == 1
 }
 
 // claimQueries runs a receive's own claim of mode, committing as it must: a
@@ -312,7 +318,7 @@ func (s *Service) claimAfterAck(reqCtx context.Context, tenant, queue string, ma
 	var rows []db.SkipqMessage
 	var res SettleResult // on an error nothing was acked either
 	var err error
-	shared := mode == claimReadyFirst && max == 1
+	shared := sharesClaim(mode, max)
 	if shared {
 		rows, res, err = s.claimShared(ctx, tenant, queue, o.VisibilitySeconds, &rs)
 	} else {
