@@ -454,19 +454,35 @@ func statFields(st []byte) []string {
 	return strings.Fields(string(st[i+1:]))
 }
 
+// The fields of statFields that hold CPU time in ticks.
+const (
+	statUtime  = 11
+	statStime  = 12
+	statCutime = 13 // of the children the process reaped
+	statCstime = 14
+)
+
+// statTicks sums fields of statFields (CPU times in ticks); false when the
+// stat line is too short to hold them all.
+func statTicks(f []string, fields ...int) (int64, bool) {
+	var total int64
+	for _, i := range fields {
+		if i >= len(f) {
+			return 0, false
+		}
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		total += n
+	}
+	return total, true
+}
+
 // procCPU is a process's user+system time in ticks.
 func procCPU(pid string) (int64, bool) {
 	st, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return 0, false
 	}
-	f := statFields(st)
-	if len(f) < 13 {
-		return 0, false
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s, true
+	return statTicks(statFields(st), statUtime, statStime)
 }
 
 // serverCPU sums the CPU time of the postmaster and its children (backends,
@@ -481,14 +497,9 @@ func serverCPU(pm int) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	f := statFields(st)
-	if len(f) < 15 {
+	total, ok := statTicks(statFields(st), statUtime, statStime, statCutime, statCstime)
+	if !ok {
 		return 0, false
-	}
-	var total int64
-	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
-		n, _ := strconv.ParseInt(f[i], 10, 64)
-		total += n
 	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -504,13 +515,13 @@ func serverCPU(pm int) (int64, bool) {
 		if err != nil {
 			continue
 		}
-		cf := statFields(st)
-		if len(cf) < 13 || cf[1] != want {
+		f := statFields(st)
+		if len(f) < 2 || f[1] != want {
 			continue
 		}
-		u, _ := strconv.ParseInt(cf[11], 10, 64)
-		s, _ := strconv.ParseInt(cf[12], 10, 64)
-		total += u + s
+		if t, ok := statTicks(f, statUtime, statStime); ok {
+			total += t
+		}
 	}
 	return total, true
 }
