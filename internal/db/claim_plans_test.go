@@ -26,7 +26,7 @@ func TestStandardClaimPlansIgnoreDrainedStatistics(t *testing.T) {
 	pool, q := f.pool, f.q
 	// Drain: 25,000 messages, all but the last gone, then the vacuum's
 	// statistics; no autovacuum may take newer ones during the test.
-	for _, stmt := range []string{
+	testdb.ExecAll(t, pool,
 		`ALTER TABLE skipq.messages SET (autovacuum_enabled = false)`,
 		`ALTER TABLE skipq.ready SET (autovacuum_enabled = false)`,
 		`INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count, ready)
@@ -35,11 +35,7 @@ func TestStandardClaimPlansIgnoreDrainedStatistics(t *testing.T) {
 		`INSERT INTO skipq.ready (queue_id, sequence) SELECT queue_id, sequence FROM skipq.messages`,
 		`DELETE FROM skipq.ready WHERE sequence < (SELECT max(sequence) FROM skipq.ready)`,
 		`DELETE FROM skipq.messages WHERE sequence < (SELECT max(sequence) FROM skipq.messages)`,
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	)
 	testdb.VacuumAnalyze(t, pool, "skipq.messages", "skipq.ready")
 	for b := range 5 {
 		ids := make([]string, 1000)

@@ -47,20 +47,13 @@ func deadLetters(t *testing.T, pool *pgxpool.Pool, queue string, n int) {
 // messages.
 func drainedReady(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
-	for _, stmt := range []string{
+	testdb.ExecAll(t, pool,
 		`ALTER TABLE skipq.ready SET (autovacuum_enabled = false)`,
 		`INSERT INTO skipq.ready (queue_id, sequence) SELECT 0, g FROM generate_series(1, 20000) g`,
 		`DELETE FROM skipq.ready WHERE queue_id = 0 AND sequence < 20000`,
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	)
 	testdb.VacuumAnalyze(t, pool, "skipq.ready")
-	if _, err := pool.Exec(ctx, `DELETE FROM skipq.ready WHERE queue_id = 0`); err != nil {
-		t.Fatal(err)
-	}
+	testdb.ExecAll(t, pool, `DELETE FROM skipq.ready WHERE queue_id = 0`)
 }
 
 // xactReadyReads is the buffers of skipq.ready and its index that tx's
@@ -190,8 +183,7 @@ func TestRedrivePlannedOnDrainedStatisticsProbesEachMessage(t *testing.T) {
 // statistics of drained tables, as drainedReady does for skipq.ready.
 func drainedSideTables(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
-	for _, stmt := range []string{
+	testdb.ExecAll(t, pool,
 		`ALTER TABLE skipq.dedup_keys SET (autovacuum_enabled = false)`,
 		`ALTER TABLE skipq.message_events SET (autovacuum_enabled = false)`,
 		`INSERT INTO skipq.dedup_keys (queue_id, message_id, content_hash, sequence, sent_at, window_ends)
@@ -200,20 +192,12 @@ func drainedSideTables(t *testing.T, pool *pgxpool.Pool) {
 		 SELECT g, 0, 'gone-' || g, 'sent', now() FROM generate_series(1, 20000) g`,
 		`DELETE FROM skipq.dedup_keys WHERE queue_id = 0 AND message_id <> 'gone-20000'`,
 		`DELETE FROM skipq.message_events WHERE queue_id = 0 AND trace_id < 20000`,
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	)
 	testdb.VacuumAnalyze(t, pool, "skipq.dedup_keys", "skipq.message_events")
-	for _, stmt := range []string{
+	testdb.ExecAll(t, pool,
 		`DELETE FROM skipq.dedup_keys WHERE queue_id = 0`,
 		`DELETE FROM skipq.message_events WHERE queue_id = 0`,
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	)
 }
 
 // sweepBacklog puts drainedBacklog rows behind each sweep and read of
@@ -229,7 +213,7 @@ func sweepBacklog(t *testing.T, pool *pgxpool.Pool) {
 		Names: []string{"busy", "expiring", "small"}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{
+	testdb.ExecAll(t, pool,
 		`INSERT INTO skipq.messages (queue_id, message_id, body, sent_at, visible_at, max_receive_count, ready, expires_at)
 		 SELECT q.id, q.name || '-' || g, '\x78', now(), now(), 10, true,
 		        CASE WHEN q.name = 'expiring' THEN now() - interval '1 minute' END
@@ -248,11 +232,7 @@ func sweepBacklog(t *testing.T, pool *pgxpool.Pool) {
 		`INSERT INTO skipq.message_events (trace_id, queue_id, message_id, type, at, gone_at)
 		 SELECT g, q.id, 'gone-' || g, 'acked', now() - interval '2 days', now() - interval '2 days'
 		 FROM skipq.queues q, generate_series(1, 5000) g WHERE q.name = 'busy'`,
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	)
 }
 
 // The statements of the rarer paths (the worker's sweeps, purge, operator
@@ -420,15 +400,11 @@ func TestGroupFunctionsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T)
 	if err := f.pool.QueryRow(ctx, `SELECT id FROM skipq.queues WHERE name = 'fifo'`).Scan(&fifo); err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{
+	testdb.ExecAll(t, f.pool,
 		`ALTER TABLE skipq.message_groups SET (autovacuum_enabled = false)`,
 		`INSERT INTO skipq.message_groups (queue_id, group_id) SELECT 0, 'gone-' || g FROM generate_series(1, 20000) g`,
 		`DELETE FROM skipq.message_groups WHERE queue_id = 0 AND group_id <> 'gone-1'`,
-	} {
-		if _, err := f.pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	)
 	testdb.VacuumAnalyze(t, f.pool, "skipq.message_groups")
 	for _, stmt := range []string{
 		`DELETE FROM skipq.message_groups WHERE queue_id = 0`,
@@ -500,7 +476,7 @@ func TestTopicJobsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
 	if err := f.q.QueueCreateMissing(ctx, db.QueueCreateMissingParams{Tenant: "t", Names: []string{"sub"}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{
+	testdb.ExecAll(t, f.pool,
 		`ALTER TABLE skipq.topic_retained SET (autovacuum_enabled = false)`,
 		`ALTER TABLE skipq.topic_bodies SET (autovacuum_enabled = false)`,
 		`INSERT INTO skipq.topics (tenant, name, retain_seconds) VALUES ('t', 'gone', 0), ('t', 'T', 3600)`,
@@ -513,13 +489,9 @@ func TestTopicJobsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
 		 WHERE t.name = 'gone'`,
 		`DELETE FROM skipq.topic_retained WHERE id < 20000`,
 		`DELETE FROM skipq.topic_bodies WHERE id < 20000`,
-	} {
-		if _, err := f.pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	)
 	testdb.VacuumAnalyze(t, f.pool, "skipq.topic_retained", "skipq.topic_bodies")
-	for _, stmt := range []string{
+	testdb.ExecAll(t, f.pool,
 		`DELETE FROM skipq.topic_retained`,
 		`DELETE FROM skipq.topic_bodies`,
 		// Behind: 5,000 retained messages of T, retained for an hour and
@@ -539,11 +511,7 @@ func TestTopicJobsPlannedOnDrainedStatisticsReadWhatTheyTouch(t *testing.T) {
 		`INSERT INTO skipq.topic_bodies (id, topic_id, message_id, content_hash, body, published_at, window_ends, delivered_to)
 		 SELECT 200000 + g, t.id, 'k-' || g, '\x00', '\x78', now(), now() + interval '1 hour', 1
 		 FROM skipq.topics t, generate_series(1, 5000) g WHERE t.name = 'T'`,
-	} {
-		if _, err := f.pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	)
 	// The replay of T into "sub", whose first retained messages are in the
 	// queue already: set up in the measured transaction only, as it holds
 	// the retention prune back.

@@ -19,8 +19,7 @@ import (
 // statements planned on those statistics.
 func DrainedStatistics(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
-	for _, stmt := range []string{
+	ExecAll(t, pool,
 		`ALTER TABLE skipq.messages SET (autovacuum_enabled = false)`,
 		`INSERT INTO skipq.queues (tenant, name) VALUES ('t', 'drained') ON CONFLICT DO NOTHING`,
 		`INSERT INTO skipq.messages (queue_id, message_id, sent_at, visible_at, max_receive_count, lease_token, receive_count)
@@ -30,12 +29,19 @@ func DrainedStatistics(t testing.TB, pool *pgxpool.Pool) {
 		 SELECT q.id, 'delayed', now(), now() + interval '1 day', now() + interval '1 day', 10
 		 FROM skipq.queues q WHERE q.tenant = 't' AND q.name = 'drained'`,
 		`DELETE FROM skipq.messages WHERE message_id LIKE 'gone-%'`,
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
+	)
+	VacuumAnalyze(t, pool, "skipq.messages")
+}
+
+// ExecAll runs each statement on pool in turn, failing the test at the
+// first that fails.
+func ExecAll(t testing.TB, pool *pgxpool.Pool, stmts ...string) {
+	t.Helper()
+	for _, stmt := range stmts {
+		if _, err := pool.Exec(context.Background(), stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	VacuumAnalyze(t, pool, "skipq.messages")
 }
 
 // VacuumAnalyze vacuums and analyzes tables until the vacuum has removed
